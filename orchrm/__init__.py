@@ -1,0 +1,3 @@
+"""orchrm: reward modeling for multi-agent orchestrations."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,21 @@
+"""The one error every orchrm parser raises."""
+
+from __future__ import annotations
+
+
+class ParseError(ValueError):
+    """An input that is not an orchestration: why (`reason`), where (`offset`), from what.
+
+    `reason` is a stable snake_case code for counting and tests; `offset` is a character
+    offset into the parsed text (None when the input is not text); `source` names the
+    form or record field that was read (`harmony`, `mas_code`, `thinking`, ...).
+    """
+
+    def __init__(self, reason: str, message: str, offset: int | None = None, source: str = ""):
+        self.reason = reason
+        self.message = message
+        self.offset = offset
+        self.source = source
+        where = f" at offset {offset}" if offset is not None else ""
+        origin = f"{source}: " if source else ""
+        super().__init__(f"{origin}{reason}{where}: {message}")

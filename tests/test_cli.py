@@ -1,0 +1,59 @@
+"""The `orchrm` command, run as a real process the way users run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_parse import DATA, HIGH_DOM
+
+ORCHRM = Path(sys.executable).with_name("orchrm")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    command = [str(ORCHRM)] if ORCHRM.exists() else [sys.executable, "-m", "orchrm"]
+    return subprocess.run(
+        [*command, *args], capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"}
+    )
+
+
+def test_version():
+    result = run("--version")
+    assert result.returncode == 0 and result.stdout.startswith("orchrm ")
+
+
+def test_parse_prints_the_table_for_the_real_files():
+    files = sorted(DATA.glob("*.jsonl"))
+    if not files:
+        pytest.skip(f"{DATA} is absent: the shared data folder is not beside this checkout")
+    result = run("parse", *map(str, files))
+    assert result.returncode == 0, result.stderr
+    total = next(line for line in result.stdout.splitlines() if "total" in line)
+    assert [int(x) for x in total.replace("│", " ").split()[1:]] == [84, 53, 0, 31]
+    for reason in ("no_agents", "no_final_channel", "empty"):
+        assert reason in result.stdout
+
+
+def test_parse_json_and_details_account_for_every_record(tmp_path):
+    log = tmp_path / "log.jsonl"
+    cyclic = HIGH_DOM.replace("<to>Solve</to>", "<to>Solve</to><from>Solve</from><to>Parse</to>")
+    log.write_text(
+        "\n".join([json.dumps({"full_response": HIGH_DOM}), json.dumps({"text": cyclic}), "{bad"])
+    )
+    out = json.loads(run("parse", str(log), "--json").stdout)
+    (summary,) = out["files"]
+    assert (summary["records"], summary["valid"], summary["invalid"]) == (3, 1, 1)
+    assert summary["unparseable_by_reason"] == {"invalid_json": 1}
+    assert "cycle" in summary["invalid_by_rule"]
+    details = run("parse", str(log), "--details").stdout
+    assert f"{log}:2: invalid" in details and f"{log}:3: unparseable invalid_json" in details
+
+
+def test_parse_missing_file_fails_clearly(tmp_path):
+    result = run("parse", str(tmp_path / "nope.jsonl"))
+    assert result.returncode == 2 and "no such file" in result.stdout

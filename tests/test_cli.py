@@ -18,7 +18,11 @@ ORCHRM = Path(sys.executable).with_name("orchrm")
 def run(*args: str) -> subprocess.CompletedProcess:
     command = [str(ORCHRM)] if ORCHRM.exists() else [sys.executable, "-m", "orchrm"]
     return subprocess.run(
-        [*command, *args], capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"}
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
     )
 
 

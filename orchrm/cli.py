@@ -99,3 +99,102 @@ def _total(summaries: list[ParseSummary]) -> ParseSummary:
         total.invalid_by_rule += s.invalid_by_rule
         total.unparseable_by_reason += s.unparseable_by_reason
     return total
+
+
+@app.command("run")
+def run_command(
+    tasks: Path = typer.Option(..., "--tasks", help="JSONL tasks: question/problem, answer, id."),
+    out: Path = typer.Option(Path("runs/run.jsonl"), "--out", help="Where to write the log."),
+    backend: str = typer.Option("openai", "--backend", help="LLM backend: openai."),
+    base_url: str = typer.Option(
+        None, "--base-url", help="OpenAI-compatible server (vLLM, SGLang, hosted API)."
+    ),
+    api_key: str = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", show_default=False),
+    model: str = typer.Option("default", "--model", help="Model for every role not set below."),
+    orchestrator_model: str = typer.Option(None, "--orchestrator-model"),
+    subagent_model: str = typer.Option(None, "--subagent-model"),
+    samples: int = typer.Option(4, "--samples", min=1, help="Orchestrations sampled per task."),
+    dom: str = typer.Option("high", "--dom", help="Degree of MAS asked for: low or high."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Use only the first N tasks."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1),
+    timeout: float = typer.Option(300.0, "--timeout", help="Per-call timeout in seconds."),
+    retries: int = typer.Option(3, "--retries", min=0, help="Retries of transient errors."),
+    temperature: float = typer.Option(0.5, "--temperature"),
+    corpus: Path = typer.Option(None, "--corpus", help="JSONL corpus for WebSearchAgent (BM25)."),
+    orchestrator_id: str = typer.Option(
+        None, "--orchestrator-id", help="Name recorded for the orchestrator (default: its model)."
+    ),
+) -> None:
+    """Sample orchestrations for each task, execute them, grade them, write a JSONL log."""
+    import asyncio
+
+    from orchrm.runtime.config import RunConfig
+    from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
+    from orchrm.runtime.retrieval import load_corpus
+    from orchrm.runtime.run import load_tasks, run_tasks, write_records
+
+    if backend != "openai":
+        _fail(f"unknown backend {backend!r}: choose openai")
+    if dom not in ("low", "high"):
+        _fail(f"--dom must be low or high, got {dom!r}")
+    try:
+        task_list = load_tasks(tasks, limit)
+        retriever = load_corpus(corpus) if corpus else None
+    except (OSError, ValueError) as err:
+        _fail(str(err))
+    models = {"orchestrator": orchestrator_model, "subagent": subagent_model}
+    config = OpenAIConfig(model=model, models={k: v for k, v in models.items() if v})
+    if base_url:
+        config.base_url = base_url
+    if api_key:
+        config.api_key = api_key
+    config.timeout_s = timeout
+    run_config = RunConfig(
+        temperature=temperature,
+        call_timeout_s=timeout,
+        max_retries=retries,
+        concurrency=concurrency,
+    )
+
+    async def go() -> list[dict]:
+        async with OpenAIBackend(config) as client:
+            return await run_tasks(
+                task_list,
+                client,
+                samples=samples,
+                dom=dom,
+                orchestrator=orchestrator_id or config.model_for("orchestrator"),
+                config=run_config,
+                retriever=retriever,
+            )
+
+    records = asyncio.run(go())
+    write_records(records, out)
+    _print_run_summary(records, out)
+
+
+def _print_run_summary(records: list[dict], out: Path) -> None:
+    executed = [r for r in records if r["execution"] is not None]
+    failed = [r for r in executed if r["execution"]["error"]]
+    graded = [r for r in records if r["correct"] is not None]
+    table = Table(title=f"run written to {out}")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    rows = [
+        ("orchestration samples", len(records)),
+        ("unparseable", sum(r["parse_error"] is not None for r in records)),
+        ("parsed but invalid", sum(bool(r["violations"]) for r in records)),
+        ("executed", len(executed)),
+        ("execution failed", len(failed)),
+        ("correct / graded", f"{sum(bool(r['correct']) for r in graded)} / {len(graded)}"),
+        ("orchestrator tokens", sum(r["tokens"]["orchestrator"] for r in records)),
+        ("execution tokens", sum(r["tokens"]["execution"] for r in records)),
+    ]
+    for what, n in rows:
+        table.add_row(what, str(n))
+    console.print(table)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(2)

@@ -9,6 +9,7 @@ literal assignments are read, with `ast.literal_eval`.
 from __future__ import annotations
 
 import ast
+import warnings
 
 from orchrm.orchestration import LOW_DOM_DEFAULT_ID, Agent, DoM, Edge, Orchestration
 from orchrm.parse.error import ParseError
@@ -39,7 +40,9 @@ def parse_mas_code(code: str) -> Orchestration:
     if not code.strip():
         raise ParseError("empty", "mas_code is empty", 0, "mas_code")
     try:
-        tree = ast.parse(code)
+        with warnings.catch_warnings():  # e.g. invalid escapes in data, not our code
+            warnings.simplefilter("ignore")
+            tree = ast.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError) as err:
         offset = _line_offset(code, getattr(err, "lineno", None))
         raise ParseError("mas_code_syntax", f"not Python: {err}", offset, "mas_code") from None

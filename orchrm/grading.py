@@ -1,0 +1,53 @@
+"""Is an answer correct? Numeric comparison for math answers, normalized match for text.
+
+Used when a log has no correctness label of its own: `orchrm run` grades each executed
+orchestration against the task's ground truth with `is_correct`.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from fractions import Fraction
+
+_BOXED_RE = re.compile(r"\\boxed\{(.*)\}", re.DOTALL)
+_FRAC_RE = re.compile(r"^\\d?frac\{(-?\d+)\}\{(-?\d+)\}$")
+_ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
+
+
+def as_number(text: str) -> Fraction | None:
+    """The exact value of a plain numeric answer (`204`, `-3.5`, `1,000`, `3/4`,
+    `\\frac{3}{4}`, `$25$`, `\\boxed{25}`), or None when it is not one."""
+    t = text.strip()
+    boxed = _BOXED_RE.search(t)
+    if boxed:
+        t = boxed.group(1)
+    t = t.strip().strip("$").strip().rstrip(".").replace(",", "").replace(" ", "")
+    frac = _FRAC_RE.match(t)
+    if frac:
+        num, den = int(frac.group(1)), int(frac.group(2))
+        return Fraction(num, den) if den else None
+    try:
+        return Fraction(t)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def normalize_text(text: str) -> str:
+    """Lower case, no punctuation, no articles, single spaces (SQuAD-style)."""
+    t = text.lower()
+    t = "".join(ch for ch in t if ch not in string.punctuation)
+    return " ".join(_ARTICLES_RE.sub(" ", t).split())
+
+
+def is_correct(answer: str | None, truth: str | int | float | None) -> bool | None:
+    """Whether `answer` matches `truth`: exact numeric equality when both are numbers,
+    else normalized text equality. None when there is no ground truth to compare with."""
+    if truth is None:
+        return None
+    if answer is None:
+        return False
+    a, t = as_number(str(answer)), as_number(str(truth))
+    if a is not None and t is not None:
+        return a == t
+    return normalize_text(str(answer)) == normalize_text(str(truth)) != ""

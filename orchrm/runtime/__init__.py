@@ -1,0 +1,1 @@
+"""Execution: sub-agents, the graph executor, LLM backends and token accounting."""

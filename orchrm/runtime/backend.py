@@ -1,0 +1,77 @@
+"""The LLM backend interface every caller uses, and its OpenAI-compatible implementation.
+
+A backend turns chat messages into a `Completion` with the token counts the server
+reported. The executor, the sub-agents, the orchestrator sampler and the judges all call
+`ChatBackend.complete`; they never know whether a vLLM server, a hosted API or the
+simulated world answers. `CallInfo` says who is calling (role, agent, step): a real
+backend uses it to pick the model for the role; a simulated one may use all of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+ROLES = ("orchestrator", "subagent", "judge")
+"""Who is calling: the orchestrator writing a plan, a sub-agent, or a judge."""
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    """Who makes a call and why. Backends may ignore everything but `role`.
+
+    `step` names the call within its sub-agent: `answer` (CoT, SC samples, Reflexion's
+    first answer), `debate`, `decide` (Debate's final decision), `critic`, `refine`,
+    `search` (WebSearch deciding what to look up), `summary`, `orchestrate`, `judge`.
+    """
+
+    role: str = "subagent"
+    agent_id: str = ""
+    agent_type: str = ""
+    step: str = "answer"
+    debate_role: str = ""
+    round: int = 0
+    task_id: str = ""
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One completion and what it cost, as the backend counted it.
+
+    `logprob` is the sum of the sampled tokens' log-probabilities when requested and
+    available, else None.
+    """
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    logprob: float | None = None
+    model: str = ""
+
+
+class BackendError(Exception):
+    """A backend call failed. `transient` errors (timeouts, 5xx, 429, lost connections)
+    are worth retrying; others (bad request, auth, malformed reply) are not."""
+
+    def __init__(self, message: str, transient: bool, status: int | None = None):
+        super().__init__(message)
+        self.transient = transient
+        self.status = status
+
+
+class ChatBackend(Protocol):
+    """Anything that completes chat messages: a real server or the simulated world."""
+
+    async def complete(
+        self,
+        messages: list[dict],
+        call: CallInfo,
+        *,
+        temperature: float = 0.5,
+        max_tokens: int | None = None,
+        logprobs: bool = False,
+    ) -> Completion:
+        """Complete `messages` (`{"role", "content"}` dicts) for `call`; raise
+        `BackendError` on failure."""
+        ...

@@ -1,0 +1,78 @@
+"""One backend call under the run's policy: a timeout, retries with backoff, a trace.
+
+Every sub-agent call goes through `call`, so timeouts, retries and token accounting
+behave the same for every agent type and every backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from orchrm.runtime.backend import BackendError, CallInfo, ChatBackend, Completion
+from orchrm.runtime.config import RunConfig
+from orchrm.runtime.trace import CallRecord
+
+
+class CallFailed(Exception):
+    """A call failed for good: a permanent error, or a transient one past the retries."""
+
+
+async def call(
+    backend: ChatBackend,
+    messages: list[dict],
+    info: CallInfo,
+    config: RunConfig,
+    trace: list[CallRecord] | None = None,
+    *,
+    logprobs: bool = False,
+) -> Completion:
+    """Complete `messages` on `backend`, retrying transient errors with exponential
+    backoff, each try limited to `config.call_timeout_s`. Appends a `CallRecord` to
+    `trace` (also for a call that failed) and raises `CallFailed` when it gives up."""
+    start = time.perf_counter()
+    attempt, last_error = 0, ""
+    while True:
+        attempt += 1
+        try:
+            completion = await asyncio.wait_for(
+                backend.complete(
+                    messages,
+                    info,
+                    temperature=config.temperature,
+                    max_tokens=config.max_tokens,
+                    logprobs=logprobs,
+                ),
+                timeout=config.call_timeout_s,
+            )
+        except TimeoutError:
+            transient, last_error = True, f"timed out after {config.call_timeout_s:g} s"
+        except BackendError as err:
+            transient, last_error = err.transient, str(err)
+        else:
+            _record(trace, info, messages, completion, start, attempt, None)
+            return completion
+        if not transient or attempt > config.max_retries:
+            _record(trace, info, messages, None, start, attempt, last_error)
+            raise CallFailed(f"{info.step} call failed after {attempt} attempt(s): {last_error}")
+        await asyncio.sleep(min(config.backoff_s * 2 ** (attempt - 1), config.backoff_max_s))
+
+
+def _record(trace, info, messages, completion, start, attempts, error) -> None:
+    if trace is None:
+        return
+    trace.append(
+        CallRecord(
+            agent_id=info.agent_id,
+            agent_type=info.agent_type,
+            step=info.step,
+            debate_role=info.debate_role,
+            messages=messages,
+            completion=completion.text if completion else "",
+            prompt_tokens=completion.prompt_tokens if completion else 0,
+            completion_tokens=completion.completion_tokens if completion else 0,
+            latency_s=time.perf_counter() - start,
+            attempts=attempts,
+            error=error,
+        )
+    )

@@ -1,0 +1,36 @@
+"""`RunConfig`: everything that decides how an orchestration is executed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class RunConfig:
+    """How the executor and the sub-agents run. Defaults follow MAS-Orchestra where it
+    states a value (FORMAT.md section 1)."""
+
+    temperature: float = 0.5
+    """Sampling temperature of every sub-agent call."""
+    max_tokens: int | None = None
+    """Completion-length cap per call; None leaves it to the server."""
+    call_timeout_s: float = 300.0
+    """Wall-clock limit of one backend call; a call past it counts as a transient error."""
+    max_retries: int = 3
+    """Retries of a call after a transient error (timeout, 5xx, 429, lost connection)."""
+    backoff_s: float = 1.0
+    """Wait before the first retry; doubled on each further retry."""
+    backoff_max_s: float = 30.0
+    """Longest wait between retries."""
+    sc_samples: int = 5
+    """SCAgent: chain-of-thought samples voted on."""
+    debate_rounds: int = 5
+    """DebateAgent: rounds in which every role answers (then one final-decision call)."""
+    reflexion_rounds: int = 5
+    """ReflexionAgent: most critic-and-refine rounds after the first answer."""
+    search_iterations: int = 5
+    """WebSearchAgent: most search turns before the summary."""
+    search_k: int = 5
+    """WebSearchAgent: results kept per search."""
+    concurrency: int = 8
+    """`execute_many`: runs in flight at once."""

@@ -1,0 +1,175 @@
+"""`ChatBackend` over any OpenAI-compatible chat-completions server (vLLM, SGLang, a hosted API).
+
+`OpenAIBackend` picks the model for each call's role, sends the messages with
+`openai.AsyncOpenAI`, and returns a `Completion` with the token counts the server reported.
+Every failure leaves as a `BackendError` that names the server and the model and says
+whether retrying can help; the client itself never retries, because the executor does,
+with backoff, and two layers of retries multiply.
+
+    async with OpenAIBackend(OpenAIConfig(models={"judge": "Qwen/Qwen3-32B"})) as backend:
+        completion = await backend.complete(messages, CallInfo(role="judge"))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import openai
+from openai.types.chat import ChatCompletion
+
+from orchrm.runtime.backend import BackendError, CallInfo, Completion
+
+TRANSIENT_STATUSES = frozenset({408, 429})
+"""HTTP statuses below 500 that are worth retrying: request timeout and rate limiting."""
+
+
+@dataclass
+class OpenAIConfig:
+    """Where the chat-completions server is and which model answers each role."""
+
+    base_url: str = field(
+        default_factory=lambda: os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
+    )
+    """Server URL up to and including `/v1`; defaults to `$OPENAI_BASE_URL`, else a local
+    vLLM on port 8000."""
+
+    api_key: str = field(default_factory=lambda: os.environ.get("OPENAI_API_KEY", "EMPTY"))
+    """Bearer token; defaults to `$OPENAI_API_KEY`, else `EMPTY`, which vLLM accepts."""
+
+    model: str = "default"
+    """Model for every role not listed in `models` (vLLM: its `--served-model-name`)."""
+
+    models: dict[str, str] = field(default_factory=dict)
+    """Model per role (`orchestrator`, `subagent`, `judge`), overriding `model`."""
+
+    timeout_s: float = 120.0
+    """Seconds one request may take, connecting included, before it fails as transient."""
+
+    extra_body: dict = field(default_factory=dict)
+    """Extra JSON fields sent with every request, for server options such as vLLM's
+    `{"top_k": 20}` or `{"chat_template_kwargs": {"enable_thinking": False}}`."""
+
+    def model_for(self, role: str) -> str:
+        """The model that answers calls made by `role`."""
+        return self.models.get(role, self.model)
+
+
+class OpenAIBackend:
+    """A `ChatBackend` that sends each call to an OpenAI-compatible server.
+
+    It holds one `openai.AsyncOpenAI` client (and its connection pool) for its lifetime;
+    close it with `close()` or use it as an async context manager.
+    """
+
+    def __init__(self, config: OpenAIConfig | None = None):
+        self.config = config or OpenAIConfig()
+        self.client = openai.AsyncOpenAI(
+            base_url=self.config.base_url,
+            api_key=self.config.api_key,
+            timeout=self.config.timeout_s,
+            max_retries=0,
+        )
+
+    async def complete(
+        self,
+        messages: list[dict],
+        call: CallInfo,
+        *,
+        temperature: float = 0.5,
+        max_tokens: int | None = None,
+        logprobs: bool = False,
+    ) -> Completion:
+        """Complete `messages` with the model for `call.role` and return the text, the
+        server's token counts, the model that answered, and, when `logprobs` is set and the
+        server returns them, the summed log-probability of the sampled tokens. Raises
+        `BackendError` on any failure, `transient` when retrying may succeed."""
+        model = self.config.model_for(call.role)
+        where = f"{self.config.base_url} (model {model!r})"
+        options: dict = {"temperature": temperature}
+        if max_tokens is not None:
+            options["max_tokens"] = max_tokens
+        if logprobs:
+            options["logprobs"] = True
+        try:
+            reply = await self.client.chat.completions.create(
+                model=model,
+                messages=messages,
+                extra_body=self.config.extra_body or None,
+                **options,
+            )
+        except openai.APITimeoutError as e:
+            raise BackendError(
+                f"{where}: no reply within {self.config.timeout_s}s", transient=True
+            ) from e
+        except openai.APIConnectionError as e:
+            raise BackendError(
+                f"{where}: cannot connect: {e.__cause__ or e}", transient=True
+            ) from e
+        except openai.APIStatusError as e:
+            status = e.status_code
+            transient = status >= 500 or status in TRANSIENT_STATUSES
+            detail = e.body.get("message") if isinstance(e.body, dict) else None
+            raise BackendError(
+                f"{where}: HTTP {status}: {detail or e.response.text[:200]}",
+                transient=transient,
+                status=status,
+            ) from e
+        # The client parses a JSON content type without catching a broken body.
+        except json.JSONDecodeError as e:
+            raise BackendError(
+                f"{where}: malformed reply, body is not JSON: {e}", transient=False
+            ) from e
+        except openai.APIResponseValidationError as e:
+            raise BackendError(f"{where}: malformed reply: {e}", transient=False) from e
+        except openai.OpenAIError as e:
+            raise BackendError(f"{where}: {type(e).__name__}: {e}", transient=False) from e
+        return parse_reply(reply, where, logprobs)
+
+    async def close(self) -> None:
+        """Close the client and its connections."""
+        await self.client.close()
+
+    async def __aenter__(self) -> OpenAIBackend:
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
+
+def parse_reply(reply: object, where: str, logprobs: bool) -> Completion:
+    """Turn a chat-completions reply into a `Completion`, or raise a non-transient
+    `BackendError` saying which part is missing. Without strict validation the client
+    hands back whatever the server sent (a plain string for a non-JSON content type, a
+    `ChatCompletion` with `None` fields for missing ones), so every part is checked here."""
+    if not isinstance(reply, ChatCompletion):
+        raise BackendError(
+            f"{where}: malformed reply, not a chat completion: {reply!r:.200}",
+            transient=False,
+        )
+    if not reply.choices:
+        raise BackendError(f"{where}: malformed reply, no choices", transient=False)
+    choice = reply.choices[0]
+    text = choice.message.content if choice.message is not None else None
+    if not isinstance(text, str):
+        raise BackendError(
+            f"{where}: malformed reply, choice 0 has no message content", transient=False
+        )
+    usage = reply.usage
+    if usage is None or usage.prompt_tokens is None or usage.completion_tokens is None:
+        raise BackendError(
+            f"{where}: reply has no token usage; token counts come from the server, "
+            "never from an estimate",
+            transient=False,
+        )
+    logprob = None
+    if logprobs and choice.logprobs is not None and choice.logprobs.content:
+        logprob = sum(token.logprob for token in choice.logprobs.content)
+    return Completion(
+        text=text,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        logprob=logprob,
+        model=reply.model or "",
+    )

@@ -1,0 +1,217 @@
+"""Every prompt orchrm sends to an LLM, in one place, written for orchrm.
+
+Sub-agents end their replies with a line `Answer: <final answer>`, which
+`extract_answer` reads back; the orchestrator prompts state the harmony format and the
+graph rules of FORMAT.md section 1. Changing a prompt changes what every backend sees,
+the simulated world included, so prompts are data: plain strings and small builders.
+"""
+
+from __future__ import annotations
+
+import re
+
+ANSWER_LINE = "Answer:"
+
+SOLVER_SYSTEM = (
+    "You are a careful problem solver. Reason step by step, then finish with one line "
+    f"of the form '{ANSWER_LINE} <final answer>' and nothing after it."
+)
+
+
+def compose_task(question: str, sub_task: str) -> str:
+    """The text a sub-agent works on: the question alone when its input is empty,
+    otherwise the original task plus the current sub-task (FORMAT.md section 1)."""
+    if not sub_task.strip():
+        return question
+    return (
+        f"Original task: {question}\n\nCurrent sub-task: {sub_task}\n\n"
+        "Solve the current sub-task first. If its result answers the original task, give "
+        "that as the final answer; otherwise use it to answer the original task."
+    )
+
+
+def cot(task: str) -> list[dict]:
+    """One chain-of-thought call (CoTAgent, and each SCAgent sample)."""
+    return [
+        {"role": "system", "content": SOLVER_SYSTEM},
+        {"role": "user", "content": task},
+    ]
+
+
+def debate_open(task: str, role: str) -> list[dict]:
+    """A debater's first answer, in character."""
+    return [
+        {"role": "system", "content": f"You are a {role} in a debate. {SOLVER_SYSTEM}"},
+        {"role": "user", "content": task},
+    ]
+
+
+def debate_round(task: str, role: str, own: str, others: list[tuple[str, str]]) -> list[dict]:
+    """A debater sees the other debaters' latest answers and updates its own."""
+    views = "\n\n".join(f"[{name}]\n{text}" for name, text in others)
+    return [
+        {"role": "system", "content": f"You are a {role} in a debate. {SOLVER_SYSTEM}"},
+        {"role": "user", "content": task},
+        {"role": "assistant", "content": own},
+        {
+            "role": "user",
+            "content": "The other debaters answered:\n\n"
+            f"{views}\n\nWeigh their arguments against yours and give your updated answer.",
+        },
+    ]
+
+
+def debate_decide(task: str, finals: list[tuple[str, str]]) -> list[dict]:
+    """The final decision after the last round of a debate."""
+    views = "\n\n".join(f"[{name}]\n{text}" for name, text in finals)
+    return [
+        {"role": "system", "content": f"You judge a debate. {SOLVER_SYSTEM}"},
+        {
+            "role": "user",
+            "content": f"Task:\n{task}\n\nFinal positions:\n\n{views}\n\n"
+            "Decide the correct final answer.",
+        },
+    ]
+
+
+CRITIC_ACCEPT = "VERDICT: CORRECT"
+
+
+def critic(task: str, attempt: str) -> list[dict]:
+    """Reflexion's critic: accept the attempt, or say what is wrong."""
+    return [
+        {
+            "role": "system",
+            "content": "You review solutions. If the solution is correct and complete, reply "
+            f"with '{CRITIC_ACCEPT}' alone. Otherwise explain the errors precisely.",
+        },
+        {"role": "user", "content": f"Task:\n{task}\n\nProposed solution:\n{attempt}"},
+    ]
+
+
+def refine(task: str, attempt: str, feedback: str) -> list[dict]:
+    """Reflexion's refinement of an attempt after the critic's feedback."""
+    return [
+        {"role": "system", "content": SOLVER_SYSTEM},
+        {"role": "user", "content": task},
+        {"role": "assistant", "content": attempt},
+        {"role": "user", "content": f"A reviewer found problems:\n{feedback}\n\nFix them."},
+    ]
+
+
+SEARCH_PREFIX = "SEARCH:"
+SEARCH_DONE = "DONE"
+
+
+def search_step(task: str, notes: list[str]) -> list[dict]:
+    """WebSearch: decide the next query, or stop when the notes suffice."""
+    found = "\n\n".join(notes) if notes else "(nothing yet)"
+    return [
+        {
+            "role": "system",
+            "content": "You research a task with a search engine. Reply with one line "
+            f"'{SEARCH_PREFIX} <query>' to search, or '{SEARCH_DONE}' when the notes "
+            "contain what the task needs.",
+        },
+        {"role": "user", "content": f"Task:\n{task}\n\nNotes so far:\n{found}"},
+    ]
+
+
+def search_summary(task: str, notes: list[str]) -> list[dict]:
+    """WebSearch: answer from the gathered notes."""
+    found = "\n\n".join(notes) if notes else "(no results)"
+    return [
+        {"role": "system", "content": SOLVER_SYSTEM},
+        {"role": "user", "content": f"Task:\n{task}\n\nSearch results:\n{found}"},
+    ]
+
+
+_SUB_AGENTS = """Sub-agents you can use:
+- CoTAgent: one chain-of-thought call.
+- SCAgent: five chain-of-thought samples and a majority vote.
+- DebateAgent: debaters in the roles you list argue over several rounds, then a final decision.
+- ReflexionAgent: answer, critique, refine, until the critic accepts.
+- WebSearchAgent: searches a corpus over several turns, then summarizes."""
+
+_LOW_DOM = f"""You design how a task is solved. Use at most ONE sub-agent, or answer directly.
+
+{_SUB_AGENTS}
+
+Write exactly:
+<thinking>why this choice</thinking>
+then either a direct answer:
+<answer>the final answer</answer>
+or one agent and the id of its output:
+<agent>
+  <agent_name>CoTAgent|SCAgent|DebateAgent|ReflexionAgent|WebSearchAgent</agent_name>
+  <agent_description>what it does</agent_description>
+  <required_arguments>
+    <agent_input></agent_input>
+    <debate_roles>["Role A", "Role B"]</debate_roles>   (DebateAgent only, two or more)
+  </required_arguments>
+  <agent_output_id>out</agent_output_id>
+</agent>
+<answer>out</answer>
+An empty <agent_input> means the agent works on the original task."""
+
+_HIGH_DOM = f"""You design a multi-agent system that solves a task: a graph of sub-agents.
+
+{_SUB_AGENTS}
+
+Write <thinking>why this design</thinking>, then one <agent> block per agent:
+<agent>
+  <agent_id>letters_digits_underscores</agent_id>
+  <agent_name>CoTAgent|SCAgent|DebateAgent|ReflexionAgent|WebSearchAgent</agent_name>
+  <agent_description>what it does</agent_description>
+  <required_arguments>
+    <agent_input>its sub-task; ${{other_id}} inserts that agent's output</agent_input>
+    <debate_roles>["Role A", "Role B"]</debate_roles>   (DebateAgent only, two or more)
+  </required_arguments>
+</agent>
+then exactly one edge block:
+<edge>
+  <from>id1</from><to>id2</to>
+</edge>
+Rules: every <from>/<to> names a declared agent; no self-loops and no cycles; at least one
+agent has no incoming edge; exactly one agent has no outgoing edge and its output is the
+final answer; every agent is connected to the flow; ${{X}} in an agent's input requires an
+edge X -> that agent, and every edge X -> Y requires ${{X}} in Y's input; an empty
+<agent_input> means the original task. A single agent with an empty <edge></edge> is fine."""
+
+
+def orchestrator(question: str, dom: str) -> list[dict]:
+    """The orchestrator prompt for a low- or high-DoM plan of `question`."""
+    if dom not in ("low", "high"):
+        raise ValueError(f"dom must be 'low' or 'high', got {dom!r}")
+    return [
+        {"role": "system", "content": _LOW_DOM if dom == "low" else _HIGH_DOM},
+        {"role": "user", "content": f"Task:\n{question}"},
+    ]
+
+
+_ANSWER_RE = re.compile(r"^\s*\**\s*answer\s*\**\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def extract_answer(text: str) -> str:
+    """The final answer in a sub-agent reply: the last `Answer:` line, else the last
+    `\\boxed{...}`, else the last non-empty line."""
+    found = _ANSWER_RE.findall(text)
+    if found:
+        return found[-1].strip().rstrip(".").strip("*").strip()
+    boxed = _last_boxed(text)
+    if boxed is not None:
+        return boxed.strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _last_boxed(text: str) -> str | None:
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 1, start + len("\\boxed{")
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i:j]
+    return None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import subprocess
 import sys
+import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -33,13 +34,18 @@ PLANS = [PLAN, CYCLIC, "I would rather not plan."]  # valid, invalid, unparseabl
 
 
 def scripted_llm():
-    """Orchestrator calls get the three plans in turn; sub-agents answer 204."""
-    plans = itertools.cycle(PLANS)
+    """Each task's orchestrator calls get the three plans in turn (whatever the order of
+    the tasks' requests); sub-agents answer 204."""
+    seen: Counter = Counter()
+    lock = threading.Lock()  # the server answers each request on its own thread
 
     def reply(request: dict) -> str:
-        system = request["messages"][0]["content"]
+        system, task = (m["content"] for m in request["messages"][:2])
         if system.startswith("You design"):
-            return next(plans)
+            with lock:
+                seen[task] += 1
+                n = seen[task]
+            return PLANS[(n - 1) % len(PLANS)]
         return "Walk at 3 km/h ...\nAnswer: 204"
 
     return LoopbackLLM(reply=reply)

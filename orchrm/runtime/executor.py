@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
 from orchrm.orchestration import REFERENCE_PATTERN, Orchestration, validate
@@ -106,6 +108,21 @@ def _substitute(template: str, outputs: dict[str, str]) -> str:
     return REFERENCE_PATTERN.sub(lambda m: outputs.get(m.group(1), m.group(0)), template)
 
 
+@contextmanager
+def progress_bar(description: str, total: int, enabled: bool = True):
+    """A rich progress bar (count, ETA) on stderr; yields (bar, task) for `bar.advance`."""
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        disable=not enabled,
+        transient=True,
+        console=Console(stderr=True),
+    ) as bar:
+        yield bar, bar.add_task(description, total=total)
+
+
 @dataclass(frozen=True)
 class RunItem:
     """One (task, orchestration) to execute in a batch."""
@@ -131,15 +148,7 @@ async def execute_many(
     config = config or RunConfig()
     limit = asyncio.Semaphore(max(1, config.concurrency))
     results: list[RunResult | None] = [None] * len(items)
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        disable=not progress,
-        transient=True,
-    ) as bar:
-        tracker = bar.add_task(description, total=len(items))
+    with progress_bar(description, len(items), progress) as (bar, tracker):
 
         async def one(n: int, item: RunItem) -> None:
             async with limit:

@@ -23,7 +23,7 @@ from orchrm.runtime import prompts
 from orchrm.runtime.backend import CallInfo, ChatBackend, Completion
 from orchrm.runtime.calls import CallFailed, call
 from orchrm.runtime.config import RunConfig
-from orchrm.runtime.executor import RunItem, execute_many
+from orchrm.runtime.executor import RunItem, execute_many, progress_bar
 from orchrm.runtime.retrieval import Retriever
 from orchrm.runtime.trace import RunResult
 
@@ -179,11 +179,15 @@ async def run_tasks(
     config = config or RunConfig()
     limit = asyncio.Semaphore(max(1, config.concurrency))
 
-    async def sample(task: Task):
-        async with limit:
-            return await sample_orchestrations(backend, task, samples, dom, config)
+    with progress_bar("sampling orchestrations", len(tasks), progress) as (bar, tracker):
 
-    sampled = await asyncio.gather(*(sample(t) for t in tasks))
+        async def sample(task: Task):
+            async with limit:
+                result = await sample_orchestrations(backend, task, samples, dom, config)
+            bar.advance(tracker)
+            return result
+
+        sampled = await asyncio.gather(*(sample(t) for t in tasks))
     rows = []  # (task, index, raw, completion, parsed)
     for task, completions in zip(tasks, sampled, strict=True):
         for i, completion in enumerate(completions):

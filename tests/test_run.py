@@ -118,7 +118,7 @@ def test_orchrm_run_against_a_loopback_server_writes_complete_records(tmp_path):
 
 def test_failed_orchestrator_calls_are_recorded_not_lost():
     def fail(info, attempt):
-        second_sample = info.role == "orchestrator" and info.round == 1
+        second_sample = info.role == "orchestrator" and info.sample == 1
         return BackendError("401 unauthorized", transient=False) if second_sample else None
 
     backend = ScriptedBackend(

@@ -41,6 +41,7 @@ class AgentContext:
     trace: list[CallRecord] = field(default_factory=list)
     retriever: Retriever | None = None
     task_id: str = ""
+    sample: int = 0
 
     async def call(self, messages: list[dict], step: str, debate_role: str = "", round: int = 0):
         """One LLM call of this agent, under the run's policy, recorded in the trace."""
@@ -52,6 +53,7 @@ class AgentContext:
             debate_role=debate_role,
             round=round,
             task_id=self.task_id,
+            sample=self.sample,
         )
         return await call(self.backend, messages, info, self.config, self.trace)
 

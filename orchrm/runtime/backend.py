@@ -23,6 +23,9 @@ class CallInfo:
     `step` names the call within its sub-agent: `answer` (CoT, SC samples, Reflexion's
     first answer), `debate`, `decide` (Debate's final decision), `critic`, `refine`,
     `search` (WebSearch deciding what to look up), `summary`, `orchestrate`, `judge`.
+    `task_id` and `sample` say which task and which of its orchestration samples the call
+    serves; `extra` carries anything else a caller wants a backend to know (the DoM
+    asked of an orchestrator, for one).
     """
 
     role: str = "subagent"
@@ -32,6 +35,7 @@ class CallInfo:
     debate_role: str = ""
     round: int = 0
     task_id: str = ""
+    sample: int = 0
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
 

@@ -41,6 +41,7 @@ async def execute(
     *,
     retriever: Retriever | None = None,
     task_id: str = "",
+    sample: int = 0,
 ) -> RunResult:
     """Run `o` on `question` and return its answer, every call made, and the wall time.
 
@@ -67,7 +68,7 @@ async def execute(
             except Exception as err:
                 raise _UpstreamFailed(source) from err
         sub_task = _substitute(agent.input, {s: tasks[s].result().text for s in inputs[agent.id]})
-        ctx = AgentContext(backend, config, agent, trace, retriever, task_id)
+        ctx = AgentContext(backend, config, agent, trace, retriever, task_id, sample)
         return await SUB_AGENTS[agent.type](ctx, prompts.compose_task(question, sub_task))
 
     for agent_id in o.topological_order() or []:
@@ -130,6 +131,7 @@ class RunItem:
     orchestration: Orchestration
     question: str
     task_id: str = ""
+    sample: int = 0
 
 
 async def execute_many(
@@ -160,6 +162,7 @@ async def execute_many(
                         config,
                         retriever=retriever,
                         task_id=item.task_id,
+                        sample=item.sample,
                     )
                 except Exception as err:  # a bug in one run must not end the batch
                     results[n] = RunResult(answer=None, error=f"{type(err).__name__}: {err}")

@@ -151,7 +151,9 @@ async def sample_orchestrations(
     messages = prompts.orchestrator(task.question, dom)
 
     async def one(i: int) -> Completion | CallFailed:
-        info = CallInfo(role="orchestrator", step="orchestrate", round=i, task_id=task.id)
+        info = CallInfo(
+            role="orchestrator", step="orchestrate", task_id=task.id, sample=i, extra={"dom": dom}
+        )
         try:
             return await call(backend, messages, info, config, logprobs=True)
         except CallFailed as err:
@@ -206,7 +208,7 @@ async def run_tasks(
         for n, row in enumerate(rows)
         if isinstance(row[4], Orchestration) and not validate(row[4])
     ]
-    items = [RunItem(rows[n][4], rows[n][0].question, rows[n][0].id) for n in runnable]
+    items = [RunItem(rows[n][4], rows[n][0].question, rows[n][0].id, rows[n][1]) for n in runnable]
     results = await execute_many(items, backend, config, retriever=retriever, progress=progress)
     by_row = dict(zip(runnable, results, strict=True))
     return [

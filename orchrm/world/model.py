@@ -1,0 +1,186 @@
+"""The world's success model: what decides each sub-agent call, and the exact success
+probability of any (task, orchestration).
+
+One function, `call_logit`, gives the log-odds that a call of an agent is right, from
+what the agent is (`AgentView`: type, debate roles, sub-task) and how many of its inputs
+were right. The simulated backend plays every call from it; `success_probability`
+composes the same numbers in closed form over the graph (every joint outcome of the
+agents is enumerated, so shared ancestors are exact), with each sub-agent type's
+aggregation written out: SC's vote, Reflexion's critic loop, WebSearch's fact finding.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from orchrm.orchestration import REFERENCE_PATTERN, Orchestration, validate
+from orchrm.runtime.config import RunConfig
+from orchrm.world.tasks import TOPICS, WorldTask
+
+INPUT_GAIN = 0.5
+"""Log-odds gained by an agent whose inputs were all right."""
+MISLEAD = 2.0
+"""Log-odds lost by an agent when all its inputs were wrong (pro rata when some were)."""
+KNOWLEDGE_GAP = 1.2
+"""Log-odds lost per fact that must be searched for, by an agent that does not search
+and got no correct input."""
+FOUND_GAIN = 2.0
+"""Log-odds a WebSearch summary gains once the facts it needs are found."""
+NOT_FOUND = -2.5
+"""Log-odds shift of a WebSearch summary that lacks some needed fact."""
+FOCUS_BONUS = 0.2
+"""Added to the per-turn search success when the sub-task names the facts to find."""
+ACCEPT_CORRECT = 0.9
+"""Chance a Reflexion critic accepts a right attempt."""
+BREAK = 0.3
+"""Chance a refinement turns a wrongly rejected right attempt into a wrong one."""
+
+
+def sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """What decides an agent's calls: its type, debate roles, its sub-task with the
+    `${...}` references removed ('' when it works on the original question), how many
+    inputs it reads."""
+
+    type: str
+    roles: tuple[str, ...] = ()
+    sub_task: str = ""
+    n_inputs: int = 0
+
+
+def views(o: Orchestration) -> dict[str, AgentView]:
+    """The `AgentView` of each agent of a parsed orchestration."""
+    return {
+        a.id: AgentView(
+            a.type,
+            tuple(a.debate_roles or ()),
+            " ".join(REFERENCE_PATTERN.sub(" ", a.input).split()),
+            sum(1 for e in set(o.edges) if e.target == a.id),
+        )
+        for a in o.agents
+    }
+
+
+def roles_match(task: WorldTask, roles: tuple[str, ...]) -> bool:
+    """Whether a debate has an expert of the task's topic among its roles."""
+    experts = TOPICS.get(task.topic, {}).get("experts", ())
+    return any(e in r.lower() for r in roles for e in experts)
+
+
+def needed_facts(task: WorldTask, sub_task: str) -> tuple[int, bool]:
+    """(facts a search agent must find, whether its sub-task names them)."""
+    named = [e for e in task.hop_entities if re.search(rf"\b{re.escape(e)}\b", sub_task, re.I)]
+    return (len(named), True) if named else (task.hops, False)
+
+
+def call_logit(task: WorldTask, view: AgentView, inputs_right: int) -> float:
+    """Log-odds that one answering call of this agent is right."""
+    z = task.skill + task.affinity.get(view.type, -2.0)
+    if view.sub_task or view.n_inputs:
+        z += task.decomposition  # the work was split: decomposable tasks gain, others lose
+    all_right = view.n_inputs > 0 and inputs_right == view.n_inputs
+    if view.n_inputs:
+        z += INPUT_GAIN if all_right else -MISLEAD * (1 - inputs_right / view.n_inputs)
+    if view.type == "DebateAgent":
+        z += task.role_gain if roles_match(task, view.roles) else -task.role_gain / 2
+    if task.hops and view.type != "WebSearchAgent" and not all_right:
+        z -= KNOWLEDGE_GAP * task.hops
+    return z
+
+
+def search_rate(task: WorldTask, view: AgentView) -> float:
+    """Chance that one search turn of this agent finds the next fact it needs."""
+    _, focused = needed_facts(task, view.sub_task)
+    return min(0.95, task.search_rate + (FOCUS_BONUS if focused else 0.0))
+
+
+def agent_success(task: WorldTask, view: AgentView, inputs_right: int, config: RunConfig) -> float:
+    """Probability that the agent's final answer is right, given its inputs."""
+    z = call_logit(task, view, inputs_right)
+    if view.type == "SCAgent":
+        return sc_success(sigmoid(z), task.distractor_weights, config.sc_samples)
+    if view.type == "ReflexionAgent":
+        return reflexion_success(sigmoid(z), task.checkable, config.reflexion_rounds)
+    if view.type == "WebSearchAgent" and task.hops:
+        need, _ = needed_facts(task, view.sub_task)
+        found = prob_at_least(need, config.search_iterations, search_rate(task, view))
+        return found * sigmoid(z + FOUND_GAIN) + (1 - found) * sigmoid(z + NOT_FOUND)
+    return sigmoid(z)  # CoT; Debate's final decision; WebSearch with nothing to find
+
+
+def prob_at_least(k: int, n: int, p: float) -> float:
+    """P(Binomial(n, p) >= k)."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+def reflexion_success(q: float, checkable: float, rounds: int) -> float:
+    """Answer (right with `q`), then up to `rounds` of critic and refinement. The critic
+    accepts a right attempt with ACCEPT_CORRECT and a wrong one with 1 - 0.8 checkable; a
+    refinement fixes a wrong attempt with 0.6 checkable and breaks a right one with BREAK."""
+    accept_wrong, fix = 1 - 0.8 * checkable, 0.6 * checkable
+    right, wrong, final = q, 1 - q, 0.0
+    for _ in range(rounds):
+        final += right * ACCEPT_CORRECT
+        rejected_right, rejected_wrong = right * (1 - ACCEPT_CORRECT), wrong * (1 - accept_wrong)
+        right = rejected_right * (1 - BREAK) + rejected_wrong * fix
+        wrong = rejected_right * BREAK + rejected_wrong * (1 - fix)
+    return final + right  # the last refinement stands when the rounds run out
+
+
+def sc_success(q: float, weights: tuple[float, ...], samples: int) -> float:
+    """P(the vote of `samples` answers is right), each right with `q`, a wrong one landing
+    on distractor i with `weights[i]`; ties go to the answer seen first (as `majority`)."""
+    coefficients = _sc_coefficients(tuple(round(w, 9) for w in weights), samples)
+    return sum(c * q**a * (1 - q) ** (samples - a) for a, c in enumerate(coefficients))
+
+
+@lru_cache(maxsize=4096)
+def _sc_coefficients(weights: tuple[float, ...], samples: int) -> tuple[float, ...]:
+    """For each number a of right samples: the total weight of the sample sequences
+    with a right answers whose vote is right (0 = right, i = distractor i)."""
+    coefficients = [0.0] * (samples + 1)
+    for seq in itertools.product(range(len(weights) + 1), repeat=samples):
+        counts = [seq.count(v) for v in range(len(weights) + 1)]
+        top = max(counts)
+        winner = next(v for v in seq if counts[v] == top)
+        if winner == 0:
+            coefficients[counts[0]] += math.prod(weights[v - 1] for v in seq if v)
+    return tuple(coefficients)
+
+
+def success_probability(
+    task: WorldTask, o: Orchestration, config: RunConfig | None = None
+) -> float:
+    """The exact probability that executing `o` on `task` gives the right answer.
+
+    An invalid orchestration is not executed (0); a direct answer is right or not.
+    """
+    config = config or RunConfig()
+    if validate(o):
+        return 0.0
+    if not o.agents:
+        return 1.0 if (o.direct_answer or "").strip() == task.answer else 0.0
+    agent_views = views(o)
+    order = o.topological_order() or []
+    inputs = {i: [e.source for e in set(o.edges) if e.target == i] for i in order}
+    position = {agent_id: n for n, agent_id in enumerate(order)}
+    states: dict[tuple[bool, ...], float] = {(): 1.0}
+    for agent_id in order:
+        view = agent_views[agent_id]
+        grown: dict[tuple[bool, ...], float] = {}
+        for state, p in states.items():
+            right_inputs = sum(state[position[s]] for s in inputs[agent_id])
+            q = agent_success(task, view, right_inputs, config)
+            grown[(*state, True)] = grown.get((*state, True), 0.0) + p * q
+            grown[(*state, False)] = grown.get((*state, False), 0.0) + p * (1 - q)
+        states = grown
+    sink = position[o.sink]
+    return sum(p for state, p in states.items() if state[sink])

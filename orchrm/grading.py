@@ -35,9 +35,9 @@ def as_number(text: str) -> Fraction | None:
 
 def normalize_text(text: str) -> str:
     """Lower case, no punctuation, no articles, single spaces (SQuAD-style)."""
-    t = text.lower()
-    t = "".join(ch for ch in t if ch not in string.punctuation)
-    return " ".join(_ARTICLES_RE.sub(" ", t).split())
+    t = "".join(ch for ch in text.lower() if ch not in string.punctuation)
+    # Articles go only when words remain: option "A" is an answer, not an article.
+    return " ".join(_ARTICLES_RE.sub(" ", t).split()) or " ".join(t.split())
 
 
 def is_correct(answer: str | None, truth: str | int | float | None) -> bool | None:

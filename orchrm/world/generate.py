@@ -14,8 +14,9 @@ import json
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 
-from orchrm.orchestration import Orchestration
+from orchrm.orchestration import AGENT_TYPES, Orchestration
 from orchrm.parse import from_dict
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.run import Task, run_tasks
@@ -82,19 +83,22 @@ def generate(
 
 # --------------------------------------------------------------------------- statistics
 
+
+def _count_type(agent_type: str, record: dict, o: Orchestration | None) -> int:
+    return sum(a.type == agent_type for a in o.agents) if o else 0
+
+
 SURFACE_FEATURES = {
     "text length": lambda r, o: len(r["raw"]),
     "thinking length": lambda r, o: len(o.thinking) if o else 0,
     "agent count": lambda r, o: len(o.agents) if o else 0,
     "edge count": lambda r, o: len(o.edges) if o else 0,
     "debate roles": lambda r, o: sum(len(a.debate_roles or ()) for a in o.agents) if o else 0,
-    **{
-        f"has {t}": (lambda t: lambda r, o: sum(a.type == t for a in o.agents) if o else 0)(t)
-        for t in ("CoTAgent", "SCAgent", "DebateAgent", "ReflexionAgent", "WebSearchAgent")
-    },
-    "orchestrator logprob": lambda r, o: r["orchestrator_logprob"] or 0.0,
+    **{f"has {t}": partial(_count_type, t) for t in AGENT_TYPES},
 }
-"""Features read off an orchestration alone, each tried as a predictor of success."""
+"""Features read off an orchestration's text alone, each tried as a predictor of success."""
+LOGPROB_FEATURE = "orchestrator logprob"
+"""Not a surface feature, but reported beside them: the orchestrator's own belief."""
 
 
 @dataclass
@@ -181,6 +185,7 @@ def feature_accuracy(records: list[dict]) -> tuple[int, dict[str, float]]:
     for r in records:
         o = from_dict(r["orchestration"]) if r["orchestration"] else None
         values = {name: f(r, o) for name, f in SURFACE_FEATURES.items()}
+        values[LOGPROB_FEATURE] = r["orchestrator_logprob"] or 0.0
         by_task[r["task_id"]].append((bool(r["correct"]), values))
     wins: Counter = Counter()
     pairs = 0
@@ -190,11 +195,10 @@ def feature_accuracy(records: list[dict]) -> tuple[int, dict[str, float]]:
         for a in right:
             for b in wrong:
                 pairs += 1
-                for name in SURFACE_FEATURES:
+                for name in a:
                     wins[name] += 1.0 if a[name] > b[name] else 0.5 if a[name] == b[name] else 0.0
-    accuracy = {
-        n: max(wins[n] / pairs, 1 - wins[n] / pairs) if pairs else 0.5 for n in SURFACE_FEATURES
-    }
+    names = [*SURFACE_FEATURES, LOGPROB_FEATURE]
+    accuracy = {n: max(wins[n] / pairs, 1 - wins[n] / pairs) if pairs else 0.5 for n in names}
     return pairs, accuracy
 
 
@@ -205,7 +209,7 @@ def world_stats(generated: Generated, samples: int) -> WorldStats:
         records = [r for r in generated.records if r["orchestrator"] == name]
         stats.by_orchestrator[name] = selector_stats(records)
     stats.pairs, stats.feature_accuracy = feature_accuracy(generated.records)
-    stats.best_feature = max(stats.feature_accuracy, key=stats.feature_accuracy.get)
+    stats.best_feature = max(SURFACE_FEATURES, key=stats.feature_accuracy.get)
     stats.best_feature_accuracy = stats.feature_accuracy[stats.best_feature]
     stats.executions_per_s = generated.executions_per_s
     return stats

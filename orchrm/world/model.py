@@ -25,7 +25,7 @@ INPUT_GAIN = 0.5
 """Log-odds gained by an agent whose inputs were all right."""
 MISLEAD = 2.0
 """Log-odds lost by an agent when all its inputs were wrong (pro rata when some were)."""
-KNOWLEDGE_GAP = 1.2
+KNOWLEDGE_GAP = 0.8
 """Log-odds lost per fact that must be searched for, by an agent that does not search
 and got no correct input."""
 FOUND_GAIN = 2.0

@@ -6,7 +6,7 @@ channel. The base orchestrator follows a fixed prior; the specialized one reads 
 phrases in the question (which sub-agent type suits it, whether to split it, the topic,
 the entities to search) and acts on them most of the time, so it is better on average,
 not always. Each reports the log-probability of what it wrote: the sum of the log
-probabilities of its choices.
+probabilities of its choices plus a per-token charge, as a language model's would.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from orchrm.orchestration import Agent, DoM, Edge, Orchestration, to_harmony
+from orchrm.orchestration import Agent, DoM, Edge, Orchestration, approx_token_count, to_harmony
 from orchrm.world.tasks import SPLIT_CUES, TOPICS, TYPE_CUES, WHOLE_CUES, WorldTask
 
 SOLVERS = ("CoTAgent", "SCAgent", "DebateAgent", "ReflexionAgent", "WebSearchAgent")
@@ -52,6 +52,8 @@ THINKING = {
         "Each entity gets its own search; {why}",
     ),
 }
+TOKEN_LOGPROB = -0.02
+"""Log-probability charged per written token, on top of the plan's choices."""
 WHY = ("the question suggests it.", "this fits the task.", "it balances cost and accuracy.")
 
 
@@ -94,7 +96,8 @@ class WorldOrchestrator:
             text = _break(text, c)
         if c.chance(0.3):
             text = c.pick(("Here is the plan.\n", "```xml\n", "Plan:\n")) + text
-        return text, c.logprob
+        # Besides its choices, a language model pays for every token it writes.
+        return text, c.logprob + TOKEN_LOGPROB * approx_token_count(text)
 
     def _plan(self, task: WorldTask, c: _Choices, dom: str) -> Orchestration:
         q = task.question

@@ -44,72 +44,83 @@ class Preset:
     """Chance that each hidden attribute shows in the question text."""
     answer_kind: str = "integer"
     """`integer` (AIME-like), `name` (search, multi-hop QA) or `choice` (A-D)."""
+    checkable: tuple[float, float] = (0.0, 1.0)
+    """Range of how well a critic spots a wrong answer (knowledge gaps are not spotted)."""
+    known_rate: float | None = None
+    """Knowledge-bound domains: the share of tasks the sub-agent model knows. A known
+    task's log-odds are `skill_mean` above 0, an unknown one's as far below (its errors
+    are systematic, so every orchestration fails alike). None: one normal distribution."""
 
 
 PRESETS: dict[str, Preset] = {
     # AIME-like: the right orchestration matters a lot.
     "math": Preset(
-        "math",
-        -0.2,
-        1.1,
-        0.9,
-        1.6,
-        0.0,
-        1.1,
-        (0.8, 2.0),
-        (0.45, 0.85),
-        (0, 0),
-        (0.0, 0.0),
-        0.6,
-        "integer",
+        name="math",
+        skill_mean=-0.7,
+        skill_sd=1.1,
+        affinity_sd=1.1,
+        best_type_boost=2.0,
+        decomposition_mean=0.0,
+        decomposition_sd=1.1,
+        role_gain=(0.8, 2.0),
+        distractor_top=(0.6, 0.9),
+        hops=(0, 0),
+        search_rate=(0.0, 0.0),
+        cue_rate=0.6,
+        answer_kind="integer",
     ),
-    # BrowseComp+-like: facts must be found over several hops; hard.
+    # BrowseComp+-like: most tasks need facts found over several hops; hard.
     "search": Preset(
-        "search",
-        -0.6,
-        0.8,
-        0.7,
-        1.2,
-        0.6,
-        0.8,
-        (0.3, 1.0),
-        (0.4, 0.8),
-        (2, 3),
-        (0.25, 0.6),
-        0.6,
-        "name",
+        name="search",
+        skill_mean=-0.6,
+        skill_sd=0.8,
+        affinity_sd=0.7,
+        best_type_boost=1.2,
+        decomposition_mean=0.6,
+        decomposition_sd=0.8,
+        role_gain=(0.3, 1.0),
+        distractor_top=(0.5, 0.85),
+        hops=(0, 3),
+        search_rate=(0.25, 0.6),
+        cue_rate=0.6,
+        answer_kind="name",
+        checkable=(0.0, 0.6),
     ),
-    # HotpotQA-like: facts are in the question; orchestrations vary little.
+    # HotpotQA-like: the model knows the facts or not; orchestrations vary little.
     "multihop": Preset(
-        "multihop",
-        -0.1,
-        1.3,
-        0.12,
-        0.15,
-        0.0,
-        0.12,
-        (0.0, 0.15),
-        (0.3, 0.6),
-        (0, 0),
-        (0.0, 0.0),
-        0.6,
-        "name",
+        name="multihop",
+        skill_mean=3.5,
+        skill_sd=0.5,
+        affinity_sd=0.1,
+        best_type_boost=0.1,
+        decomposition_mean=0.0,
+        decomposition_sd=0.1,
+        role_gain=(0.0, 0.1),
+        distractor_top=(0.6, 0.9),
+        hops=(0, 0),
+        search_rate=(0.0, 0.0),
+        cue_rate=0.6,
+        answer_kind="name",
+        checkable=(0.0, 0.1),
+        known_rate=0.45,
     ),
     # GPQA-like: knowledge-bound; the orchestration matters little.
     "science": Preset(
-        "science",
-        0.4,
-        1.4,
-        0.1,
-        0.1,
-        0.0,
-        0.1,
-        (0.0, 0.1),
-        (0.35, 0.7),
-        (0, 0),
-        (0.0, 0.0),
-        0.6,
-        "choice",
+        name="science",
+        skill_mean=3.5,
+        skill_sd=0.5,
+        affinity_sd=0.1,
+        best_type_boost=0.1,
+        decomposition_mean=0.0,
+        decomposition_sd=0.1,
+        role_gain=(0.0, 0.1),
+        distractor_top=(0.6, 0.9),
+        hops=(0, 0),
+        search_rate=(0.0, 0.0),
+        cue_rate=0.6,
+        answer_kind="choice",
+        checkable=(0.0, 0.1),
+        known_rate=0.6,
     ),
 }
 
@@ -185,16 +196,21 @@ def _name(rng: random.Random) -> str:
 
 
 def _task(p: Preset, i: int, rng: random.Random) -> WorldTask:
-    best = rng.choice(AGENT_TYPES[:4] if p.hops == (0, 0) else AGENT_TYPES)
+    hops = rng.randint(*p.hops)
+    best = rng.choice(AGENT_TYPES if hops else AGENT_TYPES[:4])
     affinity = {
         t: rng.gauss(0, p.affinity_sd) + (p.best_type_boost if t == best else 0.0)
         for t in AGENT_TYPES
     }
-    if p.hops == (0, 0):
+    if not hops:
         affinity["WebSearchAgent"] -= abs(rng.gauss(0, p.affinity_sd))  # nothing to look up
     topic = rng.choice(sorted(TOPICS))
     decomposition = rng.gauss(p.decomposition_mean, p.decomposition_sd)
-    hops = rng.randint(*p.hops)
+    if p.known_rate is None:
+        skill = rng.gauss(p.skill_mean, p.skill_sd)
+    else:
+        sign = 1 if rng.random() < p.known_rate else -1
+        skill = rng.gauss(sign * p.skill_mean, p.skill_sd)
     entities = tuple(_name(rng) for _ in range(hops))
     answer, distractors = _answers(p.answer_kind, rng)
     top = rng.uniform(*p.distractor_top)
@@ -213,12 +229,12 @@ def _task(p: Preset, i: int, rng: random.Random) -> WorldTask:
         answer=answer,
         distractors=distractors,
         distractor_weights=weights,
-        skill=rng.gauss(p.skill_mean, p.skill_sd),
+        skill=skill,
         affinity=affinity,
         decomposition=decomposition,
         topic=topic,
         role_gain=rng.uniform(*p.role_gain),
-        checkable=rng.random(),
+        checkable=rng.uniform(*p.checkable),
         hops=hops,
         hop_entities=entities,
         search_rate=rng.uniform(*p.search_rate),

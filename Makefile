@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The most complete pipeline that exists so far: parse the real MAS-Orchestra logs,
+# then generate the offline world's logs and print its ground-truth statistics.
 demo: $(STAMP)
 	$(BIN)/orchrm parse ../shared/data/mas_orchestra/masbench_depth2_step60.jsonl ../shared/data/mas_orchestra/masbench_depth2_step180.jsonl
+	COLUMNS=120 $(BIN)/orchrm world stats --tasks 300 --samples 8
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/ruff check .

@@ -128,10 +128,11 @@ def run_command(
     """Sample orchestrations for each task, execute them, grade them, write a JSONL log."""
     import asyncio
 
+    from orchrm.jsonl import write_jsonl
     from orchrm.runtime.config import RunConfig
     from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
     from orchrm.runtime.retrieval import load_corpus
-    from orchrm.runtime.run import load_tasks, run_tasks, write_records
+    from orchrm.runtime.run import load_tasks, run_tasks
 
     if backend != "openai":
         _fail(f"unknown backend {backend!r}: choose openai")
@@ -169,7 +170,7 @@ def run_command(
             )
 
     records = asyncio.run(go())
-    write_records(records, out)
+    write_jsonl(records, out)
     _print_run_summary(records, out)
 
 
@@ -216,7 +217,7 @@ def world_generate(
 ) -> None:
     """Write world logs (the schema of `orchrm run`, plus true success probabilities):
     OUT/PRESET.jsonl, and the tasks with their hidden attributes in OUT/PRESET.tasks.jsonl."""
-    from orchrm.runtime.run import write_records
+    from orchrm.jsonl import write_jsonl
     from orchrm.world.generate import generate
 
     try:
@@ -224,8 +225,8 @@ def world_generate(
     except ValueError as err:
         _fail(str(err))
     log, truth = out / f"{preset}.jsonl", out / f"{preset}.tasks.jsonl"
-    write_records(generated.records, log)
-    write_records([t.to_dict() for t in generated.tasks], truth)
+    write_jsonl(generated.records, log)
+    write_jsonl([t.to_dict() for t in generated.tasks], truth)
     console.print(
         f"{len(generated.records)} records ({generated.executions} executed, "
         f"{generated.executions_per_s:.0f} executed orchestrations/s) -> {log}; tasks -> {truth}"

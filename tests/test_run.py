@@ -15,7 +15,7 @@ import pytest
 
 from orchrm.runtime.backend import BackendError
 from orchrm.runtime.config import RunConfig
-from orchrm.runtime.run import RUN_SCHEMA, Task, load_tasks, run_tasks, write_records
+from orchrm.runtime.run import RUN_SCHEMA, Task, load_tasks, run_tasks
 from tests.loopback_llm import LoopbackLLM
 from tests.scripted_backend import ScriptedBackend
 
@@ -130,16 +130,3 @@ def test_failed_orchestrator_calls_are_recorded_not_lost():
     assert records[0]["correct"] is True
     assert records[1]["parse_error"]["reason"] == "orchestrator_failed"
     assert "401 unauthorized" in records[1]["parse_error"]["message"]
-
-
-def test_write_records_is_atomic(tmp_path):
-    out = tmp_path / "log.jsonl"
-    write_records([{"a": 1}], out)
-
-    class Boom:
-        pass
-
-    with pytest.raises(TypeError):
-        write_records([{"a": 2}, {"b": Boom()}], out)
-    assert out.read_text() == '{"a": 1}\n'  # the old log survives, no temp file left
-    assert [p.name for p in tmp_path.iterdir()] == ["log.jsonl"]

@@ -7,13 +7,14 @@ index, ...).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+from orchrm.jsonl import read_jsonl
 
 _WORD_RE = re.compile(r"\w+")
 
@@ -78,15 +79,11 @@ def load_corpus(path: str | Path) -> BM25Retriever:
     """A BM25 retriever over a JSONL corpus (`id`, `text`, optional `title`). A line
     that is not such a record raises ValueError naming the file and line."""
     documents = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                documents.append(
-                    Document(str(record["id"]), str(record["text"]), str(record.get("title", "")))
-                )
-            except (ValueError, KeyError, TypeError) as err:
-                raise ValueError(f"{path}:{line_no}: not a corpus record ({err})") from None
+    for line_no, record in read_jsonl(path):
+        try:
+            documents.append(
+                Document(str(record["id"]), str(record["text"]), str(record.get("title", "")))
+            )
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"{path}:{line_no}: not a corpus record ({err!r})") from None
     return BM25Retriever(documents)

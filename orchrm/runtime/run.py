@@ -10,13 +10,11 @@ reads one format.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchrm.grading import is_correct
+from orchrm.jsonl import read_jsonl
 from orchrm.orchestration import Orchestration, validate
 from orchrm.parse import ParseError, parse_harmony
 from orchrm.runtime import prompts
@@ -47,30 +45,23 @@ def load_tasks(path: str | Path, limit: int | None = None) -> list[Task]:
     (`answer`/`ground_truth`/`solution`), an optional `id` (default `<file>:<line>`) and
     `domain`. A bad line raises ValueError naming the file and line."""
     tasks: list[Task] = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as err:
-                raise ValueError(f"{path}:{line_no}: invalid JSON ({err})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{line_no}: a task must be a JSON object")
-            question = next((record[k] for k in QUESTION_FIELDS if k in record), None)
-            if not isinstance(question, str) or not question.strip():
-                raise ValueError(f"{path}:{line_no}: no question (one of {QUESTION_FIELDS})")
-            answer = next((record[k] for k in ANSWER_FIELDS if k in record), None)
-            tasks.append(
-                Task(
-                    id=str(record.get("id", f"{Path(path).name}:{line_no}")),
-                    question=question,
-                    answer=None if answer is None else str(answer),
-                    domain=str(record.get("domain", "")),
-                )
+    for line_no, record in read_jsonl(path):
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{line_no}: a task must be a JSON object")
+        question = next((record[k] for k in QUESTION_FIELDS if k in record), None)
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError(f"{path}:{line_no}: no question (one of {QUESTION_FIELDS})")
+        answer = next((record[k] for k in ANSWER_FIELDS if k in record), None)
+        tasks.append(
+            Task(
+                id=str(record.get("id", f"{Path(path).name}:{line_no}")),
+                question=question,
+                answer=None if answer is None else str(answer),
+                domain=str(record.get("domain", "")),
             )
-            if limit is not None and len(tasks) >= limit:
-                break
+        )
+        if limit is not None and len(tasks) >= limit:
+            break
     return tasks
 
 
@@ -215,19 +206,3 @@ async def run_tasks(
         make_record(task, orchestrator, i, raw, completion, parsed, by_row.get(n), dom)
         for n, (task, i, raw, completion, parsed) in enumerate(rows)
     ]
-
-
-def write_records(records: list[dict], path: str | Path) -> None:
-    """Write JSONL atomically: a temporary file in the same folder, renamed at the end,
-    so an interrupted run never leaves a half-written log."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for record in records:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

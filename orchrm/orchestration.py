@@ -439,9 +439,12 @@ def _json_list(items: tuple[str, ...]) -> str:
 
 # --------------------------------------------------------------------------- reward-model text
 
-RM_RENDER_VERSION = "orchrm-rm-text/1"
+RM_RENDER_VERSION = "orchrm-rm-text/2"
 """Version of `render_for_rm`'s layout. Checkpoints record it; a change to the layout
 must bump it, because a model trained on one layout misreads another."""
+
+QUESTION_SHARE = 0.5
+"""The question may take at most this share of the reward-model budget."""
 
 TokenCounter = Callable[[str], int]
 _APPROX_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
@@ -464,7 +467,10 @@ def render_for_rm(
 ) -> str:
     """The text the reward model reads for (question, orchestration). Deterministic.
 
-    Layout (version `RM_RENDER_VERSION`), structure first and thinking last:
+    It is `rm_prompt(question)` followed by `rm_completion(o)`, so preference data can
+    store the shared question part once (`prompt`) and the orchestration part per side
+    (`chosen`, `rejected`); their concatenation is exactly this text. Layout (version
+    `RM_RENDER_VERSION`), structure first and thinking last:
 
         question: <question>
         orchestration: dom=<low|high> agents=<n> edges=<m> sink=<id|none>
@@ -476,11 +482,33 @@ def render_for_rm(
         thinking: <thinking>
 
     Agents appear in topological order (declaration order when the graph has a cycle).
-    When the text is over `max_tokens` (by `count_tokens`, default
-    `approx_token_count`), parts are cut in this order until it fits: the thinking, the
-    agent descriptions, the question (its head is kept), the agent inputs. Agent types,
-    roles and edges are never cut.
+    Budget (`max_tokens` by `count_tokens`, default `approx_token_count`): the question
+    keeps its head within `QUESTION_SHARE` of it; the orchestration part gets the rest
+    and, when over, is cut in this order: thinking, agent descriptions, agent inputs. A
+    cut part ends in "..."; agent types, roles and edges are never cut.
     """
+    count = count_tokens or approx_token_count
+    prompt = rm_prompt(question, max_tokens, count)
+    return prompt + rm_completion(o, max_tokens - count(prompt), count)
+
+
+def rm_prompt(
+    question: str, max_tokens: int = 512, count_tokens: TokenCounter | None = None
+) -> str:
+    """The question part of `render_for_rm`: `question: <question>` and a line break,
+    the question cut to `QUESTION_SHARE` of `max_tokens`."""
+    count = count_tokens or approx_token_count
+    text = _clean(question)
+    cap = int(max_tokens * QUESTION_SHARE)
+    if count(f"question: {text}") > cap:
+        text = _shorten(text, cap - count("question:"), count)
+    return f"question: {text}\n"
+
+
+def rm_completion(
+    o: Orchestration, max_tokens: int = 512, count_tokens: TokenCounter | None = None
+) -> str:
+    """The orchestration part of `render_for_rm`, cut to `max_tokens`."""
     count = count_tokens or approx_token_count
     order = o.topological_order() or [a.id for a in o.agents]
     rank = {agent_id: n for n, agent_id in reversed(list(enumerate(order)))}
@@ -488,18 +516,16 @@ def render_for_rm(
 
     # Each cuttable piece is a mutable slot; the layout is rebuilt after every cut.
     slots = {
-        "question": _clean(question),
         "thinking": _clean(o.thinking),
         **{f"about{n}": _clean(a.description) for n, a in enumerate(agents)},
         **{f"input{n}": _clean(a.input) for n, a in enumerate(agents)},
     }
 
     def layout() -> str:
-        lines = [f"question: {slots['question']}"]
-        lines.append(
+        lines = [
             f"orchestration: dom={o.dom.value} agents={len(o.agents)} edges={len(o.edges)} "
             f"sink={o.sink or 'none'}"
-        )
+        ]
         for n, a in enumerate(agents):
             roles = f" [roles: {' | '.join(map(_clean, a.debate_roles))}]" if a.debate_roles else ""
             lines.append(f"agent {a.id} = {a.type}{roles}")
@@ -515,9 +541,7 @@ def render_for_rm(
         return "\n".join(lines)
 
     text = layout()
-    if count(text) <= max_tokens:
-        return text
-    cut_order = ["thinking", *[f"about{n}" for n in range(len(agents))], "question"]
+    cut_order = ["thinking", *[f"about{n}" for n in range(len(agents))]]
     cut_order += [f"input{n}" for n in range(len(agents))]
     for key in cut_order:
         excess = count(text) - max_tokens
@@ -562,6 +586,8 @@ __all__ = [
     "Violation",
     "approx_token_count",
     "render_for_rm",
+    "rm_completion",
+    "rm_prompt",
     "to_harmony",
     "validate",
 ]

@@ -18,6 +18,8 @@ from orchrm.orchestration import (
     Rule,
     approx_token_count,
     render_for_rm,
+    rm_completion,
+    rm_prompt,
     to_harmony,
     validate,
 )
@@ -367,3 +369,17 @@ def test_render_honours_a_custom_token_counter():
     assert len(by_chars) <= 300
     assert len(render_for_rm(QUESTION, DEBATE, max_tokens=300)) > 300
     assert all(line in by_chars.splitlines() for line in STRUCTURE)
+
+
+def test_rm_text_is_a_shared_prompt_plus_the_orchestration_part():
+    long_question = "Find the value. " * 300
+    one = Orchestration(agents=(cot("A"),), dom=DoM.HIGH, thinking="why " * 400)
+    two = Orchestration(agents=(cot("A"), cot("B", "use ${A}")), edges=(Edge("A", "B"),))
+    prompt = rm_prompt(long_question, 256)
+    for o in (one, two):
+        text = render_for_rm(long_question, o, max_tokens=256)
+        assert text == prompt + rm_completion(o, 256 - approx_token_count(prompt))
+        assert text.startswith(prompt) and approx_token_count(text) <= 256
+    # The question keeps its head within half the budget; the plan gets the rest.
+    assert approx_token_count(prompt) <= 128 and prompt.startswith("question: Find the value.")
+    assert prompt.endswith("...\n")

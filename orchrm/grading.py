@@ -1,13 +1,17 @@
-"""Is an answer correct? Numeric comparison for math answers, normalized match for text.
+"""Is an answer correct? Numbers compare as numbers, math as math, text normalized.
 
-Used when a log has no correctness label of its own: `orchrm run` grades each executed
-orchestration against the task's ground truth with `is_correct`.
+Used when a log has no correctness label of its own (`orchrm run`, ingest). `is_correct`
+compares plain numbers exactly and other text after SQuAD-style normalization;
+`grade(answer, truth, domain)` picks the grader registered for a domain: math domains use
+the `math-verify` package for LaTeX, fractions and expressions. Register more graders in
+`GRADERS`.
 """
 
 from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable
 from fractions import Fraction
 
 _BOXED_RE = re.compile(r"\\boxed\{(.*)\}", re.DOTALL)
@@ -51,3 +55,41 @@ def is_correct(answer: str | None, truth: str | int | float | None) -> bool | No
     if a is not None and t is not None:
         return a == t
     return normalize_text(str(answer)) == normalize_text(str(truth)) != ""
+
+
+def math_correct(answer: str | None, truth: str | int | float | None) -> bool | None:
+    """Math answers: exact numbers first (fast), then `math-verify` (LaTeX, fractions,
+    expressions), then `is_correct`'s text match."""
+    if truth is None:
+        return None
+    if answer is None:
+        return False
+    a, t = as_number(str(answer)), as_number(str(truth))
+    if a is not None and t is not None:
+        return a == t
+    try:
+        from math_verify import parse, verify
+
+        gold = parse(f"${truth}$")
+        # A reply may hold its answer in prose ("the answer is $5$") or bare ("\\sqrt{8}").
+        for target in (parse(str(answer)), parse(f"${answer}$")):
+            if gold and target and verify(gold, target):
+                return True
+    except Exception:  # math-verify raises on inputs it cannot handle; fall back to text
+        pass
+    return is_correct(answer, truth)
+
+
+Grader = Callable[[str | None, str | int | float | None], bool | None]
+GRADERS: dict[str, Grader] = {
+    "math": math_correct,
+    "aime": math_correct,
+    "masbench": math_correct,
+    "deepscaler": math_correct,
+}
+"""Domain -> grader; any other domain uses `is_correct`."""
+
+
+def grade(answer: str | None, truth: str | int | float | None, domain: str = "") -> bool | None:
+    """Correctness of `answer` against `truth` with the domain's grader."""
+    return GRADERS.get(domain, is_correct)(answer, truth)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchrm.grading import is_correct
+from orchrm.grading import grade, is_correct
 
 
 @pytest.mark.parametrize(
@@ -31,3 +31,23 @@ from orchrm.grading import is_correct
 )
 def test_is_correct(answer, truth, expected):
     assert is_correct(answer, truth) is expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth", "expected"),
+    [
+        ("0.75", "\\frac{3}{4}", True),
+        ("\\frac{6}{8}", "\\dfrac{3}{4}", True),
+        ("The answer is $\\boxed{2\\sqrt{2}}$", "2\\sqrt{2}", True),
+        ("\\sqrt{8}", "2\\sqrt{2}", True),
+        ("\\sqrt{9}", "2\\sqrt{2}", False),
+        ("x+1", "1+x", True),
+    ],
+)
+def test_math_domain_uses_math_verify(answer, truth, expected):
+    assert grade(answer, truth, "math") is expected
+
+
+def test_text_domains_use_normalized_match():
+    assert grade("The Louvre", "louvre", "hotpotqa") is True
+    assert grade("\\sqrt{8}", "2\\sqrt{2}", "hotpotqa") is False

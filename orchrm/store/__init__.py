@@ -1,0 +1,1 @@
+"""The artifact store (DuckDB) and the ingest adapters that fill it."""

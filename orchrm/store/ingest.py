@@ -1,0 +1,276 @@
+"""Ingest logs into the store, accounting for every input record.
+
+`ingest_file` reads a file with its adapter (`orchrm.store.adapters`), then parses,
+validates, grades (when a log has no label) and renders every orchestration, and writes
+the file in one transaction. Every input record is counted: added, already in the store
+(duplicate), or malformed; in strict mode one malformed record keeps the whole file out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from orchrm.grading import grade
+from orchrm.orchestration import Orchestration, render_for_rm, validate
+from orchrm.parse import ParseError, parse_harmony
+from orchrm.store.adapters import (
+    READERS,
+    BadJson,
+    FormatError,
+    LogRecord,
+    Malformed,
+    check_options,
+    detect_adapter,
+)
+from orchrm.store.db import Store, content_hash
+
+
+class IngestError(Exception):
+    """A file cannot be ingested as asked (strict mode with malformed records, unknown
+    format, unreadable file). Nothing of the file was written."""
+
+
+@dataclass
+class IngestSummary:
+    """What one file did to the store; `records == added + duplicates + malformed`."""
+
+    path: str
+    adapter: str
+    records: int = 0
+    added: int = 0
+    duplicates: int = 0
+    malformed: int = 0
+    malformed_by_reason: Counter = field(default_factory=Counter)
+    problems: list[dict] = field(default_factory=list)
+    pairs_added: int = 0
+
+    def to_dict(self) -> dict:
+        out = dict(self.__dict__)
+        out["malformed_by_reason"] = dict(self.malformed_by_reason)
+        return out
+
+
+# --------------------------------------------------------------------------- ingest
+
+
+def ingest_file(
+    store: Store,
+    path: str | Path,
+    adapter: str = "auto",
+    *,
+    strict: bool = False,
+    options: dict | None = None,
+) -> IngestSummary:
+    """Ingest one file (or a training-step folder) into `store` in one transaction."""
+    path = Path(path)
+    if not path.exists():
+        raise IngestError(f"no such file or folder: {path}")
+    options = options or {}
+    try:
+        adapter = detect_adapter(path) if adapter == "auto" else adapter
+        check_options(adapter, options)
+    except FormatError as err:
+        raise IngestError(str(err)) from None
+    summary = IngestSummary(str(path), adapter)
+    tasks, orchs, execs, sides = {}, {}, {}, {}
+    for line, item in READERS[adapter](path, options):
+        if isinstance(item, BadJson):
+            item = Malformed("invalid_json", item.message)
+        if isinstance(item, Malformed):
+            summary.records += 1
+            summary.malformed += 1
+            summary.malformed_by_reason[item.reason] += 1
+            summary.problems.append({"line": line, "reason": item.reason, "message": item.message})
+            continue
+        if item.pair is None or item.pair[1] == "chosen":  # a preference line is one record
+            summary.records += 1
+        task_id, orch_id, row, execution = _rows(item, path.name)
+        tasks.setdefault(
+            task_id,
+            {
+                "task_id": task_id,
+                "question": item.question,
+                "answer": item.truth,
+                "domain": item.domain,
+            },
+        )
+        orchs[orch_id] = row
+        if execution:
+            execs[orch_id] = execution
+        if item.pair:
+            sides.setdefault(line, {})[item.pair[1]] = (orch_id, task_id, item.pair[0])
+    if strict and summary.malformed:
+        first = summary.problems[0]
+        raise IngestError(
+            f"{path}: {summary.malformed} malformed record(s), nothing ingested "
+            f"(strict); first at line {first['line']}: {first['message']}"
+        )
+    pairs = {}
+    for pair in sides.values():
+        (chosen, task_id, kind), (rejected, _, _) = pair["chosen"], pair["rejected"]
+        pair_id = content_hash(chosen, rejected)
+        pairs[pair_id] = {
+            "dataset": f"import:{path.stem}",
+            "pair_id": pair_id,
+            "task_id": task_id,
+            "kind": kind,
+            "chosen_id": chosen,
+            "rejected_id": rejected,
+            "split": "train",
+        }
+    ingest_id = content_hash(_file_digest(path), adapter, json.dumps(options, sort_keys=True))
+    with store.transaction() as db:
+        added = _insert(db, "orchestrations", "orch_id", list(orchs.values()))
+        _insert(db, "tasks", "task_id", list(tasks.values()))
+        _insert(db, "executions", "orch_id", list(execs.values()))
+        if adapter == "preference":  # a record is a pair: count pairs, not orchestrations
+            added = summary.pairs_added = _insert(
+                db, "pairs", "pair_id", list(pairs.values()), also=("dataset",)
+            )
+        summary.added = added
+        summary.duplicates = summary.records - summary.malformed - added
+        db.execute(
+            "INSERT OR IGNORE INTO ingests (ingest_id, path, adapter, records, added, "
+            "duplicates, malformed) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                ingest_id,
+                str(path),
+                adapter,
+                summary.records,
+                summary.added,
+                summary.duplicates,
+                summary.malformed,
+            ],
+        )
+    return summary
+
+
+def _rows(item: LogRecord, file_name: str) -> tuple[str, str, dict, dict | None]:
+    task_id = item.task_id or "q-" + content_hash(item.question.strip())
+    parsed = item.orchestration
+    if isinstance(parsed, str):
+        try:
+            parsed = parse_harmony(parsed)
+        except ParseError as err:
+            parsed = err
+    raw = item.raw or (json.dumps(parsed.to_dict()) if isinstance(parsed, Orchestration) else "")
+    orch_id = content_hash(task_id, item.orchestrator, item.step, item.sample_index, raw)
+    row = {
+        "orch_id": orch_id,
+        "task_id": task_id,
+        "orchestrator": item.orchestrator,
+        "step": item.step,
+        "sample_index": item.sample_index,
+        "domain": item.domain,
+        "raw": raw,
+        "parsed": None,
+        "parse_reason": None,
+        "parse_message": None,
+        "violations": "",
+        "valid": False,
+        "rm_hash": None,
+        "logprob": item.logprob,
+        "source": file_name,
+    }
+    if isinstance(parsed, Orchestration):
+        violations = validate(parsed)
+        row.update(
+            parsed=json.dumps(parsed.to_dict()),
+            valid=not violations,
+            violations=",".join(dict.fromkeys(v.rule.value for v in violations)),
+            rm_hash=content_hash(render_for_rm(item.question, parsed)),
+        )
+    else:
+        row.update(parse_reason=parsed.reason, parse_message=parsed.message)
+    execution = None
+    if item.executed:
+        correct = item.correct
+        if correct is None and item.truth is not None:
+            correct = grade(item.answer, item.truth, item.domain)
+        execution = {
+            "orch_id": orch_id,
+            "answer": item.answer,
+            "correct": correct,
+            "prompt_tokens": item.prompt_tokens,
+            "completion_tokens": item.completion_tokens,
+            "error": item.error,
+            "p_success": item.p_success,
+        }
+    return task_id, orch_id, row, execution
+
+
+_COLUMNS = {
+    "orchestrations": [
+        "orch_id",
+        "task_id",
+        "orchestrator",
+        "step",
+        "sample_index",
+        "domain",
+        "raw",
+        "parsed",
+        "parse_reason",
+        "parse_message",
+        "violations",
+        "valid",
+        "rm_hash",
+        "logprob",
+        "source",
+    ],
+    "tasks": ["task_id", "question", "answer", "domain"],
+    "executions": [
+        "orch_id",
+        "answer",
+        "correct",
+        "prompt_tokens",
+        "completion_tokens",
+        "error",
+        "p_success",
+    ],
+    "pairs": ["dataset", "pair_id", "task_id", "kind", "chosen_id", "rejected_id", "split"],
+}
+_TYPES = {
+    "step": pa.int32(),
+    "sample_index": pa.int32(),
+    "logprob": pa.float64(),
+    "valid": pa.bool_(),
+    "correct": pa.bool_(),
+    "prompt_tokens": pa.int64(),
+    "completion_tokens": pa.int64(),
+    "p_success": pa.float64(),
+}
+
+
+def _insert(db, table: str, key: str, rows: list[dict], also: tuple[str, ...] = ()) -> int:
+    """Insert rows whose key is new (bulk, through Arrow); returns how many were new."""
+    if not rows:
+        return 0
+    columns = _COLUMNS[table]
+    schema = pa.schema([(c, _TYPES.get(c, pa.string())) for c in columns])
+    batch = pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows], schema=schema)
+    db.register("incoming", batch)
+    try:
+        keys = " AND ".join(f"t.{k} = i.{k}" for k in (*also, key))
+        new = db.execute(
+            f"SELECT count(*) FROM incoming i WHERE NOT EXISTS "
+            f"(SELECT 1 FROM {table} t WHERE {keys})"
+        ).fetchone()[0]
+        db.execute(f"INSERT OR IGNORE INTO {table} SELECT {', '.join(columns)} FROM incoming")
+    finally:
+        db.unregister("incoming")
+    return new
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        digest.update(f.name.encode())
+        digest.update(f.read_bytes())
+    return digest.hexdigest()

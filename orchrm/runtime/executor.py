@@ -13,13 +13,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
 from orchrm.orchestration import REFERENCE_PATTERN, Orchestration, validate
+from orchrm.progress import progress_bar
 from orchrm.runtime import prompts
 from orchrm.runtime.agents import SUB_AGENTS, AgentContext, AgentOutput
 from orchrm.runtime.backend import ChatBackend
@@ -107,21 +104,6 @@ def _failed(task: asyncio.Task) -> bool:
 def _substitute(template: str, outputs: dict[str, str]) -> str:
     """`${id}` -> the output of agent `id` (whitespace inside the braces allowed)."""
     return REFERENCE_PATTERN.sub(lambda m: outputs.get(m.group(1), m.group(0)), template)
-
-
-@contextmanager
-def progress_bar(description: str, total: int, enabled: bool = True):
-    """A rich progress bar (count, ETA) on stderr; yields (bar, task) for `bar.advance`."""
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        disable=not enabled,
-        transient=True,
-        console=Console(stderr=True),
-    ) as bar:
-        yield bar, bar.add_task(description, total=total)
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,12 @@ from orchrm.grading import is_correct
 from orchrm.jsonl import read_jsonl
 from orchrm.orchestration import Orchestration, validate
 from orchrm.parse import ParseError, parse_harmony
+from orchrm.progress import progress_bar
 from orchrm.runtime import prompts
 from orchrm.runtime.backend import CallInfo, ChatBackend, Completion
 from orchrm.runtime.calls import CallFailed, call
 from orchrm.runtime.config import RunConfig
-from orchrm.runtime.executor import RunItem, execute_many, progress_bar
+from orchrm.runtime.executor import RunItem, execute_many
 from orchrm.runtime.retrieval import Retriever
 from orchrm.runtime.trace import RunResult
 

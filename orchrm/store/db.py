@@ -152,3 +152,33 @@ class Store:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def store_summary(store: Store) -> dict:
+    """What the store holds, as plain data (for `orchrm store stats`)."""
+    db = store.db
+    rows = db.execute(
+        """
+        SELECT o.orchestrator, coalesce(nullif(o.domain, ''), t.domain) AS domain, o.step,
+               count(*) AS total, count(*) FILTER (WHERE o.valid) AS valid,
+               count(*) FILTER (WHERE o.parsed IS NOT NULL AND NOT o.valid) AS invalid,
+               count(*) FILTER (WHERE o.parsed IS NULL) AS unparseable,
+               count(e.orch_id) AS executed, count(*) FILTER (WHERE e.correct) AS correct
+        FROM orchestrations o JOIN tasks t USING (task_id) LEFT JOIN executions e USING (orch_id)
+        GROUP BY ALL ORDER BY ALL
+        """
+    )
+    names = [d[0] for d in rows.description]
+    orchestrations = [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
+    pairs = db.execute(
+        "SELECT dataset, kind, split, count(*) AS pairs, count(DISTINCT task_id) AS tasks "
+        "FROM pairs GROUP BY ALL ORDER BY ALL"
+    )
+    names = [d[0] for d in pairs.description]
+    version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    return {
+        "schema_version": int(version),
+        "counts": store.counts(),
+        "orchestrations": orchestrations,
+        "pairs": [dict(zip(names, r, strict=True)) for r in pairs.fetchall()],
+    }

@@ -19,6 +19,7 @@ import pyarrow as pa
 from orchrm.grading import grade
 from orchrm.orchestration import Orchestration, render_for_rm, validate
 from orchrm.parse import ParseError, parse_harmony
+from orchrm.progress import progress_bar
 from orchrm.store.adapters import (
     READERS,
     BadJson,
@@ -66,6 +67,7 @@ def ingest_file(
     *,
     strict: bool = False,
     options: dict | None = None,
+    progress: bool = False,
 ) -> IngestSummary:
     """Ingest one file (or a training-step folder) into `store` in one transaction."""
     path = Path(path)
@@ -78,33 +80,11 @@ def ingest_file(
     except FormatError as err:
         raise IngestError(str(err)) from None
     summary = IngestSummary(str(path), adapter)
-    tasks, orchs, execs, sides = {}, {}, {}, {}
-    for line, item in READERS[adapter](path, options):
-        if isinstance(item, BadJson):
-            item = Malformed("invalid_json", item.message)
-        if isinstance(item, Malformed):
-            summary.records += 1
-            summary.malformed += 1
-            summary.malformed_by_reason[item.reason] += 1
-            summary.problems.append({"line": line, "reason": item.reason, "message": item.message})
-            continue
-        if item.pair is None or item.pair[1] == "chosen":  # a preference line is one record
-            summary.records += 1
-        task_id, orch_id, row, execution = _rows(item, path.name)
-        tasks.setdefault(
-            task_id,
-            {
-                "task_id": task_id,
-                "question": item.question,
-                "answer": item.truth,
-                "domain": item.domain,
-            },
-        )
-        orchs[orch_id] = row
-        if execution:
-            execs[orch_id] = execution
-        if item.pair:
-            sides.setdefault(line, {})[item.pair[1]] = (orch_id, task_id, item.pair[0])
+    staged = _Staged()
+    with progress_bar(f"ingesting {path.name}", None, progress) as (bar, tracker):
+        for line, item in READERS[adapter](path, options):
+            bar.advance(tracker)
+            _collect(line, item, path.name, summary, staged)
     if strict and summary.malformed:
         first = summary.problems[0]
         raise IngestError(
@@ -112,7 +92,7 @@ def ingest_file(
             f"(strict); first at line {first['line']}: {first['message']}"
         )
     pairs = {}
-    for pair in sides.values():
+    for pair in staged.sides.values():
         (chosen, task_id, kind), (rejected, _, _) = pair["chosen"], pair["rejected"]
         pair_id = content_hash(chosen, rejected)
         pairs[pair_id] = {
@@ -126,9 +106,9 @@ def ingest_file(
         }
     ingest_id = content_hash(_file_digest(path), adapter, json.dumps(options, sort_keys=True))
     with store.transaction() as db:
-        added = _insert(db, "orchestrations", "orch_id", list(orchs.values()))
-        _insert(db, "tasks", "task_id", list(tasks.values()))
-        _insert(db, "executions", "orch_id", list(execs.values()))
+        added = _insert(db, "orchestrations", "orch_id", list(staged.orchestrations.values()))
+        _insert(db, "tasks", "task_id", list(staged.tasks.values()))
+        _insert(db, "executions", "orch_id", list(staged.executions.values()))
         if adapter == "preference":  # a record is a pair: count pairs, not orchestrations
             added = summary.pairs_added = _insert(
                 db, "pairs", "pair_id", list(pairs.values()), also=("dataset",)
@@ -149,6 +129,45 @@ def ingest_file(
             ],
         )
     return summary
+
+
+@dataclass
+class _Staged:
+    """A file's rows waiting for its transaction, keyed so repeats collapse."""
+
+    tasks: dict = field(default_factory=dict)
+    orchestrations: dict = field(default_factory=dict)
+    executions: dict = field(default_factory=dict)
+    sides: dict = field(default_factory=dict)  # preference line -> {side: (orch, task, kind)}
+
+
+def _collect(line: int, item, source: str, summary: IngestSummary, staged: _Staged) -> None:
+    """Count one adapter item and stage its rows."""
+    if isinstance(item, BadJson):
+        item = Malformed("invalid_json", item.message)
+    if isinstance(item, Malformed):
+        summary.records += 1
+        summary.malformed += 1
+        summary.malformed_by_reason[item.reason] += 1
+        summary.problems.append({"line": line, "reason": item.reason, "message": item.message})
+        return
+    if item.pair is None or item.pair[1] == "chosen":  # a preference line is one record
+        summary.records += 1
+    task_id, orch_id, row, execution = _rows(item, source)
+    staged.tasks.setdefault(
+        task_id,
+        {
+            "task_id": task_id,
+            "question": item.question,
+            "answer": item.truth,
+            "domain": item.domain,
+        },
+    )
+    staged.orchestrations[orch_id] = row
+    if execution:
+        staged.executions[orch_id] = execution
+    if item.pair:
+        staged.sides.setdefault(line, {})[item.pair[1]] = (orch_id, task_id, item.pair[0])
 
 
 def _rows(item: LogRecord, file_name: str) -> tuple[str, str, dict, dict | None]:

@@ -1,0 +1,334 @@
+"""Mine win/lose pairs of orchestrations from the store, split them, export them.
+
+Kinds (the Orch-RM paper's): `coi` correct-over-incorrect (same task; the chosen one's
+execution was right, the rejected one's was not), `sob` specialized-over-base (same task;
+chosen from a specialized orchestrator or a checkpoint past a step threshold, rejected
+from the base), `soo` specialized-over-other-domain (same task; chosen from the
+orchestrator specialized for the task's domain, rejected from one specialized for
+another). Mining is SQL inside DuckDB: candidates, de-duplication by reward-model text,
+pairing, a per-task cap, the mixing ratio and the task-level split are all queries.
+
+Exports are preference datasets (`prompt`, `chosen`, `rejected`, plus `source`,
+`task_id`, `domain`) where `prompt + chosen` is exactly the reward model's input text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from orchrm.jsonl import write_jsonl
+from orchrm.orchestration import approx_token_count, rm_completion, rm_prompt
+from orchrm.parse import from_dict
+from orchrm.store.db import Store
+
+KINDS = ("sob", "soo", "coi")
+SOURCE_NAMES = {
+    "coi": "correct-over-incorrect",
+    "sob": "specialized-over-base",
+    "soo": "specialized-over-other-domain",
+}
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass
+class MineConfig:
+    """What `mine` pairs and how it mixes and splits them."""
+
+    dataset: str = "default"
+    """Name the pairs are stored under (mining again replaces that dataset)."""
+    ratio: dict[str, float] = field(default_factory=lambda: {"sob": 1, "soo": 0, "coi": 3})
+    """Mix of kinds, SoB : SoO : CoI = 1 : 0 : 3 as in the paper. A kind with no pair
+    available is left out and the others keep their proportions."""
+    cap_per_task: int = 16
+    """Most pairs of one kind from one task (drawn at random, seeded)."""
+    specialized: tuple[str, ...] = ()
+    """Orchestrator ids that count as specialized (SoB chosen side)."""
+    base: tuple[str, ...] = ()
+    """Orchestrator ids that count as base (SoB rejected side)."""
+    step_threshold: int | None = None
+    """Checkpoints at or past this step count as specialized, earlier ones as base."""
+    specialized_for: dict[str, str] = field(default_factory=dict)
+    """Orchestrator id -> the domain it is specialized for (SoO)."""
+    allow_invalid_rejected: bool = True
+    """Whether an orchestration that breaks a graph rule may be the rejected side (it is
+    never the chosen one; unparseable ones are never paired: they cannot be rendered)."""
+    domain: str | None = None
+    """Mine one domain only (None: every domain, a mixed-domain dataset)."""
+    split: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    """Train, validation and test shares of tasks (a task is in exactly one split)."""
+    seed: int = 0
+
+
+@dataclass
+class MineSummary:
+    """What a mining run found and kept."""
+
+    dataset: str
+    available: dict[str, int]
+    kept: dict[str, int]
+    by_split: dict[str, int]
+    tasks_by_split: dict[str, int]
+    left_out: list[str]
+
+
+def _role_sql(config: MineConfig) -> str:
+    parts = []
+    if config.specialized:
+        parts.append("WHEN orchestrator IN (SELECT * FROM unnest($specialized)) THEN 'specialized'")
+    if config.base:
+        parts.append("WHEN orchestrator IN (SELECT * FROM unnest($base)) THEN 'base'")
+    if config.step_threshold is not None:
+        parts.append(
+            "WHEN step >= $threshold THEN 'specialized' WHEN step < $threshold THEN 'base'"
+        )
+    return f"CASE {' '.join(parts)} END" if parts else "NULL"
+
+
+def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
+    """Mine, cap, mix and split pairs into the store's `pairs` table (one transaction)."""
+    config = config or MineConfig()
+    unknown = set(config.ratio) - set(KINDS)
+    if unknown:
+        raise ValueError(f"unknown pair kind(s) {sorted(unknown)}: choose from {KINDS}")
+    if abs(sum(config.split) - 1) > 1e-9 or min(config.split) < 0:
+        raise ValueError(f"split shares must be >= 0 and sum to 1, got {config.split}")
+    params = {
+        "specialized": list(config.specialized),
+        "base": list(config.base),
+        "threshold": config.step_threshold,
+        "domain": config.domain,
+        "seed": str(config.seed),
+        "cap": config.cap_per_task,
+        "allow_invalid": config.allow_invalid_rejected,
+    }
+    params = {k: v for k, v in params.items() if f"${k}" in _sql(config)}
+    db = store.db
+    with store.transaction():
+        db.execute(
+            "CREATE OR REPLACE TEMP TABLE specialized_for (orchestrator VARCHAR, "
+            "for_domain VARCHAR)"
+        )
+        if config.specialized_for:
+            db.executemany(
+                "INSERT INTO specialized_for VALUES (?, ?)", list(config.specialized_for.items())
+            )
+        db.execute(_sql(config), params)
+        available = dict(db.execute("SELECT kind, count(*) FROM capped GROUP BY kind").fetchall())
+        weights = {k: w for k, w in config.ratio.items() if w > 0 and available.get(k, 0) > 0}
+        left_out = [k for k, w in config.ratio.items() if w > 0 and not available.get(k)]
+        total = min(
+            (available[k] / (w / sum(weights.values())) for k, w in weights.items()), default=0
+        )
+        quota = {k: int(total * w / sum(weights.values()) + 1e-9) for k, w in weights.items()}
+        db.execute("CREATE OR REPLACE TEMP TABLE quota (kind VARCHAR, n BIGINT)")
+        if quota:
+            db.executemany("INSERT INTO quota VALUES (?, ?)", list(quota.items()))
+        train, validation, _ = config.split
+        db.execute("DELETE FROM pairs WHERE dataset = ?", [config.dataset])
+        db.execute(
+            """
+            INSERT INTO pairs
+            SELECT ?, pair_id, task_id, kind, chosen_id, rejected_id,
+                   CASE WHEN u < ? THEN 'train' WHEN u < ? THEN 'validation' ELSE 'test' END
+            FROM (
+                SELECT c.*, row_number() OVER (PARTITION BY c.kind ORDER BY c.draw) AS n,
+                       (md5_number(c.task_id || ':split:' || ?) % 1000000) / 1e6 AS u
+                FROM capped c
+            ) ranked JOIN quota USING (kind)
+            WHERE ranked.n <= quota.n
+            """,
+            [config.dataset, train, train + validation, str(config.seed)],
+        )
+        kept = dict(
+            db.execute(
+                "SELECT kind, count(*) FROM pairs WHERE dataset = ? GROUP BY kind", [config.dataset]
+            ).fetchall()
+        )
+        by_split = dict(
+            db.execute(
+                "SELECT split, count(*) FROM pairs WHERE dataset = ? GROUP BY split",
+                [config.dataset],
+            ).fetchall()
+        )
+        tasks_by_split = dict(
+            db.execute(
+                "SELECT split, count(DISTINCT task_id) FROM pairs WHERE dataset = ? GROUP BY split",
+                [config.dataset],
+            ).fetchall()
+        )
+    return MineSummary(config.dataset, available, kept, by_split, tasks_by_split, left_out)
+
+
+def _sql(config: MineConfig) -> str:
+    """The mining query: candidates -> de-duplicated groups -> pairs of each kind -> cap."""
+    domain_filter = "AND coalesce(o.domain, t.domain) = $domain" if config.domain else ""
+    invalid = "AND (w.valid OR $allow_invalid)"
+    return f"""
+    CREATE OR REPLACE TEMP TABLE capped AS
+    WITH cand AS (
+        SELECT o.orch_id, o.task_id, o.orchestrator, o.step, o.valid, o.rm_hash,
+               coalesce(nullif(o.domain, ''), t.domain) AS domain,
+               e.orch_id IS NOT NULL AS executed, e.correct,
+               {_role_sql(config)} AS role
+        FROM orchestrations o JOIN tasks t USING (task_id)
+        LEFT JOIN executions e USING (orch_id)
+        WHERE o.rm_hash IS NOT NULL {domain_filter}
+    ),
+    -- One representative per reward-model text and task; its outcome is only clear when
+    -- every execution of that text agrees (an invalid, unexecuted plan counts as failed).
+    outcome AS (
+        SELECT task_id, rm_hash, min(orch_id) AS orch_id, bool_and(valid) AS valid,
+               count(*) FILTER (WHERE executed AND correct) AS n_right,
+               count(*) FILTER (WHERE (executed AND NOT coalesce(correct, false))
+                                      OR NOT valid) AS n_wrong
+        FROM cand GROUP BY task_id, rm_hash
+    ),
+    by_role AS (
+        SELECT task_id, rm_hash, role, any_value(domain) AS domain,
+               any_value(orchestrator) AS orchestrator, min(orch_id) AS orch_id,
+               bool_and(valid) AS valid
+        FROM cand WHERE role IS NOT NULL GROUP BY task_id, rm_hash, role
+    ),
+    by_orchestrator AS (
+        SELECT c.task_id, c.rm_hash, min(c.orch_id) AS orch_id, bool_and(c.valid) AS valid,
+               any_value(c.domain) AS domain, any_value(s.for_domain) AS for_domain
+        FROM cand c JOIN specialized_for s USING (orchestrator)
+        GROUP BY c.task_id, c.rm_hash
+    ),
+    raw_pairs AS (
+        SELECT 'coi' AS kind, c.task_id, c.orch_id AS chosen_id, w.orch_id AS rejected_id
+        FROM outcome c JOIN outcome w ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
+        WHERE c.valid AND c.n_right > 0 AND c.n_wrong = 0
+              AND w.n_right = 0 AND w.n_wrong > 0 {invalid}
+        UNION ALL
+        SELECT 'sob', c.task_id, c.orch_id, w.orch_id
+        FROM by_role c JOIN by_role w ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
+        WHERE c.role = 'specialized' AND w.role = 'base' AND c.valid {invalid}
+        UNION ALL
+        SELECT 'soo', c.task_id, c.orch_id, w.orch_id
+        FROM by_orchestrator c JOIN by_orchestrator w
+             ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
+        WHERE c.for_domain = c.domain AND w.for_domain <> c.domain AND c.valid {invalid}
+    ),
+    -- A pair found as two kinds is kept once, as the first of coi, sob, soo.
+    drawn AS (
+        SELECT *, md5(chosen_id || ':' || rejected_id) AS pair_id,
+               md5_number(chosen_id || ':' || rejected_id || ':' || $seed) AS draw
+        FROM raw_pairs
+        QUALIFY row_number() OVER (PARTITION BY chosen_id, rejected_id
+                                   ORDER BY list_position(['coi', 'sob', 'soo'], kind)) = 1
+    )
+    SELECT * FROM (
+        SELECT *, row_number() OVER (PARTITION BY task_id, kind ORDER BY draw) AS k FROM drawn
+    ) WHERE k <= $cap
+    """
+
+
+# --------------------------------------------------------------------------- export
+
+
+def preference_rows(
+    store: Store,
+    dataset: str = "default",
+    split: str | None = None,
+    max_tokens: int = 512,
+    count_tokens=None,
+) -> list[dict]:
+    """The pairs of a dataset as preference records: `prompt` (the shared question
+    part of the reward-model text), `chosen` and `rejected` (each side's orchestration
+    part), `source`, `kind`, `task_id`, `domain`, `split`, and both orchestration ids."""
+    count = count_tokens or approx_token_count
+    query = """
+        SELECT p.kind, p.task_id, t.domain, p.split, t.question, p.chosen_id, c.parsed,
+               p.rejected_id, r.parsed
+        FROM pairs p JOIN tasks t USING (task_id)
+        JOIN orchestrations c ON c.orch_id = p.chosen_id
+        JOIN orchestrations r ON r.orch_id = p.rejected_id
+        WHERE p.dataset = ? AND (? IS NULL OR p.split = ?)
+        ORDER BY p.split, p.task_id, p.pair_id
+    """
+    rows = store.db.execute(query, [dataset, split, split]).fetchall()
+    rendered: dict[str, str] = {}
+    out = []
+    for kind, task_id, domain, part, question, chosen_id, chosen, rejected_id, rejected in rows:
+        prompt = rm_prompt(question, max_tokens, count)
+        budget = max_tokens - count(prompt)
+        for orch_id, parsed in ((chosen_id, chosen), (rejected_id, rejected)):
+            if (orch_id, budget) not in rendered:
+                rendered[(orch_id, budget)] = rm_completion(
+                    from_dict(json.loads(parsed)), budget, count
+                )
+        out.append(
+            {
+                "prompt": prompt,
+                "chosen": rendered[(chosen_id, budget)],
+                "rejected": rendered[(rejected_id, budget)],
+                "source": SOURCE_NAMES[kind],
+                "kind": kind,
+                "task_id": task_id,
+                "domain": domain or "",
+                "split": part,
+                "chosen_id": chosen_id,
+                "rejected_id": rejected_id,
+            }
+        )
+    return out
+
+
+def export(
+    store: Store,
+    out_dir: str | Path,
+    dataset: str = "default",
+    fmt: str = "jsonl",
+    max_tokens: int = 512,
+) -> dict[str, Path]:
+    """Write each split of a dataset to OUT_DIR/<split>.<jsonl|parquet>; returns the
+    paths written. Parquet and JSONL load with `datasets.load_dataset` as they are."""
+    if fmt not in ("jsonl", "parquet"):
+        raise ValueError(f"format must be jsonl or parquet, got {fmt!r}")
+    rows = preference_rows(store, dataset, max_tokens=max_tokens)
+    if not rows:
+        raise ValueError(f"dataset {dataset!r} has no pairs: run `orchrm pairs mine` first")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for part in SPLITS:
+        part_rows = [r for r in rows if r["split"] == part]
+        if not part_rows:
+            continue
+        path = out_dir / f"{part}.{fmt}"
+        if fmt == "jsonl":
+            write_jsonl(part_rows, path)
+        else:
+            tmp = path.with_name(f".{path.name}.tmp")
+            pq.write_table(pa.Table.from_pylist(part_rows), tmp)
+            tmp.replace(path)
+        written[part] = path
+    return written
+
+
+def export_orchrm_datasets(store: Store, path: str | Path, dataset: str = "default") -> int:
+    """Write a dataset in the OrchRM-datasets format (`input`, `chosen`, `rejected`,
+    `source`), with the raw orchestrator outputs and the question as `input`."""
+    rows = store.db.execute(
+        """
+        SELECT t.question, c.raw, r.raw, p.kind FROM pairs p JOIN tasks t USING (task_id)
+        JOIN orchestrations c ON c.orch_id = p.chosen_id
+        JOIN orchestrations r ON r.orch_id = p.rejected_id
+        WHERE p.dataset = ? ORDER BY p.task_id, p.pair_id
+        """,
+        [dataset],
+    ).fetchall()
+    write_jsonl(
+        (
+            {"input": q, "chosen": c, "rejected": r, "source": SOURCE_NAMES[k]}
+            for q, c, r, k in rows
+        ),
+        path,
+    )
+    return len(rows)

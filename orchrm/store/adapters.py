@@ -110,71 +110,6 @@ def detect_adapter(path: Path) -> str:
     raise FormatError(f"cannot detect the format of {path}: give --adapter (generic needs --map)")
 
 
-def _orchrm(path: Path, options: dict) -> Iterator[tuple[int, LogRecord | Malformed]]:
-    for line, r in _jsonl(path):
-        if not isinstance(r, dict) or r.get("schema") != RUN_SCHEMA or "question" not in r:
-            yield line, Malformed("not_run_record", f"not an {RUN_SCHEMA} record")
-            continue
-        if r.get("orchestration"):
-            parsed: Orchestration | ParseError | str = from_dict(r["orchestration"])
-        elif r.get("parse_error"):
-            e = r["parse_error"]
-            parsed = ParseError(e.get("reason", "unknown"), e.get("message", ""), e.get("offset"))
-        else:
-            parsed = r.get("raw") or ""
-        execution = r.get("execution") or {}
-        yield (
-            line,
-            LogRecord(
-                question=r["question"],
-                orchestration=parsed,
-                orchestrator=str(r["orchestrator"]),
-                task_id=r.get("task_id"),
-                truth=r.get("ground_truth"),
-                domain=r.get("domain") or "",
-                raw=r.get("raw") or "",
-                sample_index=r.get("sample_index"),
-                step=r.get("step"),
-                logprob=r.get("orchestrator_logprob"),
-                executed=bool(execution),
-                answer=r.get("answer"),
-                correct=r.get("correct"),
-                prompt_tokens=execution.get("prompt_tokens"),
-                completion_tokens=execution.get("completion_tokens"),
-                error=execution.get("error"),
-                p_success=(r.get("world") or {}).get("p_success"),
-            ),
-        )
-
-
-def _diagram(path: Path, options: dict) -> Iterator[tuple[int, LogRecord | Malformed]]:
-    for line, r in _jsonl(path):
-        if not isinstance(r, dict) or not isinstance(r.get("question"), str):
-            yield line, Malformed("missing_question", "a diagram record needs a question")
-            continue
-        try:
-            parsed: Orchestration | ParseError = parse_diagram_record(r)
-        except ParseError as err:
-            parsed = err
-        page = Path(str(r.get("source") or path.name)).stem
-        output = r.get("execution_output")
-        yield (
-            line,
-            LogRecord(
-                question=r["question"].strip(),
-                orchestration=parsed,
-                orchestrator=page,
-                truth=_text(r.get("ground_truth")),
-                domain=options.get("domain") or "masbench",
-                raw=r.get("thinking") or r.get("mas_code") or "",
-                step=_int(r.get("step")),
-                sample_index=_int(r.get("row")),
-                executed=output is not None,
-                answer=_text(output),
-            ),
-        )
-
-
 def _steps(path: Path, options: dict) -> Iterator[tuple[int, LogRecord | Malformed]]:
     """Join generated_code/step_N_generated_code.json with
     responses_and_ground_truth/step_N_responses.json on (step, sample_index, question)."""
@@ -231,85 +166,158 @@ def _steps(path: Path, options: dict) -> Iterator[tuple[int, LogRecord | Malform
             )
 
 
-def _preference(path: Path, options: dict) -> Iterator[tuple[int, LogRecord | Malformed]]:
-    for line, r in _jsonl(path):
-        ok = isinstance(r, dict) and all(
-            isinstance(r.get(k), str) for k in ("input", "chosen", "rejected")
+def _orchrm(r: object, path: Path, options: dict) -> list[LogRecord | Malformed]:
+    if not isinstance(r, dict) or r.get("schema") != RUN_SCHEMA or "question" not in r:
+        return [Malformed("not_run_record", f"not an {RUN_SCHEMA} record")]
+    if r.get("orchestration"):
+        parsed: Orchestration | ParseError | str = from_dict(r["orchestration"])
+    elif r.get("parse_error"):
+        e = r["parse_error"]
+        parsed = ParseError(e.get("reason", "unknown"), e.get("message", ""), e.get("offset"))
+    else:
+        parsed = r.get("raw") or ""
+    execution = r.get("execution") or {}
+    return [
+        LogRecord(
+            question=r["question"],
+            orchestration=parsed,
+            orchestrator=str(r["orchestrator"]),
+            task_id=r.get("task_id"),
+            truth=_text(r.get("ground_truth")),
+            domain=r.get("domain") or "",
+            raw=r.get("raw") or "",
+            step=_int(r.get("step")),
+            sample_index=_int(r.get("sample_index")),
+            logprob=r.get("orchestrator_logprob"),
+            executed=bool(execution),
+            answer=_text(r.get("answer")),
+            correct=r.get("correct"),
+            prompt_tokens=execution.get("prompt_tokens"),
+            completion_tokens=execution.get("completion_tokens"),
+            error=execution.get("error"),
+            p_success=(r.get("world") or {}).get("p_success"),
         )
-        kind = PAIR_KINDS.get(str(r.get("source", "")).split(":")[0]) if ok else None
-        if not ok or kind is None:
-            yield (
-                line,
-                Malformed(
-                    "not_preference",
-                    f"needs string input, chosen, rejected and a source in {sorted(PAIR_KINDS)}",
-                ),
-            )
-            continue
-        question = question_from_prompt(r["input"])
-        for side in ("chosen", "rejected"):
-            yield (
-                line,
-                LogRecord(
-                    question=question,
-                    orchestration=r[side],
-                    raw=r[side],
-                    orchestrator=f"{path.stem}:{side}",
-                    domain=options.get("domain") or "",
-                    pair=(kind, side),
-                ),
-            )
+    ]
 
 
-def _generic(path: Path, options: dict) -> Iterator[tuple[int, LogRecord | Malformed]]:
+def _diagram(r: object, path: Path, options: dict) -> list[LogRecord | Malformed]:
+    if not isinstance(r, dict) or not isinstance(r.get("question"), str):
+        return [Malformed("missing_question", "a diagram record needs a question")]
+    try:
+        parsed: Orchestration | ParseError = parse_diagram_record(r)
+    except ParseError as err:
+        parsed = err
+    output = r.get("execution_output")
+    return [
+        LogRecord(
+            question=r["question"].strip(),
+            orchestration=parsed,
+            orchestrator=Path(str(r.get("source") or path.name)).stem,
+            truth=_text(r.get("ground_truth")),
+            domain=options.get("domain") or "masbench",
+            raw=r.get("thinking") or r.get("mas_code") or "",
+            step=_int(r.get("step")),
+            sample_index=_int(r.get("row")),
+            executed=output is not None,
+            answer=_text(output),
+        )
+    ]
+
+
+def _preference(r: object, path: Path, options: dict) -> list[LogRecord | Malformed]:
+    ok = isinstance(r, dict) and all(
+        isinstance(r.get(k), str) for k in ("input", "chosen", "rejected")
+    )
+    kind = PAIR_KINDS.get(str(r.get("source", "")).split(":")[0]) if ok else None
+    if kind is None:
+        return [
+            Malformed(
+                "not_preference",
+                f"needs string input, chosen, rejected and a source in {sorted(PAIR_KINDS)}",
+            )
+        ]
+    question = question_from_prompt(r["input"])
+    return [
+        LogRecord(
+            question=question,
+            orchestration=r[side],
+            raw=r[side],
+            orchestrator=f"{path.stem}:{side}",
+            domain=options.get("domain") or "",
+            pair=(kind, side),
+        )
+        for side in ("chosen", "rejected")
+    ]
+
+
+def _generic(r: object, path: Path, options: dict) -> list[LogRecord | Malformed]:
     mapping = options["map"]
-    for line, r in _jsonl(path):
-        if not isinstance(r, dict):
-            yield line, Malformed("not_an_object", "a record must be a JSON object")
-            continue
-        values = {k: r.get(v) for k, v in mapping.items()}
-        missing = [k for k in ("question", "orchestration") if values.get(k) in (None, "")]
-        if missing or not isinstance(values["question"], str):
-            yield (
-                line,
-                Malformed(
-                    "missing_field",
-                    f"no {', '.join(missing) or 'question'} "
-                    f"(mapped from {[mapping[m] for m in missing or ['question']]})",
-                ),
+    if not isinstance(r, dict):
+        return [Malformed("not_an_object", "a record must be a JSON object")]
+    values = {k: r.get(v) for k, v in mapping.items()}
+    missing = [k for k in ("question", "orchestration") if values.get(k) in (None, "")]
+    if missing or not isinstance(values["question"], str):
+        names = missing or ["question"]
+        return [
+            Malformed(
+                "missing_field",
+                f"no {', '.join(names)} (mapped from {[mapping[m] for m in names]})",
             )
-            continue
-        try:
-            parsed: Orchestration | ParseError = parse_record(values["orchestration"])
-        except ParseError as err:
-            parsed = err
-        raw = values["orchestration"]
-        yield (
-            line,
-            LogRecord(
-                question=values["question"],
-                orchestration=parsed,
-                orchestrator=str(values.get("orchestrator") or path.stem),
-                task_id=_text(values.get("task_id")),
-                truth=_text(values.get("truth")),
-                domain=str(values.get("domain") or options.get("domain") or ""),
-                raw=raw if isinstance(raw, str) else json.dumps(raw),
-                step=_int(values.get("step")),
-                sample_index=_int(values.get("sample_index")),
-                logprob=values.get("logprob"),
-                executed=values.get("answer") is not None or values.get("correct") is not None,
-                answer=_text(values.get("answer")),
-                correct=None if values.get("correct") is None else bool(values["correct"]),
-            ),
+        ]
+    try:
+        parsed: Orchestration | ParseError = parse_record(values["orchestration"])
+    except ParseError as err:
+        parsed = err
+    raw = values["orchestration"]
+    return [
+        LogRecord(
+            question=values["question"],
+            orchestration=parsed,
+            orchestrator=str(values.get("orchestrator") or path.stem),
+            task_id=_text(values.get("task_id")),
+            truth=_text(values.get("truth")),
+            domain=str(values.get("domain") or options.get("domain") or ""),
+            raw=raw if isinstance(raw, str) else json.dumps(raw),
+            step=_int(values.get("step")),
+            sample_index=_int(values.get("sample_index")),
+            logprob=values.get("logprob"),
+            executed=values.get("answer") is not None or values.get("correct") is not None,
+            answer=_text(values.get("answer")),
+            correct=None if values.get("correct") is None else bool(values["correct"]),
         )
+    ]
+
+
+def _per_record(convert):
+    """A JSONL reader from a per-record converter: a line that is not JSON, or a record
+    the converter chokes on, becomes a Malformed naming why."""
+
+    def read(path: Path, options: dict) -> Iterator[tuple[int, LogRecord | Malformed]]:
+        with open(path, encoding="utf-8") as f:
+            for line, text in enumerate(f, 1):
+                if not text.strip():
+                    continue
+                try:
+                    record = json.loads(text)
+                except ValueError as err:
+                    yield line, Malformed("invalid_json", str(err))
+                    continue
+                try:
+                    items = convert(record, path, options)
+                except (ParseError, KeyError, TypeError, ValueError, AttributeError) as err:
+                    items = [Malformed("bad_record", f"{type(err).__name__}: {err}")]
+                for item in items:
+                    yield line, item
+
+    return read
 
 
 READERS = {
-    "orchrm": _orchrm,
-    "diagram": _diagram,
+    "orchrm": _per_record(_orchrm),
+    "diagram": _per_record(_diagram),
     "steps": _steps,
-    "preference": _preference,
-    "generic": _generic,
+    "preference": _per_record(_preference),
+    "generic": _per_record(_generic),
 }
 
 
@@ -335,23 +343,6 @@ def question_from_prompt(prompt: str) -> str:
     `Question:` or `Problem:` marker, else the whole prompt."""
     found = list(_QUESTION_MARKERS.finditer(prompt))
     return prompt[found[-1].end() :].strip() if found else prompt.strip()
-
-
-def _jsonl(path: Path) -> Iterator[tuple[int, object]]:
-    """Lines of a JSONL file; a line that is not JSON comes back as a Malformed."""
-    with open(path, encoding="utf-8") as f:
-        for line_no, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                yield line_no, json.loads(text)
-            except ValueError as err:
-                yield line_no, BadJson(str(err))
-
-
-@dataclass(frozen=True)
-class BadJson:
-    message: str
 
 
 def _first_parse(code: str, fallback: ParseError) -> Orchestration | ParseError:

@@ -22,7 +22,6 @@ from orchrm.parse import ParseError, parse_harmony
 from orchrm.progress import progress_bar
 from orchrm.store.adapters import (
     READERS,
-    BadJson,
     FormatError,
     LogRecord,
     Malformed,
@@ -143,8 +142,6 @@ class _Staged:
 
 def _collect(line: int, item, source: str, summary: IngestSummary, staged: _Staged) -> None:
     """Count one adapter item and stage its rows."""
-    if isinstance(item, BadJson):
-        item = Malformed("invalid_json", item.message)
     if isinstance(item, Malformed):
         summary.records += 1
         summary.malformed += 1

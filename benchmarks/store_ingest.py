@@ -1,0 +1,77 @@
+"""Ingest 100,000 generated log records into a fresh store, then mine pairs from them.
+
+    .venv/bin/python benchmarks/store_ingest.py [--records 100000] [--keep DIR]
+
+Records are world logs (`orchrm.run/1`, both orchestrators, `math` preset): a base set is
+generated through the real executor, then replicated under new task ids and questions
+until there are `--records` of them (every copy is a distinct task to the store). Prints
+the ingest and mining times against the goals (60 s and 30 s on a 2-core machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import tempfile
+import time
+from pathlib import Path
+
+from orchrm.jsonl import write_jsonl
+from orchrm.pairs import MineConfig, mine
+from orchrm.store.db import Store
+from orchrm.store.ingest import ingest_file
+from orchrm.world.generate import generate
+
+GOAL_INGEST_S, GOAL_MINE_S = 60.0, 30.0
+
+
+def records(n: int, base_tasks: int = 400, samples: int = 8) -> list[dict]:
+    base = generate("math", base_tasks, samples, seed=0, progress=False).records
+    out: list[dict] = []
+    copy_no = 0
+    while len(out) < n:
+        for r in base[: n - len(out)]:
+            twin = copy.copy(r)
+            twin["task_id"] = f"{r['task_id']}~{copy_no}"
+            twin["question"] = f"{r['question']} (variant {copy_no})"
+            out.append(twin)
+        copy_no += 1
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--keep", type=Path, help="Keep the log and store in this folder.")
+    args = parser.parse_args()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="orchrm-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    log, db_path = folder / "world.jsonl", folder / "bench.duckdb"
+    db_path.unlink(missing_ok=True)
+
+    start = time.perf_counter()
+    write_jsonl(records(args.records), log)
+    print(f"generated {args.records} records in {time.perf_counter() - start:.1f} s -> {log}")
+
+    with Store(db_path) as store:
+        start = time.perf_counter()
+        summary = ingest_file(store, log)
+        ingest_s = time.perf_counter() - start
+        start = time.perf_counter()
+        mined = mine(store, MineConfig(specialized=("specialized",), base=("base",)))
+        mine_s = time.perf_counter() - start
+    print(
+        f"ingest: {summary.records} records ({summary.added} added, {summary.malformed} "
+        f"malformed) in {ingest_s:.1f} s = {summary.records / ingest_s:.0f} records/s; "
+        f"goal {GOAL_INGEST_S:.0f} s: {'met' if ingest_s <= GOAL_INGEST_S else 'MISSED'} "
+        f"({ingest_s / GOAL_INGEST_S:.2f} of it)"
+    )
+    print(
+        f"mine: {sum(mined.kept.values())} pairs kept {mined.kept} of {mined.available} in "
+        f"{mine_s:.1f} s; goal {GOAL_MINE_S:.0f} s: "
+        f"{'met' if mine_s <= GOAL_MINE_S else 'MISSED'} ({mine_s / GOAL_MINE_S:.2f} of it)"
+    )
+
+
+if __name__ == "__main__":
+    main()

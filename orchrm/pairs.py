@@ -15,6 +15,7 @@ Exports are preference datasets (`prompt`, `chosen`, `rejected`, plus `source`,
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,8 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchrm.jsonl import write_jsonl
-from orchrm.orchestration import approx_token_count, rm_completion, rm_prompt
-from orchrm.parse import from_dict
+from orchrm.orchestration import approx_token_count, rm_completion, rm_prompt, to_harmony
+from orchrm.parse import ParseError, from_dict, parse_harmony
 from orchrm.store.db import Store
 
 KINDS = ("sob", "soo", "coi")
@@ -95,8 +96,16 @@ def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
     unknown = set(config.ratio) - set(KINDS)
     if unknown:
         raise ValueError(f"unknown pair kind(s) {sorted(unknown)}: choose from {KINDS}")
-    if abs(sum(config.split) - 1) > 1e-9 or min(config.split) < 0:
-        raise ValueError(f"split shares must be >= 0 and sum to 1, got {config.split}")
+    shares = tuple(config.split)
+    if (
+        len(shares) != 3
+        or not all(math.isfinite(x) and x >= 0 for x in shares)
+        or abs(sum(shares) - 1) > 1e-9
+    ):
+        raise ValueError(
+            "split shares must be three (train, validation, test), each >= 0, summing "
+            f"to 1; got {config.split}"
+        )
     params = {
         "specialized": list(config.specialized),
         "base": list(config.base),
@@ -182,7 +191,9 @@ def _sql(config: MineConfig) -> str:
     -- One representative per reward-model text and task; its outcome is only clear when
     -- every execution of that text agrees (an invalid, unexecuted plan counts as failed).
     outcome AS (
-        SELECT task_id, rm_hash, min(orch_id) AS orch_id, bool_and(valid) AS valid,
+        SELECT task_id, rm_hash,
+               coalesce(min(orch_id) FILTER (WHERE executed), min(orch_id)) AS orch_id,
+               bool_and(valid) AS valid,
                count(*) FILTER (WHERE executed AND correct) AS n_right,
                count(*) FILTER (WHERE (executed AND NOT coalesce(correct, false))
                                       OR NOT valid) AS n_wrong
@@ -201,26 +212,28 @@ def _sql(config: MineConfig) -> str:
         GROUP BY c.task_id, c.rm_hash
     ),
     raw_pairs AS (
-        SELECT 'coi' AS kind, c.task_id, c.orch_id AS chosen_id, w.orch_id AS rejected_id
+        SELECT 'coi' AS kind, c.task_id, c.orch_id AS chosen_id, w.orch_id AS rejected_id,
+               c.rm_hash AS chosen_hash, w.rm_hash AS rejected_hash
         FROM outcome c JOIN outcome w ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
         WHERE c.valid AND c.n_right > 0 AND c.n_wrong = 0
               AND w.n_right = 0 AND w.n_wrong > 0 {invalid}
         UNION ALL
-        SELECT 'sob', c.task_id, c.orch_id, w.orch_id
+        SELECT 'sob', c.task_id, c.orch_id, w.orch_id, c.rm_hash, w.rm_hash
         FROM by_role c JOIN by_role w ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
         WHERE c.role = 'specialized' AND w.role = 'base' AND c.valid {invalid}
         UNION ALL
-        SELECT 'soo', c.task_id, c.orch_id, w.orch_id
+        SELECT 'soo', c.task_id, c.orch_id, w.orch_id, c.rm_hash, w.rm_hash
         FROM by_orchestrator c JOIN by_orchestrator w
              ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
         WHERE c.for_domain = c.domain AND w.for_domain <> c.domain AND c.valid {invalid}
     ),
-    -- A pair found as two kinds is kept once, as the first of coi, sob, soo.
+    -- A pair of texts found as two kinds is kept once, as the first of coi, sob, soo.
     drawn AS (
-        SELECT *, md5(chosen_id || ':' || rejected_id) AS pair_id,
+        SELECT kind, task_id, chosen_id, rejected_id,
+               md5(chosen_id || ':' || rejected_id) AS pair_id,
                md5_number(chosen_id || ':' || rejected_id || ':' || $seed) AS draw
         FROM raw_pairs
-        QUALIFY row_number() OVER (PARTITION BY chosen_id, rejected_id
+        QUALIFY row_number() OVER (PARTITION BY task_id, chosen_hash, rejected_hash
                                    ORDER BY list_position(['coi', 'sob', 'soo'], kind)) = 1
     )
     SELECT * FROM (
@@ -317,7 +330,8 @@ def export_orchrm_datasets(store: Store, path: str | Path, dataset: str = "defau
     `source`), with the raw orchestrator outputs and the question as `input`."""
     rows = store.db.execute(
         """
-        SELECT t.question, c.raw, r.raw, p.kind FROM pairs p JOIN tasks t USING (task_id)
+        SELECT t.question, c.raw, c.parsed, r.raw, r.parsed, p.kind
+        FROM pairs p JOIN tasks t USING (task_id)
         JOIN orchestrations c ON c.orch_id = p.chosen_id
         JOIN orchestrations r ON r.orch_id = p.rejected_id
         WHERE p.dataset = ? ORDER BY p.task_id, p.pair_id
@@ -326,9 +340,27 @@ def export_orchrm_datasets(store: Store, path: str | Path, dataset: str = "defau
     ).fetchall()
     write_jsonl(
         (
-            {"input": q, "chosen": c, "rejected": r, "source": SOURCE_NAMES[k]}
-            for q, c, r, k in rows
+            {
+                "input": q,
+                "chosen": _harmony(c, cp),
+                "rejected": _harmony(r, rp),
+                "source": SOURCE_NAMES[k],
+            }
+            for q, c, cp, r, rp, k in rows
         ),
         path,
     )
     return len(rows)
+
+
+def _harmony(raw: str, parsed: str) -> str:
+    """The orchestrator's own text when it is harmony; else the parsed plan rendered as
+    harmony (logs may hold JSON plans), so the export reads back as the same pairs."""
+    try:
+        parse_harmony(raw)
+        return raw
+    except ParseError:
+        try:
+            return to_harmony(from_dict(json.loads(parsed)))
+        except ValueError:
+            return raw

@@ -91,8 +91,24 @@ def ingest_file(
             f"(strict); first at line {first['line']}: {first['message']}"
         )
     pairs = {}
-    for pair in staged.sides.values():
+    for line, pair in staged.sides.items():
         (chosen, task_id, kind), (rejected, _, _) = pair["chosen"], pair["rejected"]
+        unusable = [
+            side
+            for side, orch in (("chosen", chosen), ("rejected", rejected))
+            if staged.orchestrations[orch]["parsed"] is None
+        ]
+        if unusable:  # stored, but a pair the reward model cannot read is not a pair
+            reason = f"{' and '.join(unusable)} side unparseable"
+            _collect(
+                line,
+                Malformed("unparseable_side", reason),
+                path.name,
+                summary,
+                staged,
+                recount=True,
+            )
+            continue
         pair_id = content_hash(chosen, rejected)
         pairs[pair_id] = {
             "dataset": f"import:{path.stem}",
@@ -140,10 +156,13 @@ class _Staged:
     sides: dict = field(default_factory=dict)  # preference line -> {side: (orch, task, kind)}
 
 
-def _collect(line: int, item, source: str, summary: IngestSummary, staged: _Staged) -> None:
-    """Count one adapter item and stage its rows."""
+def _collect(
+    line: int, item, source: str, summary: IngestSummary, staged: _Staged, recount: bool = False
+) -> None:
+    """Count one adapter item and stage its rows (`recount`: a record already counted
+    turns out malformed)."""
     if isinstance(item, Malformed):
-        summary.records += 1
+        summary.records += not recount
         summary.malformed += 1
         summary.malformed_by_reason[item.reason] += 1
         summary.problems.append({"line": line, "reason": item.reason, "message": item.message})

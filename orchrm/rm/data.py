@@ -1,0 +1,140 @@
+"""Preference pairs for the reward model: loading, tokenizing, length-grouped batches.
+
+Each pair becomes two token sequences, `prompt + chosen` and `prompt + rejected`: exactly
+the text `render_for_rm` gives (the export wrote it that way). Batches group pairs of
+similar length so dynamic padding wastes little; their order is a pure function of the
+seed and the epoch, so a resumed run sees exactly the batches it would have seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import torch
+
+from orchrm.jsonl import read_jsonl
+
+REQUIRED = ("prompt", "chosen", "rejected")
+
+
+@dataclass
+class Pairs:
+    """Tokenized pairs: ids of each side, and what each pair is (kind, domain, task)."""
+
+    chosen: list[list[int]]
+    rejected: list[list[int]]
+    kinds: list[str]
+    domains: list[str]
+    tasks: list[str]
+    margins: list[float]
+    truncated: int = 0
+    """Texts longer than `max_length` tokens, cut from the end (counted, not dropped)."""
+
+    def __len__(self) -> int:
+        return len(self.chosen)
+
+
+def read_pair_file(path: str | Path) -> list[dict]:
+    """Records of one exported file (`.jsonl` or `.parquet`); a record without
+    prompt/chosen/rejected strings raises ValueError naming the file and line."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        rows = list(enumerate(pq.read_table(path).to_pylist(), 1))
+    else:
+        rows = list(read_jsonl(path))
+    for line, r in rows:
+        if not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in REQUIRED):
+            raise ValueError(f"{path}:{line}: a pair needs string prompt, chosen and rejected")
+    return [r for _, r in rows]
+
+
+def load_splits(
+    source: str | Path, validation_share: float = 0.1, seed: int = 0
+) -> tuple[list[dict], list[dict]]:
+    """(train, validation) records from an export folder (train.* and validation.*) or
+    from one file, whose tasks are then split `validation_share` to validation."""
+    source = Path(source)
+    if source.is_dir():
+        found = {}
+        for split in ("train", "validation"):
+            files = [source / f"{split}.{ext}" for ext in ("jsonl", "parquet")]
+            existing = [f for f in files if f.exists()]
+            found[split] = read_pair_file(existing[0]) if existing else []
+        if not found["train"]:
+            raise ValueError(f"{source} has no train.jsonl or train.parquet")
+        return found["train"], found["validation"]
+    records = read_pair_file(source)
+
+    def held_out(r: dict) -> bool:
+        key = f"{seed}:{r.get('task_id', r['prompt'])}".encode()
+        return int(hashlib.md5(key).hexdigest()[:8], 16) / 2**32 < validation_share
+
+    return [r for r in records if not held_out(r)], [r for r in records if held_out(r)]
+
+
+def data_hash(records: list[dict]) -> str:
+    """A fingerprint of pair texts, stored in checkpoints (which data made this model)."""
+    digest = hashlib.sha256()
+    for r in records:
+        digest.update(json.dumps([r["prompt"], r["chosen"], r["rejected"]]).encode())
+    return digest.hexdigest()[:16]
+
+
+def tokenize(records: list[dict], tokenizer, max_length: int) -> Pairs:
+    """Token ids of both sides of every pair (fast tokenizer, batched)."""
+    texts = [r["prompt"] + r["chosen"] for r in records]
+    texts += [r["prompt"] + r["rejected"] for r in records]
+    full = tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
+    truncated = sum(len(ids) > max_length for ids in full)
+    ids = [_truncate(x, max_length, tokenizer) for x in full]
+    n = len(records)
+    return Pairs(
+        chosen=ids[:n],
+        rejected=ids[n:],
+        kinds=[str(r.get("kind", "")) for r in records],
+        domains=[str(r.get("domain", "")) for r in records],
+        tasks=[str(r.get("task_id", "")) for r in records],
+        margins=[float(r.get("margin") or 0.0) for r in records],
+        truncated=truncated,
+    )
+
+
+def _truncate(ids: list[int], max_length: int, tokenizer) -> list[int]:
+    if len(ids) <= max_length:
+        return ids
+    # Keep the end-of-sequence token when the tokenizer adds one (BERT's [SEP]).
+    last = ids[-1] if ids[-1] in (tokenizer.sep_token_id, tokenizer.eos_token_id) else None
+    return [*ids[: max_length - 1], last] if last is not None else ids[:max_length]
+
+
+def length_grouped_batches(
+    lengths: list[int], batch_size: int, seed: int, epoch: int, group: int = 64
+) -> list[list[int]]:
+    """Index batches: shuffled (by seed and epoch), then sorted by length inside chunks of
+    `group` batches, so each batch holds similar lengths; batch order shuffled again."""
+    rng = random.Random(f"{seed}:{epoch}")
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    chunk = batch_size * group
+    batches = []
+    for start in range(0, len(order), chunk):
+        part = sorted(order[start : start + chunk], key=lambda i: -lengths[i])
+        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(sequences: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded ids and attention mask, padded to the longest sequence only."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        mask[row, : len(seq)] = 1
+    return {"input_ids": ids, "attention_mask": mask}

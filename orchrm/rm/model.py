@@ -1,0 +1,223 @@
+"""The reward model: backbone loading, the saved checkpoint format, batched scoring.
+
+A reward model is any Hugging Face `AutoModelForSequenceClassification` with one label.
+Encoders (the offline MiniLM) read the [CLS] position; decoders (Llama, Qwen, as in
+Skywork-Reward) read the last non-pad token, which Hugging Face does once the pad token
+is set in the config, so `load_backbone` always sets it. A saved orchrm reward model is
+a standard directory (safetensors weights, config, tokenizer) plus `orchrm.json`: the
+rendering version its texts used (checked at load), the pair-data hash, metrics, and the
+mean and spread of its rewards (for normalized rewards).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from orchrm.orchestration import RM_RENDER_VERSION, Orchestration, render_for_rm
+from orchrm.parse import ParseError, parse_harmony
+
+METADATA = "orchrm.json"
+
+
+class ModelError(Exception):
+    """A reward model cannot be loaded or used as asked."""
+
+
+def bf16_supported(device: torch.device) -> bool:
+    """Whether bfloat16 autocast is worth using here: CUDA with bf16, or a CPU with
+    AVX-512 BF16 or AMX instructions."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def load_backbone(name: str, trust_remote_code: bool = False):
+    """(model, tokenizer) with one output label and a pad token set; safetensors only."""
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            name, num_labels=1, trust_remote_code=trust_remote_code, use_safetensors=True
+        )
+    except (OSError, ValueError) as err:
+        raise ModelError(f"cannot load backbone {name!r}: {err}") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def add_lora(model, r: int, alpha: int, dropout: float):
+    """Wrap `model` with LoRA adapters on its attention and MLP projections; the score
+    head (`score` or `classifier`) stays fully trainable and is saved with them."""
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    heads = [n for n in ("score", "classifier") if hasattr(model, n)]
+    config = LoraConfig(
+        task_type=TaskType.SEQ_CLS,
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules="all-linear",
+        modules_to_save=heads,
+    )
+    return get_peft_model(model, config)
+
+
+def save_model(model, tokenizer, out: str | Path, metadata: dict) -> Path:
+    """Write a standard Hugging Face directory plus `orchrm.json`, atomically (a
+    temporary folder renamed into place). LoRA adapters are merged first."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        (tmp / METADATA).write_text(
+            json.dumps({"render_version": RM_RENDER_VERSION, **metadata}, indent=2)
+        )
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+@dataclass
+class OrchRM:
+    """A loaded reward model that scores (question, orchestration) before anything runs.
+
+    `score` and `score_batch` render each input with `render_for_rm` (the budget the
+    model was trained with), sort by length, pad per batch, and return scores in input
+    order. Unparseable harmony text gets `None`.
+    """
+
+    model: object
+    tokenizer: object
+    metadata: dict = field(default_factory=dict)
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    bf16: bool = False
+    batch_size: int = 32
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        device: str | None = None,
+        bf16: bool | None = None,
+        trust_remote_code: bool = False,
+        check_version: bool = True,
+        batch_size: int = 32,
+    ) -> OrchRM:
+        """Load a saved reward model, or any sequence-classification model directory
+        used off the shelf (then without orchrm metadata). Refuses a model trained on
+        another rendering version unless `check_version` is False."""
+        path = Path(path)
+        meta_file = path / METADATA
+        metadata = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+        version = metadata.get("render_version")
+        if check_version and version and version != RM_RENDER_VERSION:
+            raise ModelError(
+                f"{path} was trained on rendering {version!r}; this orchrm "
+                f"renders {RM_RENDER_VERSION!r}: retrain, or load with "
+                "check_version=False"
+            )
+        model, tokenizer = load_backbone(str(path), trust_remote_code)
+        target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        model.to(target).eval()
+        use_bf16 = bf16_supported(target) if bf16 is None else bf16
+        return cls(model, tokenizer, metadata, target, use_bf16, batch_size)
+
+    @property
+    def max_length(self) -> int:
+        return int(self.metadata.get("max_length", 512))
+
+    def _count(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def render(self, question: str, orchestration: Orchestration) -> str:
+        """The text this model reads, cut to its budget by its own tokenizer."""
+        budget = self.max_length - self.tokenizer.num_special_tokens_to_add()
+        return render_for_rm(question, orchestration, budget, self._count)
+
+    def score(self, question: str, orchestrations: list[Orchestration | str]) -> list[float | None]:
+        """Scores of several orchestrations of one question (higher is better)."""
+        return self.score_batch([(question, o) for o in orchestrations])
+
+    def score_batch(self, items: list[tuple[str, Orchestration | str]]) -> list[float | None]:
+        """Scores of (question, orchestration or harmony text) items, in input order."""
+        texts: list[str | None] = []
+        for question, o in items:
+            if isinstance(o, str):
+                try:
+                    o = parse_harmony(o)
+                except ParseError:
+                    texts.append(None)
+                    continue
+            texts.append(self.render(question, o))
+        scored = self.score_texts([t for t in texts if t is not None])
+        it = iter(scored)
+        return [None if t is None else next(it) for t in texts]
+
+    def score_texts(self, texts: list[str]) -> list[float]:
+        """Raw reward of each text (already rendered), in input order."""
+        if not texts:
+            return []
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
+        return rewards(
+            self.model,
+            encoded,
+            self.tokenizer.pad_token_id,
+            self.batch_size,
+            self.device,
+            self.bf16,
+        )
+
+    def normalize(self, scores: list[float | None]) -> list[float | None]:
+        """(score - mean) / std with the training-time reward statistics."""
+        mean = float(self.metadata.get("reward_mean", 0.0))
+        std = float(self.metadata.get("reward_std", 1.0)) or 1.0
+        return [None if s is None else (s - mean) / std for s in scores]
+
+
+@torch.inference_mode()
+def rewards(
+    model,
+    sequences: list[list[int]],
+    pad_id: int,
+    batch_size: int,
+    device: torch.device,
+    bf16: bool,
+) -> list[float]:
+    """The reward of each token sequence, in input order: longest first in batches padded
+    to their own longest member, under `inference_mode` (and bf16 autocast if asked)."""
+    order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
+    out = [0.0] * len(sequences)
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        width = max(len(sequences[i]) for i in batch)
+        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, i in enumerate(batch):
+            ids[row, : len(sequences[i])] = torch.tensor(sequences[i])
+            mask[row, : len(sequences[i])] = 1
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+        for row, i in enumerate(batch):
+            out[i] = float(logits[row, 0])
+    return out

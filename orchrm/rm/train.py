@@ -1,0 +1,322 @@
+"""Train a Bradley-Terry reward model on win/lose pairs of orchestrations.
+
+    orchrm train --pairs runs/pairs --out runs/rm
+    accelerate launch --num_processes 2 -m orchrm.rm.train --pairs runs/pairs --out runs/rm
+
+Loss -log sigmoid(r_chosen - r_rejected) (optional per-pair margin and reward-centering
+term). Chosen and rejected texts go through the model in one forward pass; batches group
+pairs of similar length and pad only to their longest member; bf16 autocast where the
+hardware supports it; gradient accumulation; linear warm-up and decay; early stopping on
+validation accuracy. Multi-process data parallelism comes from `accelerate`. Resumable
+checkpoints (safetensors weights, optimizer state loaded with `weights_only`, JSON
+trainer state) are written atomically; because the batch order is a function of the
+seed and epoch and dropout is seeded per step, a resumed run continues exactly where the
+interrupted one stopped, repeating and skipping nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import broadcast_object_list
+from safetensors.torch import load_file, save_file
+from transformers import get_linear_schedule_with_warmup
+
+from orchrm.rm.config import TrainConfig, default_backbone
+from orchrm.rm.data import Pairs, collate, data_hash, length_grouped_batches, load_splits, tokenize
+from orchrm.rm.model import add_lora, bf16_supported, load_backbone, rewards, save_model
+
+
+@dataclass
+class TrainState:
+    """Where training is: saved with every checkpoint, so a run can resume exactly."""
+
+    step: int = 0
+    """Optimizer steps done."""
+    epoch: int = 0
+    micro: int = 0
+    """Forward passes done in the current epoch (per process)."""
+    best_accuracy: float = -1.0
+    evals_since_best: int = 0
+    history: list[dict] = field(default_factory=list)
+    pairs_seen: int = 0
+    train_seconds: float = 0.0
+
+
+def evaluate(model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bool) -> dict:
+    """Pairwise accuracy overall, per pair kind and per domain; reward mean and spread."""
+    if not len(pairs):
+        return {}
+    was_training = model.training
+    model.eval()
+    chosen = rewards(model, pairs.chosen, pad_id, batch_size * 2, device, bf16)
+    rejected = rewards(model, pairs.rejected, pad_id, batch_size * 2, device, bf16)
+    model.train(was_training)
+    wins = [c > r for c, r in zip(chosen, rejected, strict=True)]
+
+    def accuracy_by(labels: list[str]) -> dict[str, float]:
+        groups: dict[str, list[bool]] = {}
+        for label, win in zip(labels, wins, strict=True):
+            groups.setdefault(label or "unknown", []).append(win)
+        return {k: sum(v) / len(v) for k, v in sorted(groups.items())}
+
+    everything = chosen + rejected
+    return {
+        "accuracy": sum(wins) / len(wins),
+        "accuracy_by_kind": accuracy_by(pairs.kinds),
+        "accuracy_by_domain": accuracy_by(pairs.domains),
+        "pairs": len(wins),
+        "reward_mean": statistics.fmean(everything),
+        "reward_std": statistics.pstdev(everything),
+    }
+
+
+def _checkpoints(out: Path) -> list[Path]:
+    found = [p for p in (out / "checkpoints").glob("step-*") if p.is_dir()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def _save_checkpoint(out: Path, model, optimizer, scheduler, state: TrainState, keep: int):
+    """Trainable weights (safetensors), optimizer, scheduler and state, written to a
+    temporary folder and renamed into place: a checkpoint is whole or absent."""
+    folder = out / "checkpoints"
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder, prefix=".step-"))
+    weights = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    save_file(weights, tmp / "model.safetensors")
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    (tmp / "scheduler.json").write_text(json.dumps(scheduler.state_dict()))
+    (tmp / "state.json").write_text(json.dumps(asdict(state)))
+    final = folder / f"step-{state.step}"
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    for old in _checkpoints(out)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _load_checkpoint(path: Path, model, optimizer, scheduler) -> TrainState:
+    model.load_state_dict(load_file(path / "model.safetensors"))
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+    scheduler.load_state_dict(json.loads((path / "scheduler.json").read_text()))
+    return TrainState(**json.loads((path / "state.json").read_text()))
+
+
+def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> dict:
+    """Train (or, with `resume`, continue) a reward model; returns the summary that is
+    also stored in the saved model's metadata."""
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    cpu = not torch.cuda.is_available()
+    use_bf16 = (
+        bf16_supported(torch.device("cpu" if cpu else "cuda"))
+        if config.bf16 is None
+        else config.bf16
+    )
+    accelerator = Accelerator(
+        cpu=cpu,
+        mixed_precision="bf16" if use_bf16 else "no",
+        gradient_accumulation_steps=config.grad_accumulation,
+    )
+    main = accelerator.is_main_process
+    out = Path(config.out)
+    torch.manual_seed(config.seed)  # the score head's initialization
+
+    backbone = config.backbone or default_backbone()
+    model, tokenizer = load_backbone(backbone, config.trust_remote_code)
+    if config.lora:
+        model = add_lora(model, config.lora_r, config.lora_alpha, config.lora_dropout)
+    train_records, val_records = load_splits(config.pairs, config.validation_share, config.seed)
+    train_pairs = tokenize(train_records, tokenizer, config.max_length)
+    val_pairs = tokenize(val_records, tokenizer, config.max_length)
+    lengths = [
+        len(c) + len(r) for c, r in zip(train_pairs.chosen, train_pairs.rejected, strict=True)
+    ]
+    world, rank = accelerator.num_processes, accelerator.process_index
+    per_process = len(length_grouped_batches(lengths, config.batch_size, config.seed, 0)) // world
+    steps_per_epoch = max(1, per_process // config.grad_accumulation)
+    total_steps = math.ceil(config.epochs * steps_per_epoch)
+    if config.max_steps is not None:
+        total_steps = min(total_steps, config.max_steps)
+
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = get_linear_schedule_with_warmup(
+        optimizer, int(config.warmup_ratio * total_steps), total_steps
+    )
+    state = TrainState()
+    found = _checkpoints(out) if resume else []
+    if found:
+        state = _load_checkpoint(found[-1], model, optimizer, scheduler)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    pad = tokenizer.pad_token_id
+    save_every = config.save_every or config.eval_every
+    device = accelerator.device
+
+    def finish_step() -> bool:
+        """Evaluate and checkpoint on schedule; True when training should stop."""
+        stop = False
+        due_eval = state.step % config.eval_every == 0 or state.step >= total_steps
+        if due_eval and main and len(val_pairs):
+            metrics = evaluate(
+                accelerator.unwrap_model(model), val_pairs, pad, config.batch_size, device, use_bf16
+            )
+            state.history.append({"step": state.step, **metrics})
+            if metrics["accuracy"] > state.best_accuracy:
+                state.best_accuracy, state.evals_since_best = metrics["accuracy"], 0
+                _save_final(metrics)
+            else:
+                state.evals_since_best += 1
+            stop = (
+                config.early_stopping is not None
+                and state.evals_since_best >= config.early_stopping
+            )
+        if main and (state.step % save_every == 0 or state.step >= total_steps or stop):
+            _save_checkpoint(
+                out,
+                accelerator.unwrap_model(model),
+                optimizer,
+                scheduler,
+                state,
+                config.keep_checkpoints,
+            )
+        flag = [stop]
+        broadcast_object_list(flag)
+        return flag[0]
+
+    def _save_final(metrics: dict) -> None:
+        meta = {
+            "backbone": backbone,
+            "max_length": config.max_length,
+            "step": state.step,
+            "pair_data_hash": data_hash(train_records),
+            "metrics": metrics,
+            "reward_mean": metrics.get("reward_mean", 0.0),
+            "reward_std": metrics.get("reward_std", 1.0),
+            "lora": config.lora,
+            "config": {k: v for k, v in asdict(config).items() if k != "extra"},
+            "extra": config.extra,
+        }
+        unwrapped = accelerator.unwrap_model(model)
+        if config.lora:  # merge a copy: training goes on with the adapters
+            import copy
+
+            unwrapped = copy.deepcopy(unwrapped)
+        save_model(unwrapped, tokenizer, out / "model", meta)
+
+    from orchrm.progress import progress_bar
+
+    start, recent = time.perf_counter(), []
+    model.train()
+    stopped = False
+    with progress_bar("training reward model", total_steps, progress and main) as (bar, task):
+        bar.update(task, completed=state.step)
+        while state.step < total_steps and not stopped:
+            batches = length_grouped_batches(lengths, config.batch_size, config.seed, state.epoch)
+            mine = batches[rank::world][:per_process]
+            while state.micro < len(mine) and state.step < total_steps:
+                batch = mine[state.micro]
+                torch.manual_seed(config.seed * 1_000_003 + state.epoch * 100_003 + state.micro)
+                sequences = [train_pairs.chosen[i] for i in batch] + [
+                    train_pairs.rejected[i] for i in batch
+                ]
+                inputs = {k: v.to(device) for k, v in collate(sequences, pad).items()}
+                with accelerator.accumulate(model), accelerator.autocast():
+                    scores = model(**inputs).logits.squeeze(-1).float()
+                    chosen, rejected = scores.chunk(2)
+                    diff = chosen - rejected
+                    if config.margin:
+                        diff = diff - torch.tensor(
+                            [train_pairs.margins[i] for i in batch], device=device
+                        )
+                    loss = -torch.nn.functional.logsigmoid(diff).mean()
+                    if config.center_rewards:
+                        loss = loss + config.center_rewards * ((chosen + rejected) ** 2).mean()
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                state.micro += 1
+                state.pairs_seen += len(batch) * world
+                recent = [*recent[-49:], (loss.item(), (diff > 0).float().mean().item())]
+                if accelerator.sync_gradients:
+                    scheduler.step()
+                    state.step += 1
+                    state.train_seconds += time.perf_counter() - start
+                    start = time.perf_counter()
+                    loss_avg = statistics.fmean(x for x, _ in recent)
+                    acc_avg = statistics.fmean(a for _, a in recent)
+                    val = f" val {state.best_accuracy:.3f}" if state.best_accuracy >= 0 else ""
+                    bar.update(
+                        task,
+                        completed=state.step,
+                        description=(
+                            f"training reward model: loss {loss_avg:.3f} acc {acc_avg:.2f}{val}"
+                        ),
+                    )
+                    if finish_step():
+                        stopped = True
+                        break
+            if not stopped and state.micro >= len(mine):
+                state.epoch, state.micro = state.epoch + 1, 0
+
+    summary = {
+        "steps": state.step,
+        "pairs_seen": state.pairs_seen,
+        "train_seconds": state.train_seconds,
+        "pairs_per_second": state.pairs_seen / state.train_seconds if state.train_seconds else 0,
+        "best_validation_accuracy": state.best_accuracy if state.best_accuracy >= 0 else None,
+        "history": state.history,
+        "train_pairs": len(train_pairs),
+        "validation_pairs": len(val_pairs),
+        "truncated_texts": train_pairs.truncated + val_pairs.truncated,
+        "bf16": use_bf16,
+        "processes": world,
+        "stopped_early": stopped,
+    }
+    if main:
+        if not len(val_pairs):  # nothing to select on: the last model is the model
+            _save_final({})
+        meta_path = out / "model" / "orchrm.json"
+        meta = json.loads(meta_path.read_text())
+        meta["training"] = summary
+        meta_path.write_text(json.dumps(meta, indent=2))
+    accelerator.wait_for_everyone()
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m orchrm.rm.train --pairs DIR --out DIR [--key value ...]`: every
+    `TrainConfig` field is a flag (for `accelerate launch`)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Train an Orch-RM reward model.")
+    for name, f in TrainConfig.__dataclass_fields__.items():
+        if name == "extra":
+            continue
+        kind = {"int": int, "float": float, "str": str}.get(str(f.type).split(" ")[0], str)
+        if str(f.type).startswith("bool"):
+            parser.add_argument(f"--{name.replace('_', '-')}", action="store_true", default=None)
+        else:
+            parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None)
+    parser.add_argument("--resume", action="store_true")
+    args = vars(parser.parse_args(argv))
+    resume = args.pop("resume")
+    config = TrainConfig(**{k: v for k, v in args.items() if v is not None})
+    summary = train(config, resume=resume, progress=sys.stderr.isatty())
+    if Accelerator().is_main_process:
+        print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

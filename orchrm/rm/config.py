@@ -47,8 +47,8 @@ class TrainConfig:
     center_rewards: float | None = None
     """Coefficient of the reward-centering term mean((r_c + r_r)^2), as in TRL."""
     bf16: bool | None = None
-    """Mixed precision in bfloat16; None: when the hardware supports it well (CUDA with
-    bf16, or a CPU with AVX-512 BF16)."""
+    """Mixed precision in bfloat16; None: when the hardware runs it fast (CUDA with bf16,
+    or a CPU with AMX)."""
     eval_every: int = 50
     """Steps between validation passes (and checkpoints)."""
     early_stopping: int | None = None

@@ -1,7 +1,10 @@
 """Train a Bradley-Terry reward model on win/lose pairs of orchestrations.
 
     orchrm train --pairs runs/pairs --out runs/rm
-    accelerate launch --num_processes 2 -m orchrm.rm.train --pairs runs/pairs --out runs/rm
+    accelerate launch --multi_gpu --num_processes 2 -m orchrm.rm.train --pairs ... --out ...
+
+(`--multi_gpu` starts the processes with torchrun; without a GPU they train on the CPU
+over gloo.)
 
 Loss -log sigmoid(r_chosen - r_rejected) (optional per-pair margin and reward-centering
 term). Chosen and rejected texts go through the model in one forward pass; batches group
@@ -124,6 +127,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
         if config.bf16 is None
         else config.bf16
     )
+    # cpu=True is what makes accelerate run several CPU processes over gloo (MULTI_CPU).
     accelerator = Accelerator(
         cpu=cpu,
         mixed_precision="bf16" if use_bf16 else "no",
@@ -253,7 +257,6 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
                     scheduler.step()
                     state.step += 1
                     state.train_seconds += time.perf_counter() - start
-                    start = time.perf_counter()
                     loss_avg = statistics.fmean(x for x, _ in recent)
                     acc_avg = statistics.fmean(a for _, a in recent)
                     val = f" val {state.best_accuracy:.3f}" if state.best_accuracy >= 0 else ""
@@ -264,8 +267,9 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
                             f"training reward model: loss {loss_avg:.3f} acc {acc_avg:.2f}{val}"
                         ),
                     )
-                    if finish_step():
-                        stopped = True
+                    stopped = finish_step()
+                    start = time.perf_counter()  # evaluation and saving are not training
+                    if stopped:
                         break
             if not stopped and state.micro >= len(mine):
                 state.epoch, state.micro = state.epoch + 1, 0
@@ -273,7 +277,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
     summary = {
         "steps": state.step,
         "pairs_seen": state.pairs_seen,
-        "train_seconds": state.train_seconds,
+        "train_seconds": state.train_seconds,  # forward, backward, optimizer only
         "pairs_per_second": state.pairs_seen / state.train_seconds if state.train_seconds else 0,
         "best_validation_accuracy": state.best_accuracy if state.best_accuracy >= 0 else None,
         "history": state.history,

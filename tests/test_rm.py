@@ -1,0 +1,227 @@
+"""orchrm.rm: training a Bradley-Terry reward model, saving, loading, resuming, scoring."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForSequenceClassification
+
+from orchrm.jsonl import write_jsonl
+from orchrm.orchestration import render_for_rm
+from orchrm.pairs import MineConfig, export, mine
+from orchrm.parse import parse_harmony
+from orchrm.rm.config import TrainConfig
+from orchrm.rm.data import length_grouped_batches
+from orchrm.rm.model import ModelError, OrchRM
+from orchrm.rm.train import train
+from orchrm.store.db import Store
+from orchrm.store.ingest import ingest_file
+from orchrm.world.generate import generate
+from tests.test_parse import HIGH_DOM, LOW_DOM
+
+FAST = {"max_length": 64, "batch_size": 8, "lr": 1e-4, "eval_every": 4, "num_threads": 2}
+
+
+@pytest.fixture(scope="module")
+def pairs_dir(tmp_path_factory) -> Path:
+    """World `math` pairs exported as train/validation/test JSONL."""
+    folder = tmp_path_factory.mktemp("pairs")
+    log = folder / "math.jsonl"
+    write_jsonl(generate("math", 40, 4, seed=3, progress=False).records, log)
+    with Store(folder / "s.duckdb") as store:
+        ingest_file(store, log)
+        mine(
+            store,
+            MineConfig(
+                specialized=("specialized",), base=("base",), cap_per_task=4, split=(0.7, 0.3, 0.0)
+            ),
+        )
+        export(store, folder / "export")
+    return folder / "export"
+
+
+@pytest.fixture(scope="module")
+def trained(pairs_dir, tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("rm")
+    summary = train(
+        TrainConfig(pairs=str(pairs_dir), out=str(out), max_steps=8, **FAST), progress=False
+    )
+    return out, summary
+
+
+def test_training_learns_and_saves_a_standard_checkpoint(trained):
+    out, summary = trained
+    assert summary["steps"] == 8 and summary["pairs_seen"] == 64
+    history = summary["history"]
+    assert [h["step"] for h in history] == [4, 8]
+    assert set(history[-1]["accuracy_by_kind"]) <= {"coi", "sob"}
+    meta = json.loads((out / "model" / "orchrm.json").read_text())
+    assert meta["render_version"] == "orchrm-rm-text/2" and meta["max_length"] == 64
+    assert meta["pair_data_hash"] and "reward_std" in meta and meta["training"]["steps"] == 8
+    # A plain Hugging Face load works (no orchrm code, no pickle, no remote code).
+    model = AutoModelForSequenceClassification.from_pretrained(out / "model")
+    assert model.config.num_labels == 1
+    assert (
+        not list((out / "model").glob("*.bin")) and (out / "model" / "model.safetensors").exists()
+    )
+
+
+def test_training_moves_the_weights(trained):
+    out, _ = trained
+    from orchrm.rm.config import default_backbone
+
+    before = load_file(Path(default_backbone()) / "model.safetensors")
+    after = load_file(out / "model" / "model.safetensors")
+    key = next(k for k in after if k.endswith("encoder.layer.0.attention.self.query.weight"))
+    original = next(v for k, v in before.items() if k.endswith(key.split("bert.")[-1]))
+    assert not torch.equal(original, after[key])
+
+
+def test_scores_come_back_in_input_order_and_match_one_by_one(trained):
+    out, _ = trained
+    rm = OrchRM.load(out / "model", batch_size=3)
+    plans = [parse_harmony(HIGH_DOM), parse_harmony(LOW_DOM), HIGH_DOM, "not a plan"]
+    questions = ["What is 2+3?", "Find the remainder when 7^100 is divided by 13." * 5]
+    items = [(q, p) for q in questions for p in plans]
+    batch = rm.score_batch(items)
+    assert batch[3] is None and batch[7] is None  # unparseable text: no score
+    alone = [rm.score_batch([item])[0] for item in items]
+    assert batch == pytest.approx(alone, abs=1e-4)
+    assert batch[0] == pytest.approx(batch[2], abs=1e-6)  # parsed or raw: same text
+    text = rm.render(questions[1], plans[0])
+    assert text == render_for_rm(questions[1], plans[0], rm.max_length - 2, rm._count)
+    # The question is cut by the model's own tokenizer to half the budget.
+    question_line = text.split("\n")[0]
+    assert question_line.endswith("...") and rm._count(question_line) <= (rm.max_length - 2) // 2
+
+
+def test_a_model_trained_on_another_rendering_is_refused(trained, tmp_path):
+    out, _ = trained
+    copy = tmp_path / "old"
+    copy.mkdir()
+    for f in (out / "model").iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((copy / "orchrm.json").read_text())
+    (copy / "orchrm.json").write_text(json.dumps({**meta, "render_version": "orchrm-rm-text/1"}))
+    with pytest.raises(ModelError, match="retrain"):
+        OrchRM.load(copy)
+    assert OrchRM.load(copy, check_version=False).score("q", [HIGH_DOM])[0] is not None
+
+
+def test_resume_after_a_kill_matches_an_uninterrupted_run(pairs_dir, tmp_path):
+    whole = train(
+        TrainConfig(
+            pairs=str(pairs_dir), out=str(tmp_path / "a"), max_steps=8, save_every=2, **FAST
+        ),
+        progress=False,
+    )
+    flags = [
+        "--pairs",
+        str(pairs_dir),
+        "--out",
+        str(tmp_path / "b"),
+        "--max-steps",
+        "8",
+        "--save-every",
+        "2",
+        "--max-length",
+        "64",
+        "--batch-size",
+        "8",
+        "--lr",
+        "1e-4",
+        "--eval-every",
+        "4",
+        "--num-threads",
+        "2",
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchrm.rm.train", *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    checkpoint = tmp_path / "b" / "checkpoints" / "step-4"
+    deadline = time.time() + 240
+    while not checkpoint.exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)  # mid-run, as a crash or a pre-emption would
+    process.wait()
+    assert checkpoint.exists() and not (tmp_path / "b" / "checkpoints" / "step-8").exists()
+    resumed = train(
+        TrainConfig(
+            pairs=str(pairs_dir), out=str(tmp_path / "b"), max_steps=8, save_every=2, **FAST
+        ),
+        resume=True,
+        progress=False,
+    )
+    assert resumed["steps"] == 8 and resumed["pairs_seen"] == whole["pairs_seen"]
+    a = load_file(tmp_path / "a" / "checkpoints" / "step-8" / "model.safetensors")
+    b = load_file(tmp_path / "b" / "checkpoints" / "step-8" / "model.safetensors")
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)  # no batch repeated or lost
+    assert resumed["best_validation_accuracy"] == pytest.approx(
+        whole["best_validation_accuracy"], abs=0.01
+    )
+
+
+def test_batches_are_length_grouped_and_reproducible():
+    lengths = [(i * 37) % 200 + 10 for i in range(400)]
+    batches = length_grouped_batches(lengths, 8, seed=1, epoch=0)
+    assert sorted(i for b in batches for i in b) == list(range(400))
+    assert batches == length_grouped_batches(lengths, 8, seed=1, epoch=0)
+    assert batches != length_grouped_batches(lengths, 8, seed=1, epoch=1)
+    spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches)
+    assert spread / len(batches) < 10  # random batches would spread ~150 tokens
+
+
+def test_accelerate_launch_trains_with_two_cpu_processes(pairs_dir, tmp_path):
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "-m",
+        "orchrm.rm.train",
+        "--pairs",
+        str(pairs_dir),
+        "--out",
+        str(tmp_path),
+        "--max-steps",
+        "4",
+        "--max-length",
+        "64",
+        "--batch-size",
+        "4",
+        "--eval-every",
+        "4",
+        "--num-threads",
+        "1",
+    ]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout[done.stdout.index("{") :])
+    assert summary["processes"] == 2 and summary["steps"] == 4
+    assert summary["pairs_seen"] == 4 * 4 * 2  # each step: 4 pairs on each of 2 processes
+    assert (tmp_path / "model" / "model.safetensors").exists()

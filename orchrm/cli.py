@@ -520,3 +520,108 @@ def pairs_export(
             _fail(str(err))
     for part, path in written.items():
         console.print(f"{part}: {path}")
+
+
+@app.command("train")
+def train_command(
+    pairs: Path = typer.Option(..., "--pairs", help="Export folder (train/validation files)."),
+    out: Path = typer.Option(Path("runs/rm"), "--out", help="Where the model is written."),
+    backbone: str = typer.Option("", "--backbone", help="HF model dir/id (default: MiniLM)."),
+    max_length: int = typer.Option(256, "--max-length"),
+    epochs: float = typer.Option(1.0, "--epochs"),
+    max_steps: int = typer.Option(None, "--max-steps"),
+    batch_size: int = typer.Option(16, "--batch-size"),
+    grad_accumulation: int = typer.Option(1, "--grad-accumulation"),
+    lr: float = typer.Option(5e-5, "--lr"),
+    eval_every: int = typer.Option(50, "--eval-every"),
+    early_stopping: int = typer.Option(None, "--early-stopping", help="Evaluations w/o gain."),
+    lora: bool = typer.Option(False, "--lora", help="Train LoRA adapters (r=32, alpha=32)."),
+    margin: bool = typer.Option(False, "--margin", help="Use each pair's margin field."),
+    center_rewards: float = typer.Option(None, "--center-rewards"),
+    bf16: bool = typer.Option(None, "--bf16/--no-bf16", help="Default: when the hardware is fast."),
+    seed: int = typer.Option(0, "--seed"),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code"),
+) -> None:
+    """Train a Bradley-Terry reward model on exported pairs (progress bar with live loss,
+    accuracy and ETA). Multi-process: `accelerate launch ... -m orchrm.rm.train`."""
+    from orchrm.rm.config import TrainConfig
+    from orchrm.rm.model import ModelError
+    from orchrm.rm.train import train
+
+    config = TrainConfig(
+        pairs=str(pairs),
+        out=str(out),
+        backbone=backbone,
+        max_length=max_length,
+        epochs=epochs,
+        max_steps=max_steps,
+        batch_size=batch_size,
+        grad_accumulation=grad_accumulation,
+        lr=lr,
+        eval_every=eval_every,
+        early_stopping=early_stopping,
+        lora=lora,
+        margin=margin,
+        center_rewards=center_rewards,
+        bf16=bf16,
+        seed=seed,
+        trust_remote_code=trust_remote_code,
+    )
+    try:
+        summary = train(config, resume=resume)
+    except (ModelError, ValueError, OSError) as err:
+        _fail(str(err))
+    history = summary["history"][-1] if summary["history"] else {}
+    console.print(
+        f"trained {summary['steps']} steps on {summary['train_pairs']} pairs "
+        f"({summary['pairs_per_second']:.1f} pairs/s, {summary['processes']} process(es)); "
+        f"best validation accuracy {summary['best_validation_accuracy']}; last by kind "
+        f"{history.get('accuracy_by_kind', {})}; {summary['truncated_texts']} texts truncated; "
+        f"model -> {out / 'model'}",
+        highlight=False,
+    )
+
+
+@app.command("score")
+def score_command(
+    files: list[Path] = typer.Argument(..., help="Record files (any form `orchrm parse` reads)."),
+    rm: Path = typer.Option(..., "--rm", help="A trained reward model directory."),
+    out: Path = typer.Option(None, "--out", help="JSONL of scores (default: stdout)."),
+    batch_size: int = typer.Option(32, "--batch-size"),
+) -> None:
+    """Score every orchestration in FILES with a reward model: one JSON line per record
+    (file, line, task_id, score or null with the parse reason)."""
+    from orchrm.jsonl import write_jsonl
+    from orchrm.parse import ParseError, parse_record, read_records
+    from orchrm.rm.model import ModelError, OrchRM
+
+    try:
+        model = OrchRM.load(rm, batch_size=batch_size)
+    except ModelError as err:
+        _fail(str(err))
+    rows, items = [], []
+    for path in files:
+        for line, record in read_records(path):
+            row = {"file": str(path), "line": line, "task_id": None, "score": None}
+            if isinstance(record, dict):
+                row["task_id"] = record.get("task_id")
+            question = record.get("question") if isinstance(record, dict) else None
+            try:
+                if isinstance(record, ParseError):
+                    raise record
+                if not isinstance(question, str):
+                    raise ParseError("no_question", "the record has no question to score with")
+                items.append((len(rows), question, parse_record(record)))
+            except ParseError as err:
+                row["reason"] = err.reason
+            rows.append(row)
+    scores = model.score_batch([(q, o) for _, q, o in items])
+    for (n, _, _), s in zip(items, scores, strict=True):
+        rows[n]["score"] = s
+    if out:
+        write_jsonl(rows, out)
+        console.print(f"{len(items)} of {len(rows)} records scored -> {out}")
+    else:
+        for row in rows:
+            print(json.dumps(row))

@@ -225,3 +225,105 @@ def test_accelerate_launch_trains_with_two_cpu_processes(pairs_dir, tmp_path):
     assert summary["processes"] == 2 and summary["steps"] == 4
     assert summary["pairs_seen"] == 4 * 4 * 2  # each step: 4 pairs on each of 2 processes
     assert (tmp_path / "model" / "model.safetensors").exists()
+
+
+def tiny_decoder(folder: Path, texts: list[str]) -> Path:
+    """A small random Llama reward model with a word-level tokenizer that has no pad
+    token (as decoder tokenizers often lack one)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForSequenceClassification, PreTrainedTokenizerFast
+
+    words = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    words.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["<unk>", "</s>"]))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="<unk>", eos_token="</s>")
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=512,
+        num_labels=1,
+    )
+    LlamaForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_decoder_backbone_with_lora_trains_and_reads_the_last_real_token(pairs_dir, tmp_path):
+    records = [json.loads(x) for x in (pairs_dir / "train.jsonl").read_text().splitlines()]
+    texts = [r["prompt"] + r[side] for r in records for side in ("chosen", "rejected")]
+    backbone = tiny_decoder(tmp_path / "llama", texts)
+    before = load_file(backbone / "model.safetensors")["score.weight"].clone()
+    summary = train(
+        TrainConfig(
+            pairs=str(pairs_dir),
+            out=str(tmp_path / "rm"),
+            backbone=str(backbone),
+            lora=True,
+            lora_r=4,
+            lora_alpha=8,
+            max_steps=3,
+            **{**FAST, "lr": 1e-2},
+        ),
+        progress=False,
+    )
+    assert summary["steps"] == 3
+    saved = tmp_path / "rm" / "model"
+    weights = load_file(saved / "model.safetensors")
+    assert not any("lora" in k for k in weights)  # adapters merged: a standard checkpoint
+    assert not torch.equal(before, weights["score.weight"])  # the score head was trained
+    rm = OrchRM.load(saved)
+    assert rm.tokenizer.pad_token == "</s>" and rm.model.config.pad_token_id is not None
+    short, long = texts[0][:200], texts[1]
+    alone = rm.score_texts([short])[0]
+    padded = rm.score_texts([short, long])[0]  # `short` is right-padded in this batch
+    assert alone == pytest.approx(padded, abs=1e-4)
+
+
+def test_train_and_score_commands(pairs_dir, tmp_path):
+    orchrm = str(Path(sys.executable).with_name("orchrm"))
+    done = subprocess.run(
+        [
+            orchrm,
+            "train",
+            "--pairs",
+            str(pairs_dir),
+            "--out",
+            str(tmp_path),
+            "--max-steps",
+            "2",
+            "--max-length",
+            "64",
+            "--batch-size",
+            "4",
+            "--eval-every",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "trained 2 steps" in done.stdout
+    log = tmp_path / "log.jsonl"
+    records = generate("math", 2, 2, seed=9, progress=False).records
+    write_jsonl([*records, {"question": "q", "full_response": "no plan"}], log)
+    scored = subprocess.run(
+        [orchrm, "score", str(log), "--rm", str(tmp_path / "model")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert scored.returncode == 0, scored.stderr[-2000:]
+    rows = [json.loads(x) for x in scored.stdout.splitlines()]
+    assert len(rows) == len(records) + 1
+    assert all(
+        isinstance(r["score"], float)
+        for r, rec in zip(rows[:-1], records, strict=True)
+        if rec["orchestration"]
+    )
+    assert rows[-1]["score"] is None and rows[-1]["reason"] == "no_orchestration"

@@ -1,0 +1,200 @@
+"""Reward-model training speed: orchrm's loop vs TRL's RewardTrainer, same everything.
+
+    .venv/bin/python benchmarks/rm_train.py [--pairs DIR] [--train-pairs 320] [--batch 16]
+
+Both train the offline MiniLM backbone on the same pair texts (world `math` pairs,
+generated here unless --pairs names an export folder) for the same number of steps, with
+the same batch size, learning rate, warm-up and max length, each in its own process (so
+peak memory is its own). Both models are then scored by the same code on the same
+held-out pairs. Prints pairs/s, peak RSS and held-out accuracy for each, and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_pairs(folder: Path, tasks: int) -> Path:
+    """World `math` pairs exported to folder/export (train/validation/test JSONL)."""
+    from orchrm.jsonl import write_jsonl
+    from orchrm.pairs import MineConfig, export, mine
+    from orchrm.store.db import Store
+    from orchrm.store.ingest import ingest_file
+    from orchrm.world.generate import generate
+
+    log = folder / "math.jsonl"
+    write_jsonl(generate("math", tasks, 8, seed=0, progress=False).records, log)
+    with Store(folder / "store.duckdb") as store:
+        ingest_file(store, log)
+        mine(store, MineConfig(specialized=("specialized",), base=("base",)))
+        export(store, folder / "export")
+    return folder / "export"
+
+
+def subset(pairs: Path, n: int, out: Path) -> Path:
+    """The first n training pairs and the whole validation split, in a new folder."""
+    out.mkdir(parents=True, exist_ok=True)
+    train = (pairs / "train.jsonl").read_text().splitlines()[:n]
+    (out / "train.jsonl").write_text("\n".join(train) + "\n")
+    (out / "validation.jsonl").write_text((pairs / "validation.jsonl").read_text())
+    return out
+
+
+def run_orchrm(pairs: Path, out: Path, args) -> dict:
+    from orchrm.rm.config import TrainConfig
+    from orchrm.rm.train import train
+
+    steps = args.train_pairs // args.batch
+    summary = train(
+        TrainConfig(
+            pairs=str(pairs),
+            out=str(out),
+            max_steps=steps,
+            batch_size=args.batch,
+            lr=args.lr,
+            max_length=args.max_length,
+            warmup_ratio=0.1,
+            eval_every=steps,
+            seed=0,
+        ),
+        progress=False,
+    )
+    return {
+        "pairs_per_s": summary["pairs_per_second"],
+        "seconds": summary["train_seconds"],
+        "model": str(out / "model"),
+    }
+
+
+def run_trl(pairs: Path, out: Path, args) -> dict:
+    import datasets
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from trl import RewardConfig, RewardTrainer
+
+    from orchrm.rm.config import default_backbone
+
+    backbone = default_backbone()
+    tokenizer = AutoTokenizer.from_pretrained(backbone)
+    model = AutoModelForSequenceClassification.from_pretrained(backbone, num_labels=1)
+    data = datasets.load_dataset("json", data_files=str(pairs / "train.jsonl"))["train"]
+    config = RewardConfig(
+        output_dir=str(out),
+        max_steps=args.train_pairs // args.batch,
+        per_device_train_batch_size=args.batch,
+        learning_rate=args.lr,
+        warmup_ratio=0.1,
+        max_length=args.max_length,
+        bf16=False,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=10,
+        eos_token=tokenizer.sep_token,
+        seed=0,
+    )
+    trainer = RewardTrainer(
+        model=model, args=config, train_dataset=data, processing_class=tokenizer
+    )
+    start = time.perf_counter()
+    metrics = trainer.train().metrics
+    seconds = time.perf_counter() - start
+    trainer.save_model(str(out / "model"))
+    tokenizer.save_pretrained(str(out / "model"))
+    pairs_done = config.max_steps * args.batch
+    return {
+        "pairs_per_s": pairs_done / metrics.get("train_runtime", seconds),
+        "seconds": metrics.get("train_runtime", seconds),
+        "model": str(out / "model"),
+    }
+
+
+def held_out_accuracy(model_dir: str, pairs: Path, max_length: int) -> float:
+    """Pairwise accuracy on the validation split, both models scored by the same code."""
+    from orchrm.rm.model import OrchRM
+
+    rows = [json.loads(x) for x in (pairs / "validation.jsonl").read_text().splitlines()]
+    rm = OrchRM.load(model_dir, check_version=False)
+    rm.metadata["max_length"] = max_length
+    chosen = rm.score_texts([r["prompt"] + r["chosen"] for r in rows])
+    rejected = rm.score_texts([r["prompt"] + r["rejected"] for r in rows])
+    return sum(c > r for c, r in zip(chosen, rejected, strict=True)) / len(rows)
+
+
+def child(which: str, pairs: Path, out: Path, args) -> None:
+    result = (run_orchrm if which == "orchrm" else run_trl)(pairs, out, args)
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("RESULT " + json.dumps(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=Path, help="An export folder (default: generated).")
+    parser.add_argument("--tasks", type=int, default=120, help="World tasks when generating.")
+    parser.add_argument("--train-pairs", type=int, default=320)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--child", choices=("orchrm", "trl"), help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.pairs, args.out, args)
+        return
+    work = Path(tempfile.mkdtemp(prefix="orchrm-rm-bench-"))
+    pairs = subset(args.pairs or make_pairs(work, args.tasks), args.train_pairs, work / "pairs")
+    results = {}
+    for which in ("orchrm", "trl"):
+        command = [
+            sys.executable,
+            __file__,
+            "--child",
+            which,
+            "--pairs",
+            str(pairs),
+            "--out",
+            str(work / which),
+            "--train-pairs",
+            str(args.train_pairs),
+            "--batch",
+            str(args.batch),
+            "--lr",
+            str(args.lr),
+            "--max-length",
+            str(args.max_length),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+        if line is None:
+            sys.exit(f"{which} failed:\n{done.stderr[-3000:]}")
+        results[which] = json.loads(line[len("RESULT ") :])
+        results[which]["accuracy"] = held_out_accuracy(
+            results[which]["model"], pairs, args.max_length
+        )
+    validation = len((pairs / "validation.jsonl").read_text().splitlines())
+    print(
+        f"MiniLM, {args.train_pairs} training pairs, batch {args.batch}, lr {args.lr}, "
+        f"max length {args.max_length}; held-out accuracy on {validation} pairs"
+    )
+    for which, r in results.items():
+        print(
+            f"  {which:7s} {r['pairs_per_s']:6.2f} pairs/s  {r['seconds']:6.1f} s  peak RSS "
+            f"{r['peak_rss_mb']:6.0f} MB  held-out accuracy {r['accuracy']:.3f}"
+        )
+    o, t = results["orchrm"], results["trl"]
+    print(
+        f"  ratio orchrm/TRL: speed {o['pairs_per_s'] / t['pairs_per_s']:.2f}x, peak memory "
+        f"{o['peak_rss_mb'] / t['peak_rss_mb']:.2f}x, accuracy {o['accuracy'] - t['accuracy']:+.3f}"
+        f" (goal: >= 1.3x at equal or better accuracy)"
+    )
+
+
+if __name__ == "__main__":
+    main()

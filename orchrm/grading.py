@@ -58,26 +58,22 @@ def is_correct(answer: str | None, truth: str | int | float | None) -> bool | No
 
 
 def math_correct(answer: str | None, truth: str | int | float | None) -> bool | None:
-    """Math answers: exact numbers first (fast), then `math-verify` (LaTeX, fractions,
-    expressions), then `is_correct`'s text match."""
-    if truth is None:
-        return None
-    if answer is None:
-        return False
-    a, t = as_number(str(answer)), as_number(str(truth))
-    if a is not None and t is not None:
-        return a == t
+    """Math answers: `is_correct` first (exact numbers, text), then `math-verify` for
+    what that cannot see is equal (LaTeX, fractions, expressions)."""
+    plain = is_correct(answer, truth)
+    if plain is not False or answer is None:
+        return plain
     try:
         from math_verify import parse, verify
 
         gold = parse(f"${truth}$")
         # A reply may hold its answer in prose ("the answer is $5$") or bare ("\\sqrt{8}").
-        for target in (parse(str(answer)), parse(f"${answer}$")):
-            if gold and target and verify(gold, target):
-                return True
-    except Exception:  # math-verify raises on inputs it cannot handle; fall back to text
-        pass
-    return is_correct(answer, truth)
+        return any(
+            gold and target and verify(gold, target)
+            for target in (parse(str(answer)), parse(f"${answer}$"))
+        )
+    except Exception:  # math-verify raises on inputs it cannot handle: not shown equal
+        return False
 
 
 Grader = Callable[[str | None, str | int | float | None], bool | None]

@@ -504,6 +504,9 @@ def pairs_export(
     dataset: str = typer.Option("default", "--dataset"),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl, parquet or orchrm-datasets."),
     max_tokens: int = typer.Option(512, "--max-tokens", help="Reward-model text budget."),
+    tokenizer: str = typer.Option(
+        None, "--tokenizer", help="Count the budget with this model's tokenizer (dir or id)."
+    ),
 ) -> None:
     """Export a dataset as preference data (prompt/chosen/rejected, one file per split) or
     in the OrchRM-datasets format (input/chosen/rejected/source)."""
@@ -515,7 +518,18 @@ def pairs_export(
                 n = export_orchrm_datasets(db, out, dataset)
                 console.print(f"{n} pairs -> {out}")
                 return
-            written = export(db, out, dataset, fmt, max_tokens)
+            count = None
+            if tokenizer:
+                from transformers import AutoTokenizer
+
+                tok = AutoTokenizer.from_pretrained(tokenizer)
+                budget_left = tok.num_special_tokens_to_add()
+                max_tokens -= budget_left
+
+                def count(text: str) -> int:
+                    return len(tok(text, add_special_tokens=False)["input_ids"])
+
+            written = export(db, out, dataset, fmt, max_tokens, count)
         except ValueError as err:
             _fail(str(err))
     for part, path in written.items():

@@ -299,12 +299,15 @@ def export(
     dataset: str = "default",
     fmt: str = "jsonl",
     max_tokens: int = 512,
+    count_tokens=None,
 ) -> dict[str, Path]:
     """Write each split of a dataset to OUT_DIR/<split>.<jsonl|parquet>; returns the
-    paths written. Parquet and JSONL load with `datasets.load_dataset` as they are."""
+    paths written. Parquet and JSONL load with `datasets.load_dataset` as they are.
+    `count_tokens` measures the `max_tokens` budget (default: `approx_token_count`; pass
+    the reward model's tokenizer to cut texts exactly where the model would)."""
     if fmt not in ("jsonl", "parquet"):
         raise ValueError(f"format must be jsonl or parquet, got {fmt!r}")
-    rows = preference_rows(store, dataset, max_tokens=max_tokens)
+    rows = preference_rows(store, dataset, max_tokens=max_tokens, count_tokens=count_tokens)
     if not rows:
         raise ValueError(f"dataset {dataset!r} has no pairs: run `orchrm pairs mine` first")
     out_dir = Path(out_dir)

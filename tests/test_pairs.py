@@ -422,3 +422,22 @@ def test_trl_reward_trainer_trains_on_the_exported_jsonl(world, tmp_path):
     losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
     assert losses and all(math.isfinite(x) for x in losses)
     assert any(not torch.equal(before[n], p) for n, p in model.named_parameters())
+
+
+def test_export_can_cut_by_the_reward_models_own_tokenizer(world, tmp_path):
+    from transformers import AutoTokenizer
+
+    from orchrm.rm.config import default_backbone
+
+    tok = AutoTokenizer.from_pretrained(default_backbone())
+
+    def count(text: str) -> int:
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    mine(world, MineConfig(specialized=("specialized",), base=("base",)))
+    written = export(world, tmp_path, max_tokens=160, count_tokens=count)
+    rows = [json.loads(x) for p in written.values() for x in p.read_text().splitlines()]
+    assert rows and all(count(r["prompt"]) <= 80 for r in rows)
+    # The structure is never cut; everything else fits the tokenizer's budget.
+    fits = [count(r["prompt"] + r["chosen"]) <= 160 for r in rows]
+    assert sum(fits) / len(fits) > 0.95

@@ -597,6 +597,32 @@ def train_command(
     )
 
 
+@app.command("evaluate-rm")
+def evaluate_rm_command(
+    pairs: Path = typer.Argument(..., help="An exported pair file, e.g. runs/pairs/test.jsonl."),
+    rm: Path = typer.Option(..., "--rm", help="A trained reward model directory."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Pairwise accuracy of a reward model on held-out pairs: overall, per kind, per domain."""
+    from orchrm.rm.model import ModelError
+    from orchrm.rm.train import evaluate_file
+
+    try:
+        metrics = evaluate_file(rm, pairs)
+    except (ModelError, ValueError, OSError) as err:
+        _fail(str(err))
+    if as_json:
+        print(json.dumps(metrics, indent=2))
+        return
+    console.print(
+        f"{metrics['pairs']} pairs: accuracy {metrics['accuracy']:.3f}; by kind "
+        + ", ".join(f"{k} {v:.3f}" for k, v in metrics["accuracy_by_kind"].items())
+        + "; by domain "
+        + ", ".join(f"{k} {v:.3f}" for k, v in metrics["accuracy_by_domain"].items()),
+        highlight=False,
+    )
+
+
 @app.command("score")
 def score_command(
     files: list[Path] = typer.Argument(..., help="Record files (any form `orchrm parse` reads)."),

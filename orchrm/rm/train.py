@@ -19,6 +19,7 @@ interrupted one stopped, repeating and skipping nothing.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -36,6 +37,7 @@ from accelerate.utils import broadcast_object_list
 from safetensors.torch import load_file, save_file
 from transformers import get_linear_schedule_with_warmup
 
+from orchrm.progress import progress_bar
 from orchrm.rm.config import TrainConfig, default_backbone
 from orchrm.rm.data import Pairs, collate, data_hash, length_grouped_batches, load_splits, tokenize
 from orchrm.rm.model import add_lora, bf16_supported, load_backbone, rewards, save_model
@@ -83,6 +85,16 @@ def evaluate(model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bo
         "reward_mean": statistics.fmean(everything),
         "reward_std": statistics.pstdev(everything),
     }
+
+
+def evaluate_file(model_dir: str | Path, pairs_file: str | Path, batch_size: int = 32) -> dict:
+    """`evaluate` a saved reward model on an exported pair file (e.g. the test split)."""
+    from orchrm.rm.data import read_pair_file
+    from orchrm.rm.model import OrchRM
+
+    rm = OrchRM.load(model_dir, batch_size=batch_size)
+    pairs = tokenize(read_pair_file(pairs_file), rm.tokenizer, rm.max_length)
+    return evaluate(rm.model, pairs, rm.tokenizer.pad_token_id, batch_size, rm.device, rm.bf16)
 
 
 def _checkpoints(out: Path) -> list[Path]:
@@ -214,12 +226,8 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
         }
         unwrapped = accelerator.unwrap_model(model)
         if config.lora:  # merge a copy: training goes on with the adapters
-            import copy
-
             unwrapped = copy.deepcopy(unwrapped)
         save_model(unwrapped, tokenizer, out / "model", meta)
-
-    from orchrm.progress import progress_bar
 
     start, recent = time.perf_counter(), []
     model.train()

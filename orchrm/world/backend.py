@@ -21,6 +21,7 @@ import re
 from orchrm.orchestration import approx_token_count
 from orchrm.runtime import prompts
 from orchrm.runtime.backend import BackendError, CallInfo, Completion
+from orchrm.runtime.config import RunConfig
 from orchrm.world.model import (
     ACCEPT_CORRECT,
     BREAK,
@@ -62,8 +63,6 @@ class WorldBackend:
         self.seed = seed
         self.orchestrator = orchestrator
         self.name = getattr(orchestrator, "name", "")
-        from orchrm.runtime.config import RunConfig
-
         self.config = config or RunConfig()
 
     def _rng(self, call: CallInfo) -> random.Random:

@@ -327,3 +327,12 @@ def test_train_and_score_commands(pairs_dir, tmp_path):
         if rec["orchestration"]
     )
     assert rows[-1]["score"] is None and rows[-1]["reason"] == "no_orchestration"
+
+
+def test_evaluating_the_saved_model_reproduces_its_validation_accuracy(trained, pairs_dir):
+    from orchrm.rm.train import evaluate_file
+
+    out, summary = trained
+    metrics = evaluate_file(out / "model", pairs_dir / "validation.jsonl")
+    assert metrics["accuracy"] == pytest.approx(summary["best_validation_accuracy"], abs=1e-9)
+    assert set(metrics["accuracy_by_domain"]) == {"math"}

@@ -665,3 +665,68 @@ def score_command(
     else:
         for row in rows:
             print(json.dumps(row))
+
+
+@app.command("eval")
+def eval_command(
+    logs: list[Path] = typer.Argument(..., help="orchrm.run/1 logs of the held-out tasks."),
+    rm: Path = typer.Option(None, "--rm", help="The Orch-RM reward model directory."),
+    external_rm: Path = typer.Option(None, "--external-rm", help="Any HF reward model dir."),
+    orchestrator: str = typer.Option(None, "--orchestrator", help="Whose samples (default all)."),
+    n: int = typer.Option(8, "--n", min=1, help="Candidates per task."),
+    world_tasks: list[Path] = typer.Option(
+        None, "--world-tasks", help="PRESET.tasks.jsonl: the world plays the judges."
+    ),
+    judge_base_url: str = typer.Option(None, "--judge-base-url", help="A real judge server."),
+    judge_model: str = typer.Option("default", "--judge-model"),
+    domain: str = typer.Option("", "--domain", help="Label of the table."),
+    out: Path = typer.Option(Path("runs/eval"), "--out"),
+) -> None:
+    """Best-of-N on held-out logs: a Markdown table (accuracy with 95% CI, normalized
+    advantage, verification and total tokens), PNG plots and a JSON of every number."""
+    from orchrm.bestofn import evaluate_logs, selectors, world_judge
+    from orchrm.report import markdown, write_report
+    from orchrm.rm.model import ModelError, OrchRM
+
+    try:
+        model = OrchRM.load(rm) if rm else None
+        external = OrchRM.load(external_rm, check_version=False) if external_rm else None
+    except ModelError as err:
+        _fail(str(err))
+    judge = None
+    if world_tasks:
+        judge = world_judge(list(world_tasks))
+    elif judge_base_url:
+        from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
+
+        judge = OpenAIBackend(OpenAIConfig(base_url=judge_base_url, model=judge_model))
+    chosen = selectors(rm=model, external_rm=external, judge=judge, world=bool(world_tasks))
+    ev = evaluate_logs([str(p) for p in logs], chosen, orchestrator, n, domain)
+    if not ev.tasks:
+        _fail(
+            f"no task in the logs has {n} samples"
+            + (f" from {orchestrator}" if orchestrator else "")
+        )
+    write_report([ev], out)
+    console.print(markdown(ev), highlight=False)
+    console.print(f"report -> {out}")
+
+
+@app.command("demo")
+def demo_command(
+    out: Path = typer.Option(Path("orchrm-demo"), "--out"),
+    train_tasks: int = typer.Option(150, "--train-tasks", min=10),
+    test_tasks: int = typer.Option(100, "--test-tasks", min=10),
+    steps: int = typer.Option(60, "--steps", min=1, help="Reward-model training steps."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """The whole story offline: world logs -> store -> pairs -> reward models -> best-of-8
+    against every selector on held-out tasks -> report in OUT."""
+    from orchrm.demo import DemoConfig, run_demo
+
+    run_demo(
+        DemoConfig(
+            out=str(out), train_tasks=train_tasks, test_tasks=test_tasks, steps=steps, seed=seed
+        ),
+        say=lambda m: console.print(m, highlight=False),
+    )

@@ -19,6 +19,7 @@ import random
 import re
 
 from orchrm.orchestration import approx_token_count
+from orchrm.parse import ParseError, parse_harmony
 from orchrm.runtime import prompts
 from orchrm.runtime.backend import BackendError, CallInfo, Completion
 from orchrm.runtime.config import RunConfig
@@ -32,6 +33,7 @@ from orchrm.world.model import (
     needed_facts,
     search_rate,
     sigmoid,
+    success_probability,
 )
 from orchrm.world.tasks import WorldTask
 
@@ -52,6 +54,17 @@ _OUTPUT_RE = re.compile(r"⟪sim (\S+): (\d+) tokens⟫\s*\nAnswer: ([^\s,;.]+)"
 _SUB_TASK_RE = re.compile(r"Current sub-task: (.*?)\n\nSolve the current sub-task", re.DOTALL)
 _FOUND_RE = re.compile(r"Search: fact #\d+")
 _ROLE_RE = re.compile(r"^\[(.+?)\]$", re.MULTILINE)
+_CANDIDATE_RE = re.compile(
+    r"(?:^|\n\n)Candidate (\d+):\n(.*?)(?=\n\nCandidate \d+:\n|\Z)", re.DOTALL
+)
+
+JUDGE_NOISE = 0.3
+"""Orchestration-level judge: standard deviation of its error on each plan's true success
+probability (it picks the plan it rates highest)."""
+JUDGE_ACCURACY = 0.85
+"""Trajectory-level judge: chance it reads one trajectory's correctness right (it picks
+the first trajectory it believes right, else one at random)."""
+JUDGE_TOKENS = {"judge-orchestration": (200, 500), "judge-trajectory": (300, 800)}
 
 
 class WorldBackend:
@@ -90,8 +103,35 @@ class WorldBackend:
                 task, call.sample, call.extra.get("dom", "high")
             )
             return Completion(text, _count(messages), approx_token_count(text), logprob, self.name)
-        text, length = self._play(task, messages, call, rng)
+        if call.role == "judge":
+            text, length = self._judge(task, messages, call, rng)
+        else:
+            text, length = self._play(task, messages, call, rng)
         return Completion(text, _count(messages), length, None, "world")
+
+    def _judge(self, task: WorldTask, messages: list[dict], call: CallInfo, rng: random.Random):
+        """Play a judge with the accuracy of JUDGE_NOISE / JUDGE_ACCURACY."""
+        candidates = _CANDIDATE_RE.findall(messages[-1]["content"])
+        length = rng.randint(*JUDGE_TOKENS.get(call.step, (200, 500)))
+        if not candidates:
+            return f"⟪sim judge: {length} tokens⟫\nChoice: 0", length
+        if call.step == "judge-orchestration":
+            estimates = []
+            for _, plan in candidates:
+                try:
+                    p = success_probability(task, parse_harmony(plan), self.config)
+                except ParseError:
+                    p = 0.0
+                estimates.append(p + rng.gauss(0, JUDGE_NOISE))
+            choice = int(candidates[max(range(len(estimates)), key=estimates.__getitem__)][0])
+        else:
+            believed = []
+            for number, text in candidates:
+                right = text.rsplit("Final answer: ", 1)[-1].strip() == task.answer
+                if (rng.random() < JUDGE_ACCURACY) == right:
+                    believed.append(int(number))
+            choice = believed[0] if believed else int(rng.choice(candidates)[0])
+        return f"⟪sim judge: {length} tokens⟫\nChoice: {choice}", length
 
     def _play(self, task: WorldTask, messages: list[dict], call: CallInfo, rng: random.Random):
         content = "\n".join(m["content"] for m in messages)

@@ -183,19 +183,24 @@ class WorldTask:
         """JSON-ready form, hidden attributes included (the world's ground truth)."""
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> WorldTask:
+        """The inverse of `to_dict` (as written to PRESET.tasks.jsonl)."""
+        return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()})
+
 
 def generate_tasks(preset: str | Preset, n: int, seed: int = 0) -> list[WorldTask]:
     """`n` tasks of a preset, deterministic for `seed`."""
     p = PRESETS[preset] if isinstance(preset, str) else preset
     rng = random.Random(f"{p.name}:{seed}")
-    return [_task(p, i, rng) for i in range(n)]
+    return [_task(p, i, rng, seed) for i in range(n)]
 
 
 def _name(rng: random.Random) -> str:
     return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
 
 
-def _task(p: Preset, i: int, rng: random.Random) -> WorldTask:
+def _task(p: Preset, i: int, rng: random.Random, seed: int) -> WorldTask:
     hops = rng.randint(*p.hops)
     best = rng.choice(AGENT_TYPES if hops else AGENT_TYPES[:4])
     affinity = {
@@ -223,7 +228,7 @@ def _task(p: Preset, i: int, rng: random.Random) -> WorldTask:
     show_topic = rng.random() < p.cue_rate
     question = _question(p, rng, topic if show_topic else "", entities, cues)
     return WorldTask(
-        id=f"{p.name}-{i:05d}",
+        id=f"{p.name}-s{seed}-{i:05d}",  # the seed keeps tasks of different seeds apart
         domain=p.name,
         question=question,
         answer=answer,

@@ -1,0 +1,187 @@
+"""Evaluate best-of-N selectors: accuracy with bootstrap intervals, normalized advantage,
+verification and total tokens, and curves over N.
+
+Normalized advantage of a selector (our definition; the paper names the metric without
+one): (accuracy - random) / (oracle - random), where random is the mean correctness of the
+N candidates and oracle is pass@N; 0 is no better than chance, 1 is as good as an oracle.
+Intervals are 95% percentile bootstraps over tasks.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from orchrm.jsonl import read_jsonl
+from orchrm.parse import from_dict
+from orchrm.select import Candidate, Selector, Task
+
+
+def tasks_from_logs(
+    paths: list[str],
+    orchestrator: str | None = None,
+    n: int | None = None,
+    domain: str | None = None,
+) -> list[Task]:
+    """Tasks with their candidates (in sample order) from `orchrm.run/1` logs: one
+    orchestrator's samples (all when None), the first `n` of each task."""
+    groups: dict[str, list[dict]] = {}
+    for path in paths:
+        for _, r in read_jsonl(path):
+            if not isinstance(r, dict) or "task_id" not in r:
+                continue
+            if orchestrator and r.get("orchestrator") != orchestrator:
+                continue
+            if domain and r.get("domain") != domain:
+                continue
+            groups.setdefault(r["task_id"], []).append(r)
+    tasks = []
+    for task_id, records in groups.items():
+        records.sort(key=lambda r: r.get("sample_index") or 0)
+        records = records[:n] if n else records
+        tasks.append(
+            Task(
+                task_id,
+                records[0]["question"],
+                tuple(map(_candidate, records)),
+                records[0].get("domain", ""),
+            )
+        )
+    return tasks
+
+
+def _candidate(r: dict) -> Candidate:
+    execution = r.get("execution") or {}
+    trajectory = "\n".join(
+        f"[{c['agent_id']}/{c['step']}] {c['completion']}" for c in execution.get("calls", [])
+    )
+    return Candidate(
+        orchestration=from_dict(r["orchestration"]) if r.get("orchestration") else None,
+        answer=r.get("answer"),
+        correct=bool(r.get("correct")),
+        execution_tokens=int(execution.get("total_tokens") or 0),
+        logprob=r.get("orchestrator_logprob"),
+        p_success=(r.get("world") or {}).get("p_success"),
+        trajectory=trajectory,
+    )
+
+
+@dataclass
+class SelectorResult:
+    """One selector at one N."""
+
+    selector: str
+    n: int
+    accuracy: float
+    accuracy_ci: tuple[float, float]
+    normalized_advantage: float
+    normalized_advantage_ci: tuple[float, float]
+    verification_tokens: float
+    total_tokens: float
+
+
+@dataclass
+class Evaluation:
+    """Every number of a domain's evaluation."""
+
+    domain: str
+    tasks: int
+    n: int
+    results: list[SelectorResult] = field(default_factory=list)
+    notes: dict = field(default_factory=dict)
+
+    def at(self, n: int) -> dict[str, SelectorResult]:
+        return {r.selector: r for r in self.results if r.n == n}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _subsets(task: Task, n: int, draws: int, seed: int) -> list[Task]:
+    if n >= len(task.candidates):
+        return [task]
+    rng = random.Random(f"{seed}:{task.task_id}:{n}")
+    out = []
+    for _ in range(draws):
+        keep = sorted(rng.sample(range(len(task.candidates)), n))
+        out.append(
+            Task(task.task_id, task.question, tuple(task.candidates[i] for i in keep), task.domain)
+        )
+    return out
+
+
+def evaluate(
+    tasks: list[Task],
+    selectors: dict[str, Selector],
+    ns: list[int],
+    domain: str = "",
+    draws: int = 5,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    progress: Callable[[], None] | None = None,
+) -> Evaluation:
+    """Run every selector on every task at every N (N below the sample count averages
+    `draws` random subsets), and summarize with bootstrap intervals over tasks."""
+    full = max(len(t.candidates) for t in tasks) if tasks else 0
+    ev = Evaluation(domain, len(tasks), full)
+    rng = random.Random(seed)
+    resamples = [[rng.randrange(len(tasks)) for _ in tasks] for _ in range(bootstrap)]
+    for n in ns:
+        per_task: dict[str, list[tuple[float, float, float]]] = {s: [] for s in selectors}
+        chance, oracle = [], []
+        for task in tasks:
+            subs = _subsets(task, n, draws, seed)
+            chance.append(
+                statistics.fmean(statistics.fmean(c.correct for c in t.candidates) for t in subs)
+            )
+            oracle.append(statistics.fmean(any(c.correct for c in t.candidates) for t in subs))
+            for name, select in selectors.items():
+                rows = []
+                for t in subs:
+                    chosen = select(t)
+                    answer = t.candidates[chosen.index]  # the execution that gives the answer
+                    rows.append(
+                        (
+                            float(answer.correct),
+                            float(chosen.verification_tokens),
+                            float(chosen.verification_tokens + answer.execution_tokens),
+                        )
+                    )
+                per_task[name].append(tuple(statistics.fmean(x) for x in zip(*rows, strict=True)))
+            if progress:
+                progress()
+        for name, rows in per_task.items():
+            acc = [r[0] for r in rows]
+            ev.results.append(
+                SelectorResult(
+                    selector=name,
+                    n=n,
+                    accuracy=statistics.fmean(acc),
+                    accuracy_ci=_interval(acc, resamples),
+                    normalized_advantage=_advantage(acc, chance, oracle, range(len(acc))),
+                    normalized_advantage_ci=_advantage_interval(acc, chance, oracle, resamples),
+                    verification_tokens=statistics.fmean(r[1] for r in rows),
+                    total_tokens=statistics.fmean(r[2] for r in rows),
+                )
+            )
+    return ev
+
+
+def _interval(values: list[float], resamples: list[list[int]]) -> tuple[float, float]:
+    means = sorted(statistics.fmean(values[i] for i in sample) for sample in resamples)
+    return means[int(0.025 * len(means))], means[int(0.975 * len(means)) - 1]
+
+
+def _advantage(acc, chance, oracle, index) -> float:
+    index = list(index)
+    a = statistics.fmean(acc[i] for i in index)
+    c = statistics.fmean(chance[i] for i in index)
+    o = statistics.fmean(oracle[i] for i in index)
+    return (a - c) / (o - c) if o > c else 0.0
+
+
+def _advantage_interval(acc, chance, oracle, resamples) -> tuple[float, float]:
+    values = sorted(_advantage(acc, chance, oracle, sample) for sample in resamples)
+    return values[int(0.025 * len(values))], values[int(0.975 * len(values)) - 1]

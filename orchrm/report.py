@@ -1,0 +1,93 @@
+"""The evaluation report: a Markdown table per domain, PNG plots, a JSON of every number."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from orchrm.evaluate import Evaluation
+
+DEFINITION = (
+    "Normalized advantage = (accuracy - random) / (oracle - random), with random the mean "
+    "correctness of the N candidates and oracle pass@N (our definition). Intervals: 95% "
+    "bootstrap over tasks. Verification tokens: what a selector reads and writes to choose "
+    "(reward model: its input tokens; judges: prompt + completion; votes: the N - 1 extra "
+    "executions). Total: verification + the execution that gives the answer. Tokens are "
+    "means per task."
+)
+
+
+def markdown(ev: Evaluation, n: int | None = None) -> str:
+    """The table of one domain at N (default: the full N)."""
+    n = n or ev.n
+    lines = [
+        f"### {ev.domain or 'all'}: best-of-{n} on {ev.tasks} held-out tasks",
+        "",
+        "| selector | accuracy % (95% CI) | normalized advantage (95% CI) | verification tokens "
+        "| total tokens |",
+        "| --- | --- | --- | ---: | ---: |",
+    ]
+    for r in sorted(ev.at(n).values(), key=lambda r: -r.accuracy):
+        lo, hi = r.accuracy_ci
+        alo, ahi = r.normalized_advantage_ci
+        lines.append(
+            f"| {r.selector} | {100 * r.accuracy:.1f} ({100 * lo:.1f}-{100 * hi:.1f}) | "
+            f"{r.normalized_advantage:.2f} ({alo:.2f}-{ahi:.2f}) | {r.verification_tokens:,.0f} "
+            f"| {r.total_tokens:,.0f} |"
+        )
+    for key, value in ev.notes.items():
+        lines.append(f"\n{key}: {value}")
+    return "\n".join(lines) + "\n"
+
+
+def plots(ev: Evaluation, out: Path) -> list[Path]:
+    """accuracy vs N, and accuracy vs verification tokens (log axis) at the full N."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    names = sorted({r.selector for r in ev.results})
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in names:
+        rows = sorted((r for r in ev.results if r.selector == name), key=lambda r: r.n)
+        ax.plot([r.n for r in rows], [100 * r.accuracy for r in rows], marker="o", label=name)
+    ax.set(xlabel="N (candidates)", ylabel="accuracy %", title=f"{ev.domain}: accuracy vs N")
+    ax.set_xscale("log", base=2)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path = out / f"{ev.domain or 'all'}_accuracy_vs_n.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    written.append(path)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in ev.at(ev.n).values():
+        ax.scatter(max(r.verification_tokens, 1), 100 * r.accuracy)
+        ax.annotate(r.selector, (max(r.verification_tokens, 1), 100 * r.accuracy), fontsize=7)
+    ax.set(
+        xlabel="verification tokens per task (log)",
+        ylabel="accuracy %",
+        title=f"{ev.domain}: accuracy vs verification cost, N={ev.n}",
+    )
+    ax.set_xscale("log")
+    fig.tight_layout()
+    path = out / f"{ev.domain or 'all'}_accuracy_vs_tokens.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    written.append(path)
+    return written
+
+
+def write_report(evaluations: list[Evaluation], out: str | Path, extra: dict | None = None) -> Path:
+    """report.md, report.json and the PNGs of every domain into OUT."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    text = "# orchrm evaluation\n\n" + DEFINITION + "\n\n" + "\n".join(map(markdown, evaluations))
+    for ev in evaluations:
+        plots(ev, out)
+    (out / "report.md").write_text(text)
+    (out / "report.json").write_text(
+        json.dumps({"evaluations": [ev.to_dict() for ev in evaluations], **(extra or {})}, indent=2)
+    )
+    return out / "report.md"

@@ -1,0 +1,117 @@
+"""orchrm.select, judge, evaluate and report: best-of-N choices and what they cost."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchrm.bestofn import evaluate_logs, selectors, world_judge
+from orchrm.evaluate import evaluate
+from orchrm.jsonl import write_jsonl
+from orchrm.orchestration import Agent, DoM, Orchestration
+from orchrm.report import write_report
+from orchrm.rm.config import default_backbone
+from orchrm.rm.model import OrchRM
+from orchrm.select import (
+    Candidate,
+    RewardModelSelector,
+    Task,
+    bayes_selector,
+    logp_selector,
+    majority_selector,
+    oracle_selector,
+    random_selector,
+)
+from orchrm.world.generate import generate
+
+
+def plan(agent_type: str) -> Orchestration:
+    return Orchestration(agents=(Agent("A", agent_type),), dom=DoM.HIGH)
+
+
+def task(answers, correct, tokens=100, logprobs=None, ps=None) -> Task:
+    types = ["CoTAgent", "SCAgent", "ReflexionAgent", "DebateAgent", "WebSearchAgent"]
+    return Task(
+        "t",
+        "What is 6 x 7?",
+        tuple(
+            Candidate(
+                plan(types[i % 5]), a, c, tokens, (logprobs or [None] * 9)[i], (ps or [None] * 9)[i]
+            )
+            for i, (a, c) in enumerate(zip(answers, correct, strict=True))
+        ),
+    )
+
+
+def test_majority_votes_and_pays_for_the_extra_executions():
+    t = task(["41", "42", "42", "41"], [False, True, True, False])
+    chosen = majority_selector(t)
+    assert chosen.index == 0  # 41 and 42 tie: the answer seen first wins
+    assert chosen.verification_tokens == 300 and len(chosen.executed) == 4
+    assert majority_selector(task(["1", "2", "2"], [False, True, True])).index == 1
+
+
+def test_cheap_selectors_cost_nothing_to_choose():
+    t = task(["1", "2", "3"], [False, False, True], logprobs=[-5.0, -1.0, -3.0], ps=[0.2, 0.1, 0.9])
+    assert logp_selector(t).index == 1 and bayes_selector(t).index == 2
+    assert oracle_selector(t).index == 2
+    first = random_selector(seed=3)(t)
+    assert first == random_selector(seed=3)(t)  # seeded per task
+    for select in (logp_selector, bayes_selector, oracle_selector, random_selector(0)):
+        assert select(t).verification_tokens == 0
+
+
+def test_reward_model_selector_counts_its_input_tokens_and_scores_each_plan_once():
+    rm = OrchRM.load(default_backbone(), check_version=False)
+    select = RewardModelSelector(rm)
+    t = task(["1", "2", "3", "1"], [True, False, False, True])
+    chosen = select(t)
+    texts = [rm.render(t.question, c.orchestration) for c in t.candidates]
+    expected = rm.score_texts(texts)
+    assert chosen.index == max(range(4), key=expected.__getitem__)
+    assert list(chosen.scores) == pytest.approx(expected, abs=1e-5)
+    tokens = sum(len(x) for x in rm.tokenizer(texts, truncation=True)["input_ids"])
+    assert chosen.verification_tokens == tokens
+    scored = len(select._seen)
+    select(Task("t", t.question, t.candidates[:2]))  # a subset: nothing new to score
+    assert len(select._seen) == scored
+    weighted = RewardModelSelector(rm, weighted=True)(t)
+    assert weighted.verification_tokens == tokens + 300  # plus the N - 1 executions
+
+
+def test_world_judges_read_plans_or_trajectories_and_count_tokens(tmp_path):
+    generated = generate("math", 6, 4, seed=2, progress=False)
+    log, tasks_file = tmp_path / "log.jsonl", tmp_path / "tasks.jsonl"
+    write_jsonl(generated.records, log)
+    write_jsonl([t.to_dict() for t in generated.tasks], tasks_file)
+    chosen = selectors(judge=world_judge([tasks_file]), world=True)
+    ev = evaluate_logs([str(log)], chosen, "specialized", 4, "math", progress=False)
+    at = ev.at(4)
+    assert {"judge-orch", "judge-traj", "bayes", "majority"} <= set(at)
+    assert 0 < at["judge-orch"].verification_tokens < at["judge-traj"].verification_tokens
+    assert at["judge-traj"].verification_tokens > at["majority"].verification_tokens
+    assert at["oracle"].accuracy >= max(r.accuracy for r in at.values())
+    assert at["oracle"].normalized_advantage == pytest.approx(1.0)
+    assert [r.n for r in ev.results if r.selector == "random"] == [1, 2, 4]
+
+
+def test_evaluation_intervals_and_report(tmp_path):
+    tasks = [task(["a", "b"], [i % 2 == 0, i % 3 == 0]) for i in range(30)]
+    tasks = [Task(f"t{i}", t.question, t.candidates) for i, t in enumerate(tasks)]
+    ev = evaluate(
+        tasks,
+        {
+            "oracle": oracle_selector,
+            "first": lambda t: oracle_selector(Task(t.task_id, t.question, t.candidates[:1])),
+        },
+        [2],
+        domain="toy",
+    )
+    first = ev.at(2)["first"]
+    assert first.accuracy == pytest.approx(sum(i % 2 == 0 for i in range(30)) / 30)
+    assert first.accuracy_ci[0] <= first.accuracy <= first.accuracy_ci[1]
+    write_report([ev], tmp_path)
+    assert "| first |" in (tmp_path / "report.md").read_text()
+    assert json.loads((tmp_path / "report.json").read_text())["evaluations"][0]["domain"] == "toy"
+    assert (tmp_path / "toy_accuracy_vs_n.png").stat().st_size > 1000

@@ -16,11 +16,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# The most complete pipeline that exists so far: parse the real MAS-Orchestra logs,
-# then generate the offline world's logs and print its ground-truth statistics.
+# The end-to-end demo on the offline world: logs -> store -> pairs -> reward models ->
+# best-of-8 against every selector on held-out tasks -> ./orchrm-demo/ (about 10 minutes).
 demo: $(STAMP)
-	$(BIN)/orchrm parse ../shared/data/mas_orchestra/masbench_depth2_step60.jsonl ../shared/data/mas_orchestra/masbench_depth2_step180.jsonl
-	COLUMNS=120 $(BIN)/orchrm world stats --tasks 300 --samples 8
+	HF_HUB_OFFLINE=1 COLUMNS=120 $(BIN)/orchrm demo --out orchrm-demo
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/ruff check .

@@ -91,7 +91,7 @@ def run_trl(pairs: Path, out: Path, args) -> dict:
         max_steps=args.train_pairs // args.batch,
         per_device_train_batch_size=args.batch,
         learning_rate=args.lr,
-        warmup_ratio=0.1,
+        warmup_steps=0.1,  # a float below 1 is a ratio of the steps
         max_length=args.max_length,
         bf16=False,
         report_to=[],

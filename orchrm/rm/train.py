@@ -59,6 +59,15 @@ class TrainState:
     train_seconds: float = 0.0
 
 
+def disable_dropout(model) -> None:
+    """Set every dropout of the model to zero (modules and attention kernels)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if hasattr(module, "dropout_prob"):  # attention layers that pass it to SDPA
+            module.dropout_prob = 0.0
+
+
 def evaluate(model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bool) -> dict:
     """Pairwise accuracy overall, per pair kind and per domain; reward mean and spread."""
     if not len(pairs):
@@ -166,8 +175,12 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
     if config.max_steps is not None:
         total_steps = min(total_steps, config.max_steps)
 
+    if config.disable_dropout:
+        disable_dropout(model)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(
+        trainable, lr=config.lr, weight_decay=config.weight_decay, fused=True
+    )
     scheduler = get_linear_schedule_with_warmup(
         optimizer, int(config.warmup_ratio * total_steps), total_steps
     )

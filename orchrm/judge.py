@@ -10,6 +10,7 @@ counted them.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 
 from orchrm.orchestration import to_harmony
@@ -56,8 +57,6 @@ def _harmony(o) -> str:
     try:
         return to_harmony(o)
     except ValueError:  # a field that harmony cannot carry: fall back to orchrm JSON
-        import json
-
         return json.dumps(o.to_dict())
 
 

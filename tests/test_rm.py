@@ -223,7 +223,9 @@ def test_accelerate_launch_trains_with_two_cpu_processes(pairs_dir, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout[done.stdout.index("{") :])
     assert summary["processes"] == 2 and summary["steps"] == 4
-    assert summary["pairs_seen"] == 4 * 4 * 2  # each step: 4 pairs on each of 2 processes
+    # Each step: a batch of up to 4 pairs on each of 2 processes (one batch per epoch may
+    # be short: it ends a length-sorted chunk).
+    assert 4 * 3 * 2 < summary["pairs_seen"] <= 4 * 4 * 2
     assert (tmp_path / "model" / "model.safetensors").exists()
 
 

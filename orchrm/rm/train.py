@@ -56,6 +56,7 @@ class TrainState:
     evals_since_best: int = 0
     history: list[dict] = field(default_factory=list)
     pairs_seen: int = 0
+    """Pairs this process trained on (the summary sums all processes)."""
     train_seconds: float = 0.0
 
 
@@ -272,7 +273,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
                     optimizer.step()
                     optimizer.zero_grad()
                 state.micro += 1
-                state.pairs_seen += len(batch) * world
+                state.pairs_seen += len(batch)  # this process's; summed over processes below
                 recent = [*recent[-49:], (loss.item(), (diff > 0).float().mean().item())]
                 if accelerator.sync_gradients:
                     scheduler.step()
@@ -295,11 +296,12 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
             if not stopped and state.micro >= len(mine):
                 state.epoch, state.micro = state.epoch + 1, 0
 
+    seen = int(accelerator.gather(torch.tensor([state.pairs_seen], device=device)).sum())
     summary = {
         "steps": state.step,
-        "pairs_seen": state.pairs_seen,
+        "pairs_seen": seen,
         "train_seconds": state.train_seconds,  # forward, backward, optimizer only
-        "pairs_per_second": state.pairs_seen / state.train_seconds if state.train_seconds else 0,
+        "pairs_per_second": seen / state.train_seconds if state.train_seconds else 0,
         "best_validation_accuracy": state.best_accuracy if state.best_accuracy >= 0 else None,
         "history": state.history,
         "train_pairs": len(train_pairs),

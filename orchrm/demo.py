@@ -33,13 +33,19 @@ class DemoConfig:
     """Sizes of the demo; the defaults finish in about ten minutes on two CPU cores."""
 
     out: str = "orchrm-demo"
+    """Folder for logs, store, pairs, models and the report."""
     train_tasks: int = 150
+    """World tasks per preset whose logs train the reward models."""
     test_tasks: int = 100
+    """Held-out world tasks per preset (another seed) for best-of-N."""
     samples: int = 8
+    """Orchestrations per task and orchestrator (N of best-of-N)."""
     steps: int = 60
     """Reward-model training steps per model (batch 16)."""
     max_length: int = 128
+    """Reward-model tokens per text."""
     seed: int = 0
+    """Seeds the world, the pair splits and training."""
 
 
 def run_demo(config: DemoConfig, say=print) -> dict:

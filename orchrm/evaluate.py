@@ -126,6 +126,8 @@ def evaluate(
     `draws` random subsets), and summarize with bootstrap intervals over tasks."""
     full = max(len(t.candidates) for t in tasks) if tasks else 0
     ev = Evaluation(domain, len(tasks), full)
+    if not tasks:
+        return ev
     rng = random.Random(seed)
     resamples = [[rng.randrange(len(tasks)) for _ in tasks] for _ in range(bootstrap)]
     for n in ns:

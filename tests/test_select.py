@@ -115,3 +115,45 @@ def test_evaluation_intervals_and_report(tmp_path):
     assert "| first |" in (tmp_path / "report.md").read_text()
     assert json.loads((tmp_path / "report.json").read_text())["evaluations"][0]["domain"] == "toy"
     assert (tmp_path / "toy_accuracy_vs_n.png").stat().st_size > 1000
+
+
+def test_eval_command_writes_the_report(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    generated = generate("science", 5, 4, seed=4, progress=False)
+    log, tasks_file = tmp_path / "log.jsonl", tmp_path / "tasks.jsonl"
+    write_jsonl(generated.records, log)
+    write_jsonl([t.to_dict() for t in generated.tasks], tasks_file)
+    orchrm = str(Path(sys.executable).with_name("orchrm"))
+    done = subprocess.run(
+        [
+            orchrm,
+            "eval",
+            str(log),
+            "--n",
+            "4",
+            "--orchestrator",
+            "base",
+            "--world-tasks",
+            str(tasks_file),
+            "--domain",
+            "science",
+            "--out",
+            str(tmp_path / "report"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| judge-traj |" in done.stdout and "best-of-4 on 5 held-out tasks" in done.stdout
+    assert (tmp_path / "report" / "science_accuracy_vs_tokens.png").exists()
+    missing = subprocess.run(
+        [orchrm, "eval", str(log), "--n", "9", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert missing.returncode == 2 and "no task in the logs has 9 samples" in missing.stdout

@@ -522,12 +522,11 @@ def pairs_export(
             if tokenizer:
                 from transformers import AutoTokenizer
 
-                tok = AutoTokenizer.from_pretrained(tokenizer)
-                budget_left = tok.num_special_tokens_to_add()
-                max_tokens -= budget_left
+                from orchrm.rm.model import token_counter
 
-                def count(text: str) -> int:
-                    return len(tok(text, add_special_tokens=False)["input_ids"])
+                tok = AutoTokenizer.from_pretrained(tokenizer)
+                max_tokens -= tok.num_special_tokens_to_add()
+                count = token_counter(tok)
 
             written = export(db, out, dataset, fmt, max_tokens, count)
         except ValueError as err:

@@ -6,20 +6,38 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """A line that is not JSON: the decoder's message and the character it stopped at."""
+
+    message: str
+    position: int | None
+
+
+def jsonl_values(lines: Iterable[str]) -> Iterator[tuple[int, object]]:
+    """(line number, value) for each non-blank line; a line that is not JSON comes back
+    as a `BadLine` in its place, so every caller can count it instead of losing it."""
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield line_no, json.loads(line)
+        except ValueError as err:
+            yield line_no, BadLine(str(err), getattr(err, "pos", None))
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, object]]:
     """(line number, value) for each non-blank line; a line that is not JSON raises
     ValueError naming the file and line."""
     with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield line_no, json.loads(line)
-            except ValueError as err:
-                raise ValueError(f"{path}:{line_no}: invalid JSON ({err})") from None
+        for line_no, value in jsonl_values(f):
+            if isinstance(value, BadLine):
+                raise ValueError(f"{path}:{line_no}: invalid JSON ({value.message})")
+            yield line_no, value
 
 
 def write_jsonl(records: Iterable[dict], path: str | Path) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from orchrm.jsonl import BadLine, jsonl_values
 from orchrm.orchestration import ORCHRM_JSON_FORMAT, Agent, DoM, Edge, Orchestration, validate
 from orchrm.parse.error import ParseError
 from orchrm.parse.harmony import extract_thinking, parse_harmony, parse_roles
@@ -222,16 +223,10 @@ def read_records(path: str | Path) -> Iterator[tuple[int, object]]:
         yield 1, ParseError("not_utf8", f"{path}: {err}", err.start, "file")
         return
     if path.suffix == ".jsonl":
-        for line_no, line in enumerate(content.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                yield line_no, json.loads(line)
-            except ValueError as err:
-                yield (
-                    line_no,
-                    ParseError("invalid_json", str(err), getattr(err, "pos", None), "file"),
-                )
+        for line_no, value in jsonl_values(content.splitlines()):
+            if isinstance(value, BadLine):
+                value = ParseError("invalid_json", value.message, value.position, "file")
+            yield line_no, value
     elif path.suffix == ".json":
         try:
             data = json.loads(content)

@@ -23,6 +23,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from orchrm.orchestration import RM_RENDER_VERSION, Orchestration, render_for_rm
 from orchrm.parse import ParseError, parse_harmony
+from orchrm.rm.data import collate
 
 METADATA = "orchrm.json"
 
@@ -41,6 +42,15 @@ def bf16_supported(device: torch.device) -> bool:
         return "amx_bf16" in Path("/proc/cpuinfo").read_text()
     except OSError:
         return False
+
+
+def token_counter(tokenizer):
+    """A `count_tokens` for `render_for_rm`: tokens of a text without special tokens."""
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return count
 
 
 def load_backbone(name: str, trust_remote_code: bool = False):
@@ -148,7 +158,7 @@ class OrchRM:
         return int(self.metadata.get("max_length", 512))
 
     def _count(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return token_counter(self.tokenizer)(text)
 
     def render(self, question: str, orchestration: Orchestration) -> str:
         """The text this model reads, cut to its budget by its own tokenizer."""
@@ -210,14 +220,9 @@ def rewards(
     out = [0.0] * len(sequences)
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
-        width = max(len(sequences[i]) for i in batch)
-        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, i in enumerate(batch):
-            ids[row, : len(sequences[i])] = torch.tensor(sequences[i])
-            mask[row, : len(sequences[i])] = 1
+        inputs = collate([sequences[i] for i in batch], pad_id)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+            logits = model(**{k: v.to(device) for k, v in inputs.items()}).logits
         for row, i in enumerate(batch):
             out[i] = float(logits[row, 0])
     return out

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchrm.jsonl import read_jsonl
+from orchrm.jsonl import BadLine, jsonl_values, read_jsonl
 from orchrm.orchestration import Orchestration
 from orchrm.parse import (
     ParseError,
@@ -294,13 +294,9 @@ def _per_record(convert):
 
     def read(path: Path, options: dict) -> Iterator[tuple[int, LogRecord | Malformed]]:
         with open(path, encoding="utf-8") as f:
-            for line, text in enumerate(f, 1):
-                if not text.strip():
-                    continue
-                try:
-                    record = json.loads(text)
-                except ValueError as err:
-                    yield line, Malformed("invalid_json", str(err))
+            for line, record in jsonl_values(f):
+                if isinstance(record, BadLine):
+                    yield line, Malformed("invalid_json", record.message)
                     continue
                 try:
                     items = convert(record, path, options)

@@ -16,6 +16,7 @@ from orchrm.runtime.backend import ChatBackend
 from orchrm.select import (
     RewardModelSelector,
     Selector,
+    Task,
     bayes_selector,
     logp_selector,
     majority_selector,
@@ -67,9 +68,21 @@ def evaluate_logs(
 ) -> Evaluation:
     """Best-of-`n` over the logs' tasks (each with at least `n` samples), at N = 1, 2,
     4, ... up to `n`."""
+    return evaluate_tasks(tasks_from_logs(logs, orchestrator, n), chosen, n, domain, progress)
+
+
+def evaluate_tasks(
+    tasks: list[Task], chosen: dict[str, Selector], n: int, domain: str = "", progress: bool = True
+) -> Evaluation:
+    """Best-of-`n` over the tasks that have at least `n` candidates (the first `n` of
+    each), at N = 1, 2, 4, ... up to `n`."""
     from orchrm.progress import progress_bar
 
-    tasks = [t for t in tasks_from_logs(logs, orchestrator, n) if len(t.candidates) >= n]
+    tasks = [
+        t if len(t.candidates) == n else Task(t.task_id, t.question, t.candidates[:n], t.domain)
+        for t in tasks
+        if len(t.candidates) >= n
+    ]
     ns = sorted({1 << k for k in range(n.bit_length()) if 1 << k <= n} | {n})
     with progress_bar(f"evaluating {domain or 'selectors'}", len(tasks) * len(ns), progress) as (
         bar,
@@ -77,3 +90,11 @@ def evaluate_logs(
     ):
         ev = evaluate(tasks, chosen, ns, domain=domain, progress=lambda: bar.advance(task))
     return ev
+
+
+def by_domain(tasks: list[Task]) -> dict[str, list[Task]]:
+    """Tasks grouped by domain, domains sorted (the report has one table per domain)."""
+    groups: dict[str, list[Task]] = {}
+    for t in tasks:
+        groups.setdefault(t.domain or "", []).append(t)
+    return dict(sorted(groups.items()))

@@ -668,7 +668,11 @@ def score_command(
 
 @app.command("eval")
 def eval_command(
-    logs: list[Path] = typer.Argument(..., help="orchrm.run/1 logs of the held-out tasks."),
+    logs: list[Path] = typer.Argument(None, help="orchrm.run/1 logs of the held-out tasks."),
+    store: Path = typer.Option(None, "--store", help="Read the tasks from a store instead."),
+    held_out_of: str = typer.Option(
+        None, "--held-out-of", help="Leave out tasks in this pair dataset's train/validation."
+    ),
     rm: Path = typer.Option(None, "--rm", help="The Orch-RM reward model directory."),
     external_rm: Path = typer.Option(None, "--external-rm", help="Any HF reward model dir."),
     orchestrator: str = typer.Option(None, "--orchestrator", help="Whose samples (default all)."),
@@ -678,15 +682,32 @@ def eval_command(
     ),
     judge_base_url: str = typer.Option(None, "--judge-base-url", help="A real judge server."),
     judge_model: str = typer.Option("default", "--judge-model"),
-    domain: str = typer.Option("", "--domain", help="Label of the table."),
+    domain: str = typer.Option(
+        None, "--domain", help="Only this domain (default: every domain, a table each)."
+    ),
     out: Path = typer.Option(Path("runs/eval"), "--out"),
 ) -> None:
-    """Best-of-N on held-out logs: a Markdown table (accuracy with 95% CI, normalized
-    advantage, verification and total tokens), PNG plots and a JSON of every number."""
-    from orchrm.bestofn import evaluate_logs, selectors, world_judge
+    """Best-of-N on held-out logs or a store: a Markdown table per domain (accuracy with
+    95% CI, normalized advantage, verification and total tokens), PNG plots and a JSON of
+    every number."""
+    from orchrm.bestofn import by_domain, evaluate_tasks, selectors, world_judge
+    from orchrm.evaluate import tasks_from_logs, tasks_from_store
     from orchrm.report import markdown, write_report
     from orchrm.rm.model import ModelError, OrchRM
+    from orchrm.store.db import StoreError
 
+    if bool(logs) == bool(store):
+        _fail("give either log files or --store (one of them)")
+    if held_out_of and not store:
+        _fail("--held-out-of needs --store (pair datasets live in the store)")
+    try:
+        if store:
+            with _open_store(store, read_only=True) as db:
+                tasks = tasks_from_store(db, orchestrator, n, domain, held_out_of)
+        else:
+            tasks = tasks_from_logs([str(p) for p in logs], orchestrator, n, domain)
+    except (StoreError, ValueError, OSError) as err:
+        _fail(str(err))
     try:
         model = OrchRM.load(rm) if rm else None
         external = OrchRM.load(external_rm, check_version=False) if external_rm else None
@@ -700,14 +721,19 @@ def eval_command(
 
         judge = OpenAIBackend(OpenAIConfig(base_url=judge_base_url, model=judge_model))
     chosen = selectors(rm=model, external_rm=external, judge=judge, world=bool(world_tasks))
-    ev = evaluate_logs([str(p) for p in logs], chosen, orchestrator, n, domain)
-    if not ev.tasks:
+    evaluations = [
+        evaluate_tasks(group, chosen, n, name)
+        for name, group in by_domain(tasks).items()
+        if any(len(t.candidates) >= n for t in group)
+    ]
+    if not evaluations:
         _fail(
-            f"no task in the logs has {n} samples"
+            f"no task in the {'store' if store else 'logs'} has {n} samples"
             + (f" from {orchestrator}" if orchestrator else "")
         )
-    write_report([ev], out)
-    console.print(markdown(ev), highlight=False)
+    write_report(evaluations, out)
+    for ev in evaluations:
+        console.print(markdown(ev), highlight=False)
     console.print(f"report -> {out}")
 
 

@@ -157,3 +157,77 @@ def test_eval_command_writes_the_report(tmp_path):
         timeout=300,
     )
     assert missing.returncode == 2 and "no task in the logs has 9 samples" in missing.stdout
+
+
+def test_store_tasks_match_log_tasks_and_hold_out_trained_ones(tmp_path):
+    from orchrm.evaluate import tasks_from_logs, tasks_from_store
+    from orchrm.pairs import MineConfig, mine
+    from orchrm.store.db import Store
+    from orchrm.store.ingest import ingest_file
+
+    generated = generate("math", 12, 4, seed=5, progress=False)
+    log = tmp_path / "log.jsonl"
+    write_jsonl(generated.records, log)
+    with Store(tmp_path / "s.duckdb") as store:
+        ingest_file(store, log)
+        from_store = {t.task_id: t for t in tasks_from_store(store, "specialized", 4)}
+        from_logs = {t.task_id: t for t in tasks_from_logs([str(log)], "specialized", 4)}
+        assert from_store.keys() == from_logs.keys()
+        for task_id, t in from_logs.items():
+            s = from_store[task_id]
+            assert s.question == t.question and s.domain == t.domain == "math"
+            fields = ("orchestration", "answer", "correct", "execution_tokens")
+            for a, b in zip(s.candidates, t.candidates, strict=True):
+                assert all(getattr(a, f) == getattr(b, f) for f in fields)
+                assert (a.p_success or 0.0) == (b.p_success or 0.0)  # None: never executed
+        mine(store, MineConfig(dataset="d", seed=0, split=(0.5, 0.25, 0.25)))
+        seen = {
+            r[0]
+            for r in store.db.execute(
+                "SELECT task_id FROM pairs WHERE dataset = 'd' AND split != 'test'"
+            ).fetchall()
+        }
+        held = tasks_from_store(store, "specialized", 4, held_out_of="d")
+        assert seen and {t.task_id for t in held} == from_logs.keys() - seen
+        with pytest.raises(Exception, match="no pair dataset 'nope'"):
+            tasks_from_store(store, held_out_of="nope")
+
+
+def test_eval_command_reads_a_store_and_writes_a_table_per_domain(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from orchrm.store.db import Store
+    from orchrm.store.ingest import ingest_file
+
+    files = []
+    with Store(tmp_path / "s.duckdb") as store:
+        for preset in ("math", "multihop"):
+            generated = generate(preset, 5, 4, seed=6, progress=False)
+            log = tmp_path / f"{preset}.jsonl"
+            write_jsonl(generated.records, log)
+            write_jsonl([t.to_dict() for t in generated.tasks], tmp_path / f"{preset}.tasks.jsonl")
+            files.append(str(tmp_path / f"{preset}.tasks.jsonl"))
+            ingest_file(store, log)
+    orchrm = str(Path(sys.executable).with_name("orchrm"))
+    args = [orchrm, "eval", "--store", str(tmp_path / "s.duckdb"), "--n", "4"]
+    args += ["--orchestrator", "base", "--out", str(tmp_path / "report")]
+    done = subprocess.run(
+        args + [x for f in files for x in ("--world-tasks", f)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert [e["domain"] for e in report["evaluations"]] == ["math", "multihop"]
+    assert all(e["tasks"] == 5 for e in report["evaluations"])
+    assert done.stdout.count("best-of-4 on 5 held-out tasks") == 2
+    both = subprocess.run(
+        [orchrm, "eval", str(tmp_path / "math.jsonl"), "--store", str(tmp_path / "s.duckdb")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert both.returncode == 2 and "either log files or --store" in both.stdout

@@ -3,7 +3,9 @@
 Used when a log has no correctness label of its own (`orchrm run`, ingest). `is_correct`
 compares plain numbers exactly and other text after SQuAD-style normalization;
 `grade(answer, truth, domain)` picks the grader registered for a domain: math domains use
-the `math-verify` package for LaTeX, fractions and expressions. Register more graders in
+the `math-verify` package for LaTeX, fractions and expressions. The real benchmarks'
+checkers (`orchrm.loaders` builds their tasks) are here too: HotpotQA exact match (and
+F1), BrowseComp-Plus short-answer match, GPQA option letters. Register more graders in
 `GRADERS`.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections import Counter
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -63,6 +66,8 @@ def math_correct(answer: str | None, truth: str | int | float | None) -> bool | 
     plain = is_correct(answer, truth)
     if plain is not False or answer is None:
         return plain
+    if as_number(str(answer)) is not None and as_number(str(truth)) is not None:
+        return False  # two plain numbers are compared exactly (and fast: no parsing)
     try:
         from math_verify import parse, verify
 
@@ -76,12 +81,111 @@ def math_correct(answer: str | None, truth: str | int | float | None) -> bool | 
         return False
 
 
+_YES_NO = ("yes", "no")
+
+
+def hotpotqa_correct(answer: str | None, truth: str | int | float | None) -> bool | None:
+    """HotpotQA's exact match: equal after SQuAD normalization. A yes/no question is
+    also answered by a prediction whose first word is yes or no ("Yes, both are
+    American"); the official metric would count that wrong, our one concession to
+    sub-agents that explain themselves."""
+    if truth is None:
+        return None
+    if answer is None:
+        return False
+    pred, gold = normalize_text(str(answer)), normalize_text(str(truth))
+    first = pred.split()[:1]
+    if gold in _YES_NO and first and first[0] in _YES_NO:
+        return first[0] == gold
+    return pred == gold != ""
+
+
+def hotpotqa_f1(answer: str | None, truth: str) -> float:
+    """HotpotQA's token F1 after SQuAD normalization; a yes/no/noanswer answer scores 0
+    against any other answer, as in the official evaluation script."""
+    pred = normalize_text(answer or "").split()
+    gold = normalize_text(truth).split()
+    special = ("yes", "no", "noanswer")
+    if (" ".join(pred) in special or " ".join(gold) in special) and pred != gold:
+        return 0.0
+    common = sum((Counter(pred) & Counter(gold)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def browsecomp_correct(answer: str | None, truth: str | int | float | None) -> bool | None:
+    """BrowseComp-Plus short answers: `is_correct` (numbers exactly, text normalized), or
+    the normalized gold as a whole-word phrase inside a short prediction (at most 3x the
+    gold's words + 5: "Frida Kahlo, the painter" for "Frida Kahlo") that offers no
+    alternative (no "or" the gold lacks).
+    The official benchmark grades with an LLM judge (gpt-4.1); this rule is offline and
+    stricter on paraphrases, so its accuracy is a lower bound of the judge's."""
+    plain = is_correct(answer, truth)
+    if plain is not False or answer is None:
+        return plain
+    pred, gold = normalize_text(str(answer)).split(), normalize_text(str(truth)).split()
+    if not gold or len(pred) > 3 * len(gold) + 5:
+        return False
+    if "or" in pred and "or" not in gold:
+        return False
+    n = len(gold)
+    return any(pred[i : i + n] == gold for i in range(len(pred) - n + 1))
+
+
+_MARKUP_RE = re.compile(r"[*_`]")
+# "B", "(B)", "B.", "B) text", "(b): text": the reply opens with the option's label.
+_LEADING_RE = re.compile(r"^\s*\(?([A-Da-d])(?:\)|\.|:|\s*$)")
+# "the answer is (B)", "answer: B", "option B", "choice (c)".
+_PHRASE_RE = re.compile(
+    r"\b(?i:answer|option|choice)\s*(?i:is|would be)?\s*:?\s*\(?([A-D]|(?<=\()[a-d])\)?(?!\w)"
+)
+_MARKER_RE = re.compile(r"\(([A-D])\)|(?<![\w(])([A-D])\)")
+_BARE_RE = re.compile(r"(?<![\w(])([A-D])(?![\w)])")
+# Two letters joined as alternatives or a list: "A or B", "(A), (C)", "B/C", "A and D".
+_SEVERAL_RE = re.compile(r"(?<![\w])\(?[A-D]\)?\s*(?:,|/|&|\bor\b|\band\b)\s*\(?[A-D]\)?(?![\w])")
+
+
+def gpqa_letter(answer: str | None) -> str | None:
+    """The option letter (A-D) a multiple-choice reply chooses, or None when it names
+    none or several. Read in this order: a reply that opens with a label ("B", "(B)",
+    "B) 42 kJ"); phrases ("the answer is B", "option (C)") with any "(X)" labels; a lone
+    capital A-D. Any other label among them, or letters listed as alternatives ("A or
+    B"), gives None: a reply that hedges between options chooses none of them."""
+    if answer is None:
+        return None
+    text = _MARKUP_RE.sub("", str(answer)).strip()
+    if _SEVERAL_RE.search(text):
+        return None
+    markers = {a or b for a, b in _MARKER_RE.findall(text)}
+    leading = _LEADING_RE.match(text)
+    if leading:
+        chosen = {leading.group(1).upper()} | markers
+    else:
+        chosen = {m.upper() for m in _PHRASE_RE.findall(text)} | markers
+        if not chosen:
+            chosen = set(_BARE_RE.findall(text))
+    return chosen.pop() if len(chosen) == 1 else None
+
+
+def gpqa_correct(answer: str | None, truth: str | int | float | None) -> bool | None:
+    """GPQA: the reply's chosen letter (`gpqa_letter`) is the correct option's letter."""
+    if truth is None:
+        return None
+    gold = gpqa_letter(str(truth))
+    return gold is not None and gpqa_letter(answer) == gold
+
+
 Grader = Callable[[str | None, str | int | float | None], bool | None]
 GRADERS: dict[str, Grader] = {
     "math": math_correct,
     "aime": math_correct,
     "masbench": math_correct,
     "deepscaler": math_correct,
+    "hotpotqa": hotpotqa_correct,
+    "browsecomp-plus": browsecomp_correct,
+    "gpqa": gpqa_correct,
 }
 """Domain -> grader; any other domain uses `is_correct`."""
 

@@ -1,6 +1,7 @@
 """Retrievers for WebSearchAgent: a protocol, and a local BM25 corpus as the default.
 
-A corpus file is JSONL with `id`, `text` and optionally `title`. Any object with a
+A corpus file is JSONL with `id` (or `docid`, as BrowseComp-Plus's corpus names it),
+`text` and optionally `title` (else `url`). Any object with a
 `search(query, k)` method returning `Document`s plugs in (a web search API, a dense
 index, ...).
 """
@@ -76,14 +77,15 @@ class BM25Retriever:
 
 
 def load_corpus(path: str | Path) -> BM25Retriever:
-    """A BM25 retriever over a JSONL corpus (`id`, `text`, optional `title`). A line
-    that is not such a record raises ValueError naming the file and line."""
+    """A BM25 retriever over a JSONL corpus (`id` or `docid`, `text`, optional `title`
+    or `url`). A line that is not such a record raises ValueError naming the file and
+    line."""
     documents = []
     for line_no, record in read_jsonl(path):
         try:
-            documents.append(
-                Document(str(record["id"]), str(record["text"]), str(record.get("title", "")))
-            )
+            doc_id = record["id"] if "id" in record else record["docid"]
+            title = record.get("title") or record.get("url") or ""
+            documents.append(Document(str(doc_id), str(record["text"]), str(title)))
         except (KeyError, TypeError, AttributeError) as err:
             raise ValueError(f"{path}:{line_no}: not a corpus record ({err!r})") from None
     return BM25Retriever(documents)

@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchrm.grading import is_correct
+from orchrm.grading import grade
 from orchrm.jsonl import read_jsonl
 from orchrm.orchestration import Orchestration, validate
 from orchrm.parse import ParseError, parse_harmony
@@ -84,7 +84,8 @@ def make_record(
     `orchestrator_tokens` {prompt, completion}, `orchestrator_logprob`); what it is
     (`orchestration` in orchrm JSON or None, `parse_error` {reason, message, offset} or
     None, `violations`); what it did (`execution`: the run's calls, answer, error and
-    tokens, None when not run); `answer`, `correct` (None without ground truth) and
+    tokens, None when not run); `answer`, `correct` (by the task domain's grader in
+    `orchrm.grading.GRADERS`; None without ground truth) and
     `tokens` {orchestrator, execution, total}. `extra` adds fields (the world's ground
     truth, for instance).
     """
@@ -124,7 +125,7 @@ def make_record(
         ],
         "execution": result.to_dict() if result else None,
         "answer": answer,
-        "correct": is_correct(answer, task.answer) if task.answer is not None else None,
+        "correct": grade(answer, task.answer, task.domain) if task.answer is not None else None,
         "tokens": {
             "orchestrator": sum(orch_tokens.values()),
             "execution": execution_tokens,

@@ -103,7 +103,9 @@ def _total(summaries: list[ParseSummary]) -> ParseSummary:
 
 @app.command("run")
 def run_command(
-    tasks: Path = typer.Option(..., "--tasks", help="JSONL tasks: question/problem, answer, id."),
+    tasks: Path = typer.Option(
+        ..., "--tasks", help="JSONL tasks (question/problem, answer, id), or a --benchmark file."
+    ),
     out: Path = typer.Option(Path("runs/run.jsonl"), "--out", help="Where to write the log."),
     backend: str = typer.Option("openai", "--backend", help="LLM backend: openai."),
     base_url: str = typer.Option(
@@ -124,11 +126,24 @@ def run_command(
     orchestrator_id: str = typer.Option(
         None, "--orchestrator-id", help="Name recorded for the orchestrator (default: its model)."
     ),
+    benchmark: str = typer.Option(
+        None,
+        "--benchmark",
+        help="Read --tasks as this benchmark's official file: aime, hotpotqa, browsecomp-plus, "
+        "gpqa (orchrm.loaders).",
+    ),
+    context: str = typer.Option(
+        "question",
+        "--context",
+        help="hotpotqa: question (paragraphs in the question) or corpus (the search corpus).",
+    ),
+    seed: int = typer.Option(0, "--seed", help="gpqa: seeds the option order of each question."),
 ) -> None:
     """Sample orchestrations for each task, execute them, grade them, write a JSONL log."""
     import asyncio
 
     from orchrm.jsonl import write_jsonl
+    from orchrm.loaders import load_benchmark, load_benchmark_corpus
     from orchrm.runtime.config import RunConfig
     from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
     from orchrm.runtime.retrieval import load_corpus
@@ -139,8 +154,14 @@ def run_command(
     if dom not in ("low", "high"):
         _fail(f"--dom must be low or high, got {dom!r}")
     try:
-        task_list = load_tasks(tasks, limit)
-        retriever = load_corpus(corpus) if corpus else None
+        if benchmark:
+            task_list = load_benchmark(benchmark, tasks, limit, seed, context=context)
+            retriever = load_benchmark_corpus(
+                benchmark, tasks, limit, corpus=corpus, context=context
+            )
+        else:
+            task_list = load_tasks(tasks, limit)
+            retriever = load_corpus(corpus) if corpus else None
     except (OSError, ValueError) as err:
         _fail(str(err))
     models = {"orchestrator": orchestrator_model, "subagent": subagent_model}
@@ -737,6 +758,56 @@ def eval_command(
     console.print(f"report -> {out}")
 
 
+@app.command("cross-validate")
+def cross_validate_command(
+    store: Path = STORE_OPTION,
+    n: int = typer.Option(8, "--n", min=1, help="Candidates per task."),
+    orchestrator: str = typer.Option(None, "--orchestrator", help="Whose samples (default all)."),
+    folds: int = typer.Option(None, "--folds", min=2, help="Folds of tasks (default: one each)."),
+    specialized: str = typer.Option(None, "--specialized", help="Specialized orchestrator ids."),
+    base: str = typer.Option(None, "--base", help="Base orchestrator ids."),
+    step_threshold: int = typer.Option(
+        None, "--step-threshold", help="Checkpoints at/after this step are specialized."
+    ),
+    epochs: float = typer.Option(3.0, "--epochs", help="Reward-model epochs per fold."),
+    max_length: int = typer.Option(256, "--max-length"),
+    backbone: str = typer.Option("", "--backbone", help="HF model dir (default MiniLM)."),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path = typer.Option(Path("runs/loto"), "--out"),
+) -> None:
+    """Best-of-N under leave-one-task-out (or k-fold) cross-validation, for logs too small
+    to hold out tasks: each task is scored by a reward model trained on the others."""
+    from orchrm.loto import LotoConfig, cross_validate
+    from orchrm.pairs import MineConfig
+    from orchrm.report import markdown, write_report
+    from orchrm.rm.config import TrainConfig
+    from orchrm.rm.model import ModelError
+
+    config = LotoConfig(
+        out=str(out),
+        n=n,
+        orchestrator=orchestrator,
+        folds=folds,
+        mine=MineConfig(
+            dataset="loto",
+            specialized=_csv(specialized),
+            base=_csv(base),
+            step_threshold=step_threshold,
+        ),
+        train=TrainConfig(epochs=epochs, max_length=max_length, backbone=backbone),
+        seed=seed,
+    )
+    with _open_store(store) as db:
+        try:
+            evaluations = cross_validate(db, config, say=lambda m: console.print(m))
+        except (ValueError, ModelError) as err:
+            _fail(str(err))
+    write_report(evaluations, out)
+    for ev in evaluations:
+        console.print(markdown(ev), highlight=False)
+    console.print(f"report -> {out}")
+
+
 @app.command("demo")
 def demo_command(
     out: Path = typer.Option(Path("orchrm-demo"), "--out"),
@@ -755,3 +826,5 @@ def demo_command(
         ),
         say=lambda m: console.print(m, highlight=False),
     )
+
+

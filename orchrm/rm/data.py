@@ -89,7 +89,8 @@ def tokenize(records: list[dict], tokenizer, max_length: int) -> Pairs:
     """Token ids of both sides of every pair (fast tokenizer, batched)."""
     texts = [r["prompt"] + r["chosen"] for r in records]
     texts += [r["prompt"] + r["rejected"] for r in records]
-    full = tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
+    # (fast tokenizers fail on an empty batch: an export without a validation split)
+    full = tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"] if texts else []
     truncated = sum(len(ids) > max_length for ids in full)
     ids = [_truncate(x, max_length, tokenizer) for x in full]
     n = len(records)

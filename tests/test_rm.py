@@ -338,3 +338,18 @@ def test_evaluating_the_saved_model_reproduces_its_validation_accuracy(trained, 
     metrics = evaluate_file(out / "model", pairs_dir / "validation.jsonl")
     assert metrics["accuracy"] == pytest.approx(summary["best_validation_accuracy"], abs=1e-9)
     assert set(metrics["accuracy_by_domain"]) == {"math"}
+
+
+def test_the_score_head_can_get_its_own_learning_rate():
+    from orchrm.rm.config import default_backbone
+    from orchrm.rm.model import load_backbone
+    from orchrm.rm.train import _param_groups
+
+    model, _ = load_backbone(default_backbone())
+    body, head = _param_groups(model, TrainConfig(lr=5e-5, head_lr=1e-3))
+    assert [tuple(p.shape) for p in head["params"]] == [(1, 384), (1,)]  # classifier only
+    assert head["lr"] == 1e-3 and "lr" not in body  # the body takes the optimizer's lr
+    everything = sum(p.numel() for p in model.parameters())
+    assert sum(p.numel() for g in (body, head) for p in g["params"]) == everything
+    [single] = _param_groups(model, TrainConfig(lr=5e-5))
+    assert len(single["params"]) == len(body["params"]) + 2

@@ -39,6 +39,9 @@ class TrainConfig:
     """Forward passes per optimizer step."""
     lr: float = 5e-5
     """Peak learning rate (AdamW)."""
+    head_lr: float | None = None
+    """Peak learning rate of the freshly initialized score head (the parameters outside
+    the backbone's base model); None: `lr`. Ignored with LoRA (PEFT trains the head)."""
     weight_decay: float = 0.0
     disable_dropout: bool = True
     """Turn dropout off, as TRL's reward trainer does by default: on a CPU it is also what

@@ -138,6 +138,17 @@ def _load_checkpoint(path: Path, model, optimizer, scheduler) -> TrainState:
     return TrainState(**json.loads((path / "state.json").read_text()))
 
 
+def _param_groups(model, config: TrainConfig) -> list[dict]:
+    """One AdamW group, or two when the score head gets its own learning rate."""
+    prefix = getattr(model, "base_model_prefix", "")
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if config.head_lr is None or config.lora or not prefix:
+        return [{"params": [p for _, p in named]}]
+    head = [p for n, p in named if not n.startswith(prefix + ".")]
+    body = [p for n, p in named if n.startswith(prefix + ".")]
+    return [{"params": body}, {"params": head, "lr": config.head_lr}]
+
+
 def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> dict:
     """Train (or, with `resume`, continue) a reward model; returns the summary that is
     also stored in the saved model's metadata."""
@@ -178,9 +189,8 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
 
     if config.disable_dropout:
         disable_dropout(model)
-    trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
-        trainable, lr=config.lr, weight_decay=config.weight_decay, fused=True
+        _param_groups(model, config), lr=config.lr, weight_decay=config.weight_decay, fused=True
     )
     scheduler = get_linear_schedule_with_warmup(
         optimizer, int(config.warmup_ratio * total_steps), total_steps

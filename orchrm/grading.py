@@ -193,3 +193,17 @@ GRADERS: dict[str, Grader] = {
 def grade(answer: str | None, truth: str | int | float | None, domain: str = "") -> bool | None:
     """Correctness of `answer` against `truth` with the domain's grader."""
     return GRADERS.get(domain, is_correct)(answer, truth)
+
+
+def answer_key(answer: str | None, domain: str = "") -> str | None:
+    """What votes count as the same answer: the chosen letter for multiple choice
+    (`gpqa`), the exact value when the answer is a number, else the normalized text.
+    None for no answer (or a multiple-choice reply that names no single letter)."""
+    if answer is None:
+        return None
+    if domain == "gpqa":
+        return gpqa_letter(answer)
+    number = as_number(answer)
+    if number is not None:
+        return f"#{number}"
+    return normalize_text(answer)

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from orchrm.grading import answer_key
 from orchrm.orchestration import Orchestration
 
 
@@ -82,8 +83,10 @@ def logp_selector(task: Task) -> Selection:
 
 def majority_selector(task: Task) -> Selection:
     """Execute all N and vote on their answers (ties: the answer seen first); the chosen
-    candidate is the first one that gave the winning answer."""
-    answers = [c.answer for c in task.candidates]
+    candidate is the first one that gave the winning answer. Answers that say the same
+    thing vote together (`orchrm.grading.answer_key`: "(B)" and "The answer is B" on
+    GPQA, "1,000" and "1000", "Paris." and "paris")."""
+    answers = [answer_key(c.answer, task.domain) for c in task.candidates]
     counts = Counter(a for a in answers if a is not None)
     everyone = tuple(range(len(answers)))
     if not counts:
@@ -146,15 +149,16 @@ class RewardModelSelector:
         if not self.weighted:
             index = _first_max(scores)
             return Selection(index, tuple(scores), tokens, (index,))
+        keys = [answer_key(c.answer, task.domain) for c in task.candidates]
         totals: dict[str, float] = {}
-        for c, s in zip(task.candidates, scores, strict=True):
-            if c.answer is not None and s is not None:  # votes weighted by sigmoid(score)
-                totals[c.answer] = totals.get(c.answer, 0.0) + 1 / (1 + math.exp(-s))
+        for key, s in zip(keys, scores, strict=True):
+            if key is not None and s is not None:  # votes weighted by sigmoid(score)
+                totals[key] = totals.get(key, 0.0) + 1 / (1 + math.exp(-s))
         if not totals:
             index = _first_max(scores)
         else:
             best = max(totals.values())
             winner = next(a for a in totals if totals[a] == best)
-            index = next(i for i, c in enumerate(task.candidates) if c.answer == winner)
+            index = keys.index(winner)
         everyone = tuple(range(len(task.candidates)))
         return Selection(index, tuple(scores), tokens + _extra_executions(task, index), everyone)

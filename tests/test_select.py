@@ -50,6 +50,13 @@ def test_majority_votes_and_pays_for_the_extra_executions():
     assert chosen.index == 0  # 41 and 42 tie: the answer seen first wins
     assert chosen.verification_tokens == 300 and len(chosen.executed) == 4
     assert majority_selector(task(["1", "2", "2"], [False, True, True])).index == 1
+    # answers that say the same thing vote together
+    numbers = task(["7", "1,000", "1000.", "7", "1000"], [False, True, True, False, True])
+    assert majority_selector(numbers).index == 1
+    names = task(["Lyon", "Paris.", "paris"], [False, True, True])
+    assert majority_selector(names).index == 1
+    letters = task(["A", "(B)", "The answer is B", "A) 42", "B"], [False, True, True, False, True])
+    assert majority_selector(Task("t", "?", letters.candidates, "gpqa")).index == 1
 
 
 def test_cheap_selectors_cost_nothing_to_choose():

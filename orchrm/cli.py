@@ -11,6 +11,7 @@ from rich.table import Table
 
 from orchrm import __version__
 from orchrm.parse import ParseSummary, summarize_file
+from orchrm.serve.command import serve_command
 
 app = typer.Typer(
     name="orchrm",
@@ -828,3 +829,4 @@ def demo_command(
     )
 
 
+app.command("serve")(serve_command)

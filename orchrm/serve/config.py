@@ -1,0 +1,74 @@
+"""`ServeConfig`: everything `orchrm serve` can set, with defaults that are safe offline."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass
+
+API_KEY_ENV = "ORCHRM_API_KEY"
+
+
+@dataclass
+class ServeConfig:
+    """How the reward model is served over HTTP."""
+
+    rm: str = ""
+    """The reward model directory (`orchrm train`'s `model/`, or any HF reward model)."""
+    host: str = "127.0.0.1"
+    """Address to bind. A non-loopback address needs `api_key` or `insecure`."""
+    port: int = 8000
+    api_key: str | None = None
+    """Bearer token every route but /healthz requires (`Authorization: Bearer KEY`);
+    `orchrm serve` also reads it from the ORCHRM_API_KEY environment variable."""
+    insecure: bool = False
+    """Allow a non-loopback bind without an API key (anyone who reaches it can score)."""
+    max_batch_size: int = 32
+    """Most orchestrations in one forward pass. 1 turns micro-batching off."""
+    max_wait_ms: float = 5.0
+    """How long the first orchestration of a batch waits for others to join it. 0: take
+    whatever is already queued, never wait."""
+    max_items: int = 1024
+    """Most orchestrations (or OpenRLHF queries) in one request (422 beyond)."""
+    max_text_chars: int = 100_000
+    """Longest question, orchestration, query or prompt, in characters (422 beyond)."""
+    max_body_bytes: int = 32 * 1024 * 1024
+    """Largest request body (413 beyond, checked before the body is parsed)."""
+    invalid_penalty: float = -10.0
+    """The score of an unparseable orchestration (it cannot run). Parsed orchestrations
+    that break a graph rule are scored by the model and reported as `invalid`."""
+    device: str | None = None
+    """Torch device; None: CUDA when available, else CPU."""
+    num_threads: int | None = None
+    """CPU threads for PyTorch; None: its default (one per core)."""
+    shutdown_timeout_s: float = 30.0
+    """On SIGTERM/SIGINT, how long in-flight requests may take to finish."""
+
+    def check(self) -> None:
+        """Raise ValueError for limits that make no sense and for an open bind without a
+        key (before any model is loaded)."""
+        for name in ("max_batch_size", "max_items", "max_text_chars", "max_body_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.max_wait_ms < 0:
+            raise ValueError(f"max_wait_ms must be 0 or more, got {self.max_wait_ms}")
+        if not self.api_key and not self.insecure and not is_loopback(self.host):
+            raise ValueError(
+                f"refusing to bind {self.host!r} without an API key: anyone who can reach "
+                f"it could use the model. Set --api-key (or {API_KEY_ENV}), bind "
+                "127.0.0.1, or pass --insecure"
+            )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address `host` names is a loopback address ('' and 0.0.0.0 are not:
+    they bind every interface)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)

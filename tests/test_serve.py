@@ -1,0 +1,427 @@
+"""orchrm.serve: the real HTTP service on a loopback port, called over HTTP.
+
+The reward model is the offline MiniLM saved untrained (its scores are arbitrary but
+deterministic, which is all that order and plumbing checks need). Servers run in a
+thread of this process (uvicorn with a pre-bound socket), except one `orchrm serve`
+process that gets a real SIGTERM.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from orchrm.orchestration import validate
+from orchrm.parse import parse_harmony
+from orchrm.rm.config import default_backbone
+from orchrm.rm.model import OrchRM, load_backbone, save_model
+from orchrm.runtime.prompts import orchestrator
+from orchrm.serve.app import create_app, uvicorn_config
+from orchrm.serve.config import ServeConfig, is_loopback
+from orchrm.serve.openrlhf import question_of, read_query
+from orchrm.world.orchestrators import orchestrators
+from orchrm.world.tasks import generate_tasks
+
+ORCHRM = Path(sys.executable).with_name("orchrm")
+BROKEN = "<thinking>I will think</thinking> and then stop"  # no agent, no answer
+
+
+@pytest.fixture(scope="module")
+def rm_dir(tmp_path_factory) -> Path:
+    model, tokenizer = load_backbone(default_backbone())
+    return save_model(model, tokenizer, tmp_path_factory.mktemp("rm") / "model", {"max_length": 96})
+
+
+@pytest.fixture(scope="module")
+def rm(rm_dir) -> OrchRM:
+    return OrchRM.load(rm_dir, device="cpu", batch_size=32)
+
+
+@pytest.fixture(scope="module")
+def world() -> list[tuple[str, str]]:
+    """(question, harmony text) written by the world's orchestrators: complete valid plans."""
+    plans = []
+    for task in generate_tasks("math", 6, seed=1):
+        for writer in orchestrators(0).values():
+            for sample in range(2):
+                text, _ = writer.write(task, sample)
+                if "</edge>" in text and not validate(parse_harmony(text)):
+                    plans.append((task.question, text))
+    return plans
+
+
+class Server:
+    """A uvicorn server for `config` in a background thread, on a free loopback port."""
+
+    def __init__(self, rm: OrchRM, **settings):
+        self.config = ServeConfig(rm="test-model", **settings)
+        self.app = create_app(rm, self.config)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn_config(self.app, self.config))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]})
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "server did not start"
+            time.sleep(0.02)
+
+    def call(self, method, path, body=None, headers=None, raw=None, chunked=False):
+        return call(self.port, method, path, body, headers, raw, chunked)
+
+    def stop(self) -> None:
+        self.server.should_exit = True  # what uvicorn's SIGINT/SIGTERM handler sets
+        self.thread.join(60)
+        assert not self.thread.is_alive()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def call(port, method, path, body=None, headers=None, raw=None, chunked=False):
+    """(status, parsed JSON or text, headers) of one HTTP request."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    if chunked:
+        connection.request(method, path, iter([data]), headers or {}, encode_chunked=True)
+    else:
+        connection.request(method, path, data, headers or {})
+    response = connection.getresponse()
+    text = response.read().decode()
+    connection.close()
+    kind = response.getheader("content-type", "")
+    return response.status, json.loads(text) if "json" in kind else text, dict(response.headers)
+
+
+@pytest.fixture(scope="module")
+def server(rm):
+    with Server(rm, invalid_penalty=-7.5, max_items=4, max_text_chars=5000) as s:
+        yield s
+
+
+def chatml(question: str) -> str:
+    """The orchestrator prompt under a Qwen (ChatML) chat template, as OpenRLHF sends it."""
+    system, user = orchestrator(question, "high")
+    return (
+        f"<|im_start|>system\n{system['content']}<|im_end|>\n"
+        f"<|im_start|>user\n{user['content']}<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+# --------------------------------------------------------------------------- routes
+
+
+def test_score_keeps_input_order_and_reports_parse_status(server, rm, world):
+    (question, a), (_, b) = world[0], world[3]
+    invalid = a.replace("</edge>", "<from>ghost</from><to>nowhere</to></edge>")
+    status, out, _ = server.call(
+        "POST", "/score", {"question": question, "orchestrations": [a, BROKEN, b, invalid]}
+    )
+    assert status == 200
+    results = out["results"]
+    assert [r["status"] for r in results] == ["ok", "unparseable", "ok", "invalid"]
+    assert results[1] == {
+        "score": -7.5,
+        "status": "unparseable",
+        "reason": "no_agents",
+        "message": results[1]["message"],
+        "tokens": 0,
+    }
+    assert "edge_unknown_agent" in results[3]["reason"].split(",")
+    expected = rm.score(question, [a, b, invalid])
+    got = [results[i]["score"] for i in (0, 2, 3)]
+    assert got == pytest.approx(expected, abs=1e-4) and expected[0] != pytest.approx(expected[1])
+    tokens = rm.tokenizer([rm.render(question, parse_harmony(a))])["input_ids"][0]
+    assert results[0]["tokens"] == len(tokens) and out["tokens"] == sum(
+        r["tokens"] for r in results
+    )
+
+
+def test_select_chooses_the_best_parseable_orchestration(server, rm, world):
+    question = world[0][0]
+    texts = [BROKEN] + [t for _, t in world[:3]]
+    status, out, _ = server.call("POST", "/select", {"question": question, "orchestrations": texts})
+    assert status == 200
+    scores = rm.score(question, texts[1:])
+    assert out["chosen"] == 1 + max(range(len(scores)), key=lambda i: scores[i])
+    assert out["scores"][0] == -7.5 and out["scores"][1:] == pytest.approx(scores, abs=1e-4)
+    status, out, _ = server.call("POST", "/select", {"question": "q", "orchestrations": [BROKEN]})
+    assert status == 200 and out["chosen"] is None
+
+
+def test_get_reward_speaks_openrlhf_with_and_without_prompts(server, rm, world):
+    (q1, a), (q2, b) = world[0], world[-1]
+    prompts = [chatml(q1), chatml(q2), chatml(q1)]
+    outputs = [a + "<|im_end|>", b + "<|im_end|><|endoftext|>", BROKEN]
+    queries = [p + o for p, o in zip(prompts, outputs, strict=True)]
+    expected = rm.score_batch([(q1, a), (q2, b)])
+    for body in (
+        {"query": queries, "prompts": prompts, "labels": ["7", "8", "9"]},
+        {"query": queries},  # the question comes from the query's own prompt part
+        {"query": queries, "prompts": [" " + p for p in prompts]},  # prompt not a prefix
+    ):
+        status, out, _ = server.call("POST", "/get_reward", body)
+        assert status == 200, out
+        assert out["rewards"][:2] == pytest.approx(expected, abs=1e-4)
+        assert out["rewards"][2] == -7.5 and out["scores"] == out["rewards"]
+        assert out["extra_logs"]["orchrm_parsed"] == [1.0, 1.0, 0.0]
+        assert out["extra_logs"]["orchrm_valid"] == [1.0, 1.0, 0.0]
+        assert all(len(v) == 3 for v in out["extra_logs"].values())
+
+
+def test_queries_are_read_under_each_chat_template_and_in_plain_text(world):
+    question, text = world[0]
+    system, user = (m["content"] for m in orchestrator(question, "high"))
+    llama = (
+        f"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n{system}<|eot_id|>"
+        f"<|start_header_id|>user<|end_header_id|>\n\n{user}<|eot_id|>"
+        f"<|start_header_id|>assistant<|end_header_id|>\n\n{text}<|eot_id|>"
+    )
+    gpt_oss = (
+        f"<|start|>system<|message|>{system}<|end|><|start|>user<|message|>{user}<|end|>"
+        "<|start|>assistant<|channel|>analysis<|message|>Plan it.<|end|>"
+        f"<|start|>assistant<|channel|>final<|message|>{text}<|return|>"
+    )
+    plain = f"{system}\n\n{user}\n{text}"
+    for query, split in (
+        (llama, "chat_template"),
+        (gpt_oss, "chat_template"),
+        (plain, "task_line"),
+    ):
+        read = read_query(query)
+        assert (read.question, read.split) == (question, split)
+        assert parse_harmony(read.orchestration) == parse_harmony(text)
+    assert read_query(text) == read_query(text, None)  # no prompt, no marker: all output
+    assert read_query(text).split == "whole_query" and read_query(text).question == ""
+    assert question_of("Solve this, please") == "Solve this, please"  # no Task: line
+
+
+def test_healthz_and_metrics(server):
+    status, out, _ = server.call("GET", "/healthz")
+    assert status == 200 and out["status"] == "ok" and out["max_length"] == 96
+    server.call("POST", "/score", raw=b"{nope")
+    status, text, headers = server.call("GET", "/metrics")
+    assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert 'orchrm_requests_total{route="/healthz",status="200"}' in text
+    assert 'orchrm_requests_total{route="/score",status="400"}' in text
+    assert 'orchrm_request_duration_seconds_bucket{route="/healthz",le="+Inf"}' in text
+    assert "# TYPE orchrm_batch_size histogram" in text and "orchrm_requests_in_flight 1" in text
+    samples = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert all(len(line.rsplit(" ", 1)) == 2 for line in samples)  # name{labels} value
+
+
+# --------------------------------------------------------------------------- batching
+
+
+def concurrently(port: int, bodies: list[dict]) -> list[tuple]:
+    out: list = [None] * len(bodies)
+
+    def one(i: int) -> None:
+        out[i] = call(port, "POST", "/score", bodies[i])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return out
+
+
+def batches(text: str) -> tuple[int, float]:
+    """(batches run, orchestrations in them) from the metrics text."""
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("orchrm_b"))
+    return int(values["orchrm_batch_size_count"]), float(values["orchrm_batch_size_sum"])
+
+
+def test_concurrent_requests_share_forward_passes_and_get_their_own_scores(rm, world):
+    bodies = [{"question": q, "orchestrations": [t]} for q, t in world[:8]]
+    expected = [rm.score(q, [t])[0] for q, t in world[:8]]
+    for settings, most_batches in (
+        ({"max_batch_size": 16, "max_wait_ms": 300}, 4),
+        ({"max_batch_size": 1, "max_wait_ms": 0}, 8),
+    ):
+        with Server(rm, **settings) as s:
+            answers = concurrently(s.port, bodies)
+            assert [a[0] for a in answers] == [200] * 8
+            got = [a[1]["results"][0]["score"] for a in answers]
+            assert got == pytest.approx(expected, abs=1e-4)  # each request its own score
+            count, items = batches(s.call("GET", "/metrics")[1])
+        assert items == 8
+        if settings["max_batch_size"] == 1:
+            assert count == 8
+        else:
+            assert count <= most_batches  # 8 requests within 300 ms: a few shared batches
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_every_refusal_is_a_clear_json_error(server, world):
+    question, text = world[0]
+
+    def refused(body=None, raw=None, chunked=False, path="/score"):
+        status, out, _ = server.call("POST", path, body, raw=raw, chunked=chunked)
+        assert set(out) == {"error", "message", "field"}, out
+        return status, out["error"], out["field"]
+
+    assert refused(raw=b'{"question": "q", "orchestrations": [')[:2] == (400, "malformed_json")
+    assert refused(raw=b"\xff\xfe\x00")[:2] == (400, "malformed_json")
+    five = {"question": question, "orchestrations": [text] * 5}
+    assert refused(five) == (422, "too_many_items", "orchestrations")
+    long = {"question": question, "orchestrations": [text, "x" * 5001]}
+    assert refused(long) == (422, "text_too_long", "orchestrations[1]")
+    assert refused({"question": "q" * 5001, "orchestrations": []})[1:] == (
+        "text_too_long",
+        "question",
+    )
+    assert refused({"question": question, "orchestrations": [text, 3]}) == (
+        422,
+        "wrong_type",
+        "orchestrations[1]",
+    )
+    assert refused({"question": question, "orchestrations": text})[1:] == (
+        "wrong_type",
+        "orchestrations",
+    )
+    assert refused({"orchestrations": [text]})[:2] == (422, "wrong_type")
+    assert refused(raw=b"[1, 2]")[:2] == (422, "wrong_type")
+    assert refused({"question": "q", "orchestrations": []}, path="/select")[1] == "empty"
+    assert refused({"prompts": ["p"]}, path="/get_reward") == (422, "missing_field", "query")
+    mismatch = {"query": ["a", "b"], "prompts": ["a"]}
+    assert refused(mismatch, path="/get_reward") == (422, "length_mismatch", "prompts")
+    assert refused({"query": [None]}, path="/get_reward")[2] == "query[0]"
+    assert server.call("GET", "/nowhere")[:2] == (
+        404,
+        {"error": "not_found", "message": "Not Found", "field": None},
+    )
+    assert server.call("GET", "/score")[1]["error"] == "method_not_allowed"
+
+
+def test_bodies_over_the_limit_get_413_before_parsing(rm):
+    with Server(rm, max_body_bytes=1000) as s:
+        big = b'{"question": "' + b"q" * 2000 + b'"'  # not even valid JSON: never parsed
+        status, out, _ = s.call("POST", "/score", raw=big)
+        assert (status, out["error"]) == (413, "body_too_large")
+        status, out, _ = s.call("POST", "/score", raw=big, chunked=True)  # no Content-Length
+        assert (status, out["error"]) == (413, "body_too_large")
+        assert s.call("POST", "/score", {"question": "q", "orchestrations": []})[0] == 200
+
+
+def test_bearer_token_is_required_except_on_healthz(rm):
+    with Server(rm, api_key="s3cret") as s:
+        body = {"question": "q", "orchestrations": [BROKEN]}
+        status, out, headers = s.call("POST", "/score", body)
+        assert (status, out["message"], headers["www-authenticate"]) == (
+            401,
+            "missing bearer token",
+            "Bearer",
+        )
+        wrong = {"Authorization": "Bearer s3cre"}
+        assert s.call("POST", "/score", body, wrong)[1]["message"] == "wrong bearer token"
+        assert s.call("GET", "/metrics", headers=wrong)[0] == 401
+        assert s.call("GET", "/healthz")[0] == 200
+        ok = s.call("POST", "/score", body, {"Authorization": "Bearer s3cret"})
+        assert ok[0] == 200 and ok[1]["results"][0]["status"] == "unparseable"
+
+
+def test_a_non_loopback_bind_needs_a_key_or_insecure():
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3")
+    with pytest.raises(ValueError, match=r"refusing to bind '0\.0\.0\.0' without an API key"):
+        ServeConfig(host="0.0.0.0").check()
+    ServeConfig(host="0.0.0.0", api_key="k").check()
+    ServeConfig(host="0.0.0.0", insecure=True).check()
+    with pytest.raises(ValueError, match="max_batch_size"):
+        ServeConfig(max_batch_size=0).check()
+
+
+# --------------------------------------------------------------------------- shutdown
+
+
+def test_shutdown_lets_an_in_flight_request_finish(rm, world):
+    question, text = world[0]
+    s = Server(rm, max_batch_size=64, max_wait_ms=1500)  # the request waits in the batcher
+    result: list = []
+    client = threading.Thread(
+        target=lambda: result.append(
+            s.call("POST", "/score", {"question": question, "orchestrations": [text]})
+        )
+    )
+    client.start()
+    deadline = time.monotonic() + 10
+    while not s.app.state.metrics.in_flight:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    s.stop()
+    client.join(30)
+    assert result[0][0] == 200 and result[0][1]["results"][0]["status"] == "ok"
+    with pytest.raises(ConnectionRefusedError):
+        call(s.port, "GET", "/healthz")
+
+
+def test_orchrm_serve_process_refuses_open_binds_and_drains_on_sigterm(rm_dir, world, tmp_path):
+    command = [str(ORCHRM)] if ORCHRM.exists() else [sys.executable, "-m", "orchrm"]
+    refused = subprocess.run(
+        [*command, "serve", "--rm", str(rm_dir), "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "ORCHRM_API_KEY"},
+    )
+    assert refused.returncode == 2 and "refusing to bind" in refused.stderr
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = ["serve", "--rm", str(rm_dir), "--port", str(port), "--max-wait-ms", "1500"]
+    log = (tmp_path / "serve.log").open("w")
+    process = subprocess.Popen(
+        [*command, *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "ORCHRM_API_KEY": "from-env"},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None and time.monotonic() < deadline, log.name
+            try:
+                if call(port, "GET", "/healthz")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.2)
+        question, text = world[0]
+        body = {"question": question, "orchestrations": [text]}
+        assert call(port, "POST", "/score", body)[0] == 401  # the key came from the env
+        result: list = []
+        auth = {"Authorization": "Bearer from-env"}
+        client = threading.Thread(
+            target=lambda: result.append(call(port, "POST", "/score", body, auth))
+        )
+        client.start()
+        time.sleep(0.5)  # the request is now waiting in the 1.5 s batch window
+        process.send_signal(signal.SIGTERM)
+        client.join(30)
+        assert result and result[0][0] == 200, result
+        # uvicorn re-raises the signal it caught once it has shut down cleanly.
+        assert process.wait(30) in (0, -signal.SIGTERM)
+        assert "Application shutdown complete" in Path(log.name).read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

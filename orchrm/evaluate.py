@@ -10,6 +10,7 @@ Intervals are 95% percentile bootstraps over tasks.
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 from collections.abc import Callable
@@ -147,6 +148,10 @@ class SelectorResult:
     normalized_advantage_ci: tuple[float, float]
     verification_tokens: float
     total_tokens: float
+    expected_accuracy: float | None = None
+    """World logs: mean true success probability of the one executed candidate (less
+    noisy than its sampled correctness); None for vote-based selectors or without it."""
+    expected_accuracy_ci: tuple[float, float] | None = None
 
 
 @dataclass
@@ -211,11 +216,13 @@ def evaluate(
                 for t in subs:
                     chosen = select(t)
                     answer = t.candidates[chosen.index]  # the execution that gives the answer
+                    single = len(chosen.executed) <= 1 and answer.p_success is not None
                     rows.append(
                         (
                             float(answer.correct),
                             float(chosen.verification_tokens),
                             float(chosen.verification_tokens + answer.execution_tokens),
+                            answer.p_success if single else math.nan,
                         )
                     )
                 per_task[name].append(tuple(statistics.fmean(x) for x in zip(*rows, strict=True)))
@@ -223,6 +230,8 @@ def evaluate(
                 progress()
         for name, rows in per_task.items():
             acc = [r[0] for r in rows]
+            expected = [r[3] for r in rows]
+            known = not any(math.isnan(x) for x in expected)
             ev.results.append(
                 SelectorResult(
                     selector=name,
@@ -233,6 +242,8 @@ def evaluate(
                     normalized_advantage_ci=_advantage_interval(acc, chance, oracle, resamples),
                     verification_tokens=statistics.fmean(r[1] for r in rows),
                     total_tokens=statistics.fmean(r[2] for r in rows),
+                    expected_accuracy=statistics.fmean(expected) if known else None,
+                    expected_accuracy_ci=_interval(expected, resamples) if known else None,
                 )
             )
     return ev

@@ -13,25 +13,36 @@ DEFINITION = (
     "bootstrap over tasks. Verification tokens: what a selector reads and writes to choose "
     "(reward model: its input tokens; judges: prompt + completion; votes: the N - 1 extra "
     "executions). Total: verification + the execution that gives the answer. Tokens are "
-    "means per task."
+    "means per task. True p of the chosen (world logs only): the mean true success "
+    "probability of the one executed candidate, a less noisy accuracy; '-' for vote-based "
+    "selectors, whose answer is no single candidate's."
 )
 
 
 def markdown(ev: Evaluation, n: int | None = None) -> str:
     """The table of one domain at N (default: the full N)."""
     n = n or ev.n
+    results = sorted(ev.at(n).values(), key=lambda r: -r.accuracy)
+    expected = any(r.expected_accuracy is not None for r in results)
     lines = [
         f"### {ev.domain or 'all'}: best-of-{n} on {ev.tasks} held-out tasks",
         "",
-        "| selector | accuracy % (95% CI) | normalized advantage (95% CI) | verification tokens "
-        "| total tokens |",
-        "| --- | --- | --- | ---: | ---: |",
+        "| selector | accuracy % (95% CI) | "
+        + ("true p of the chosen % (95% CI) | " if expected else "")
+        + "normalized advantage (95% CI) | verification tokens | total tokens |",
+        "| --- | --- | " + ("--- | " if expected else "") + "--- | ---: | ---: |",
     ]
-    for r in sorted(ev.at(n).values(), key=lambda r: -r.accuracy):
+    for r in results:
         lo, hi = r.accuracy_ci
         alo, ahi = r.normalized_advantage_ci
+        p = ""
+        if expected:
+            p = "- | "
+            if r.expected_accuracy is not None:
+                plo, phi = r.expected_accuracy_ci
+                p = f"{100 * r.expected_accuracy:.1f} ({100 * plo:.1f}-{100 * phi:.1f}) | "
         lines.append(
-            f"| {r.selector} | {100 * r.accuracy:.1f} ({100 * lo:.1f}-{100 * hi:.1f}) | "
+            f"| {r.selector} | {100 * r.accuracy:.1f} ({100 * lo:.1f}-{100 * hi:.1f}) | {p}"
             f"{r.normalized_advantage:.2f} ({alo:.2f}-{ahi:.2f}) | {r.verification_tokens:,.0f} "
             f"| {r.total_tokens:,.0f} |"
         )

@@ -101,6 +101,14 @@ def test_world_judges_read_plans_or_trajectories_and_count_tokens(tmp_path):
     assert at["oracle"].accuracy >= max(r.accuracy for r in at.values())
     assert at["oracle"].normalized_advantage == pytest.approx(1.0)
     assert [r.n for r in ev.results if r.selector == "random"] == [1, 2, 4]
+    # the true success probability of the one executed candidate; none for votes
+    assert at["bayes"].expected_accuracy >= at["random"].expected_accuracy
+    assert at["majority"].expected_accuracy is None and at["judge-traj"].expected_accuracy is None
+    lo, hi = at["bayes"].expected_accuracy_ci
+    assert lo <= at["bayes"].expected_accuracy <= hi
+    from orchrm.report import markdown
+
+    assert "| majority | " in markdown(ev) and "true p of the chosen" in markdown(ev)
 
 
 def test_evaluation_intervals_and_report(tmp_path):

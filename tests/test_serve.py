@@ -425,3 +425,15 @@ def test_orchrm_serve_process_refuses_open_binds_and_drains_on_sigterm(rm_dir, w
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_forward_passes_are_cut_to_limit_padding_on_a_cpu():
+    from orchrm.serve.app import forward_batch_size
+    from orchrm.serve.config import ServeConfig
+
+    assert forward_batch_size(ServeConfig(rm="x"), "cpu") == 8
+    assert forward_batch_size(ServeConfig(rm="x"), "cuda:0") == 32
+    assert forward_batch_size(ServeConfig(rm="x", max_batch_size=4), "cpu") == 4
+    assert forward_batch_size(ServeConfig(rm="x", forward_batch_size=16), "cpu") == 16
+    with pytest.raises(ValueError, match="forward_batch_size"):
+        ServeConfig(rm="x", forward_batch_size=0).check()

@@ -335,8 +335,18 @@ def serve(config: ServeConfig) -> None:
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
     rm = OrchRM.load(config.rm, device=config.device, batch_size=config.max_batch_size)
+    rm.batch_size = forward_batch_size(config, rm.device)
     rm.score_texts(["warm-up"])  # the first forward pass pays one-off costs
     uvicorn.Server(uvicorn_config(create_app(rm, config), config)).run()
+
+
+def forward_batch_size(config: ServeConfig, device) -> int:
+    """Orchestrations per forward pass (see `ServeConfig.forward_batch_size`)."""
+    if config.forward_batch_size is not None:
+        return min(config.forward_batch_size, config.max_batch_size)
+    return (
+        config.max_batch_size if str(device).startswith("cuda") else min(8, config.max_batch_size)
+    )
 
 
 def uvicorn_config(app: FastAPI, config: ServeConfig):

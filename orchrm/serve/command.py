@@ -28,6 +28,12 @@ def serve_command(
     max_batch_size: int = typer.Option(
         _DEFAULTS.max_batch_size, "--max-batch-size", min=1, help="1: no micro-batching."
     ),
+    forward_batch_size: int = typer.Option(
+        None,
+        "--forward-batch-size",
+        min=1,
+        help="Orchestrations per forward pass (length-sorted); default 8 on CPU, all on CUDA.",
+    ),
     max_wait_ms: float = typer.Option(
         _DEFAULTS.max_wait_ms, "--max-wait-ms", min=0, help="How long a batch waits to fill."
     ),
@@ -49,6 +55,7 @@ def serve_command(
         api_key=api_key or None,
         insecure=insecure,
         max_batch_size=max_batch_size,
+        forward_batch_size=forward_batch_size,
         max_wait_ms=max_wait_ms,
         max_items=max_items,
         max_text_chars=max_text_chars,

@@ -1,0 +1,150 @@
+"""`RLConfig`: everything `orchrm rl` can set, with defaults that run offline on the
+world's `math` preset within 20 minutes on two CPU cores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+METHODS = ("grpo", "rft", "dpo")
+REWARDS = ("orchrm", "execution")
+
+
+@dataclass
+class PolicyConfig:
+    """Shape and supervised training of the offline default policy."""
+
+    vocab_size: int = 4096
+    """Most BPE tokens of the tokenizer trained on world texts (pieces as in
+    `orchrm.rl.policy.PRE_TOKEN_PATTERN`; the math preset's texts fill ~1,400)."""
+    n_layer: int = 2
+    """GPT-2 blocks."""
+    n_embd: int = 128
+    """Hidden size."""
+    n_head: int = 4
+    """Attention heads per block."""
+    n_positions: int = 384
+    """Longest prompt + completion in tokens."""
+    sft_steps: int = 600
+    """Optimizer steps of supervised fine-tuning on base-orchestrator outputs."""
+    sft_batch_size: int = 32
+    """Examples per supervised step."""
+    sft_lr: float = 2e-3
+    """Peak learning rate (AdamW, warmup then cosine decay); a model this small trained
+    from scratch wants a large one."""
+    seed: int = 0
+    """Seeds the initialization and the supervised batches."""
+
+
+@dataclass
+class RLConfig:
+    """How the orchestrator is trained and evaluated."""
+
+    out: str = "runs/rl"
+    """Folder for the world logs, the default policy and reward model when built here,
+    each run's checkpoints, token log, curve and the report."""
+    method: str = "grpo"
+    """`grpo` (TRL's GRPOTrainer), `rft` (rejection-sampling fine-tuning) or `dpo`
+    (TRL's DPOTrainer on pairs mined from the world logs)."""
+    reward: str = "orchrm"
+    """GRPO's reward: `orchrm` (the reward model scores the plan; nothing runs) or
+    `execution` (the plan runs on the world's sub-agents; 1 if the answer is right).
+    RFT always keeps samples by execution; DPO has no reward."""
+    steps: int = 120
+    """Optimizer steps (GRPO, DPO; RFT: supervised steps over all its rounds)."""
+    policy: str = ""
+    """The starting policy: a causal-LM directory. Empty: the offline default, built
+    (supervised, on the world's base-orchestrator outputs) into OUT/policy, or reused
+    from there when present."""
+    rm: str = ""
+    """The reward-model directory (`orchrm train`'s model/). Empty: one is trained into
+    OUT/rm from the world logs (pairs mined as `orchrm demo` does), or reused."""
+    preset: str = "math"
+    """World preset of the training and held-out tasks."""
+    train_tasks: int = 300
+    """World tasks whose logs build the default policy, the reward model and DPO pairs,
+    and whose questions are the training prompts."""
+    log_samples: int = 8
+    """World-log samples per training task and world orchestrator (base, specialized)."""
+    rm_steps: int = 100
+    """Reward-model training steps when one is built here (batch 16, MiniLM)."""
+    rm_max_length: int = 128
+    """Reward-model tokens per text when one is built here."""
+    eval_tasks: int = 300
+    """Held-out world tasks (another seed than training) for the final evaluation."""
+    eval_samples: int = 8
+    """Orchestrations sampled per held-out task (majority vote is over these)."""
+    curve_points: int = 4
+    """Evaluations during training (plus the start and the end), on `curve_tasks`."""
+    curve_tasks: int = 100
+    """Held-out tasks of each curve point (the first of the evaluation tasks)."""
+    seed: int = 0
+    """Seeds the world (training tasks; held-out tasks use seed + 1), sampling and
+    training."""
+
+    # GRPO
+    num_generations: int = 8
+    """Samples per prompt: the group whose mean reward is each sample's baseline."""
+    prompts_per_step: int = 4
+    """Prompts per optimizer step (so num_generations x prompts_per_step samples)."""
+    lr: float = 1e-3
+    """Peak learning rate (GRPO, DPO and RFT); a tiny policy wants a large one, a 7B LoRA
+    around 1e-5."""
+    beta: float = 0.0
+    """KL coefficient against the starting policy (0: no reference model, as TRL's
+    default and Dr. GRPO)."""
+    scale_rewards: str = "none"
+    """`none`: advantage r(x, z_n) - mean_j r(x, z_j), the paper's; `group`: also divided
+    by the group's standard deviation; `batch`: by the batch's."""
+    temperature: float = 1.0
+    """Sampling temperature while training."""
+    max_completion_length: int = 96
+    """Most tokens a sampled orchestration may have (the offline policy's are ~35)."""
+    penalty: float | None = None
+    """Reward of an unparseable or invalid orchestration. None: the reward's default
+    (`orchrm`: -3.0, in units of the reward model's training-time spread; `execution`:
+    -1.0, below a wrong answer's 0)."""
+    normalize_rm: bool = True
+    """Orch-RM reward: (score - mean) / std with the model's training-time statistics,
+    so learning rates transfer between reward models."""
+
+    # RFT
+    rft_samples: int = 8
+    """Samples per prompt from which RFT keeps the best (by execution correctness)."""
+    rft_rounds: int = 2
+    """Sample-filter-fine-tune rounds; each samples with the latest policy."""
+
+    # DPO
+    dpo_beta: float = 0.1
+    """DPO's temperature on the log-ratio margin."""
+    dpo_lr: float = 5e-5
+    """DPO's peak learning rate: at GRPO's, the tiny policy's likelihood of both sides
+    collapses within 50 steps (valid plans fell from 91% to 16% at 3e-4)."""
+    dpo_sft_weight: float = 1.0
+    """Weight of a negative log-likelihood term on the chosen side (RPO; TRL's `sft` loss
+    type) beside the DPO loss, which keeps the plans well-formed; 0: plain DPO."""
+
+    policy_config: PolicyConfig = field(default_factory=PolicyConfig)
+    """The offline default policy, when it is built here."""
+    num_threads: int = 1
+    """CPU threads for PyTorch. One: on shared cores, two spin-waiting threads measured
+    up to 10x slower per step than one."""
+    progress: bool = True
+    """Progress bars on stderr."""
+
+    def check(self) -> None:
+        """Raise ValueError on a setting that cannot work."""
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
+        if self.scale_rewards not in ("none", "group", "batch"):
+            raise ValueError(f"scale_rewards must be none, group or batch: {self.scale_rewards!r}")
+        if self.num_generations < 2:
+            raise ValueError("GRPO needs at least 2 generations per prompt (a group)")
+        if self.steps < 1:
+            raise ValueError("steps must be at least 1")
+
+    @property
+    def run_name(self) -> str:
+        """The run's folder name under OUT: `grpo-orchrm`, `grpo-execution`, `rft`, `dpo`."""
+        return f"grpo-{self.reward}" if self.method == "grpo" else self.method

@@ -1,0 +1,282 @@
+"""Held-out evaluation of an orchestrator policy on world tasks, the training curve, and
+the comparison report (Markdown, JSON, PNG).
+
+For each held-out task the policy samples `samples` orchestrations. Three accuracies, each
+a mean over tasks with a 95% bootstrap interval over tasks:
+- expected: the mean of each orchestration's exact success probability on its task
+  (`orchrm.world.model.success_probability`, 0 when it does not parse or is invalid):
+  what executing the policy's orchestration scores on average, without execution noise.
+  The main comparison uses it: its intervals are several times tighter.
+- executed: each orchestration run once on the world's sub-agents, graded.
+- majority@N: the N executions vote on the answer (`orchrm.select.majority_selector`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from orchrm.grading import grade
+from orchrm.rl.policy import policy_prompt, sample
+from orchrm.rl.rewards import run_plans, runnable
+from orchrm.runtime.executor import RunItem
+from orchrm.select import Candidate, Task, majority_selector
+from orchrm.world.backend import WorldBackend
+from orchrm.world.generate import world_config
+from orchrm.world.model import success_probability
+from orchrm.world.tasks import WorldTask
+
+
+def bootstrap_ci(values: list[float], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean."""
+    if not values:
+        return (0.0, 0.0)
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
+@dataclass
+class PolicyEval:
+    """One evaluation of a policy on held-out tasks."""
+
+    step: int
+    tasks: int
+    samples: int
+    expected: float
+    expected_ci: tuple[float, float]
+    executed: float
+    executed_ci: tuple[float, float]
+    majority: float | None
+    majority_ci: tuple[float, float] | None
+    valid: float
+    """Share of sampled orchestrations that parse into a valid graph."""
+    parsed: float
+    """Share that parse at all (valid or not)."""
+    mean_tokens: float
+    """Mean tokens of a sampled orchestration."""
+    seconds: float
+    by_type: dict[str, float] = field(default_factory=dict)
+    """Share of agents of each sub-agent type in the valid samples (what the policy
+    learned to use)."""
+
+
+def evaluate_policy(
+    model,
+    tokenizer,
+    tasks: list[WorldTask],
+    samples: int,
+    step: int = 0,
+    seed: int = 0,
+    max_new_tokens: int = 96,
+    majority: bool = True,
+) -> PolicyEval:
+    """Sample, score in closed form, execute and vote (see the module docstring)."""
+    start = time.perf_counter()
+    prompts = [policy_prompt(t.question) for t in tasks]
+    drawn = sample(model, tokenizer, prompts, samples, max_new_tokens, seed=seed, batch_size=256)
+    config = world_config()
+    backend = WorldBackend(tasks, seed, None, config)
+    items, where = [], []
+    expected, parsed, types = [], 0, {}
+    plans = []
+    for t, group in zip(tasks, drawn, strict=True):
+        row = []
+        for s, draw in enumerate(group):
+            o = runnable(draw.text)
+            parsed += o is not None or _parses(draw.text)
+            row.append(o)
+            if o is not None:
+                items.append(RunItem(o, t.question, t.id, s))
+                where.append((len(plans), s))
+                for a in o.agents:
+                    types[a.type] = types.get(a.type, 0) + 1
+        plans.append(row)
+        expected.append(
+            statistics.fmean(success_probability(t, o, config) if o else 0.0 for o in row)
+        )
+    results = run_plans(backend, config, items)
+    answers = [[None] * samples for _ in tasks]
+    for (i, s), r in zip(where, results, strict=True):
+        answers[i][s] = r.answer
+    executed, voted = [], []
+    for t, row in zip(tasks, answers, strict=True):
+        right = [bool(grade(a, t.answer, t.domain)) if a is not None else False for a in row]
+        executed.append(sum(right) / samples)
+        if majority:
+            candidates = tuple(Candidate(None, a, c) for a, c in zip(row, right, strict=True))
+            chosen = majority_selector(Task(t.id, t.question, candidates, t.domain)).index
+            voted.append(float(right[chosen]))
+    total = len(tasks) * samples
+    n_agents = sum(types.values()) or 1
+    return PolicyEval(
+        step=step,
+        tasks=len(tasks),
+        samples=samples,
+        expected=statistics.fmean(expected),
+        expected_ci=bootstrap_ci(expected, seed=seed),
+        executed=statistics.fmean(executed),
+        executed_ci=bootstrap_ci(executed, seed=seed),
+        majority=statistics.fmean(voted) if majority else None,
+        majority_ci=bootstrap_ci(voted, seed=seed) if majority else None,
+        valid=len(items) / total,
+        parsed=parsed / total,
+        mean_tokens=statistics.fmean(d.tokens for group in drawn for d in group),
+        seconds=time.perf_counter() - start,
+        by_type={k: v / n_agents for k, v in sorted(types.items())},
+    )
+
+
+def _parses(text: str) -> bool:
+    from orchrm.parse import ParseError, parse_harmony
+
+    try:
+        parse_harmony(text)
+    except ParseError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- report
+
+
+@dataclass
+class RunReport:
+    """One trained policy (or the starting one) in the comparison table."""
+
+    name: str
+    final: PolicyEval
+    curve: list[PolicyEval] = field(default_factory=list)
+    tokens: dict[str, int] = field(default_factory=dict)
+    """Training tokens by kind (`policy`, `rm`, `execution`)."""
+    data_tokens: int = 0
+    """One-off sub-agent tokens behind the run's data (the executed world log its reward
+    model or DPO pairs were mined from); 0 when it needs none."""
+    wall_s: float = 0.0
+    """Training time (without the final evaluation)."""
+    steps: int = 0
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def training_tokens(self) -> int:
+        return sum(self.tokens.values())
+
+
+def _pct(x: float, ci) -> str:
+    return f"{100 * x:.1f} ({100 * ci[0]:.1f}-{100 * ci[1]:.1f})"
+
+
+def markdown(runs: list[RunReport], title: str) -> str:
+    """The comparison table."""
+    first = runs[0].final
+    lines = [
+        f"### {title}: {first.tasks} held-out tasks x {first.samples} samples",
+        "",
+        "| policy | expected acc % (95% CI) | executed acc % (95% CI) | majority@"
+        f"{first.samples} % (95% CI) | valid % | policy tokens | RM tokens | sub-agent tokens "
+        "| training tokens | data tokens (one-off) | steps | wall s |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in runs:
+        f = r.final
+        vote = _pct(f.majority, f.majority_ci) if f.majority is not None else "-"
+        t = r.tokens
+        lines.append(
+            f"| {r.name} | {_pct(f.expected, f.expected_ci)} | {_pct(f.executed, f.executed_ci)} "
+            f"| {vote} | {100 * f.valid:.1f} | {t.get('policy', 0):,} | {t.get('rm', 0):,} | "
+            f"{t.get('execution', 0):,} | {r.training_tokens:,} | {r.data_tokens:,} | {r.steps} "
+            f"| {r.wall_s:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(runs: list[RunReport], path: Path, title: str) -> Path:
+    """Expected held-out accuracy (with its interval) over training steps, one line per
+    run; the starting policy is every curve's step 0."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in runs:
+        if not r.curve:
+            continue
+        xs = [p.step for p in r.curve]
+        ax.plot(xs, [100 * p.expected for p in r.curve], marker="o", label=r.name)
+        ax.fill_between(
+            xs,
+            [100 * p.expected_ci[0] for p in r.curve],
+            [100 * p.expected_ci[1] for p in r.curve],
+            alpha=0.15,
+        )
+    ax.set(xlabel="training step", ylabel="expected held-out accuracy %", title=title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_report(runs: list[RunReport], out: str | Path, title: str, extra: dict) -> Path:
+    """report.md, report.json and curve.png into OUT."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    text = (
+        f"# orchrm rl: {title}\n\n"
+        "Expected accuracy: mean exact success probability of the sampled orchestrations "
+        "(no execution noise); executed: each sample run once; majority: the samples vote. "
+        "Intervals: 95% bootstrap over tasks. Training tokens = policy tokens generated + "
+        "reward-model input tokens + sub-agent tokens executed in the training loop; data "
+        "tokens: executing the world log the reward model or the DPO pairs came from "
+        "(paid once, shared).\n\n" + markdown(runs, title)
+    )
+    for key, value in extra.items():
+        text += f"\n{key}: {value}\n"
+    (out / "report.md").write_text(text)
+    payload = {
+        "runs": [
+            {**asdict(r), "training_tokens": r.training_tokens, "final": asdict(r.final)}
+            for r in runs
+        ],
+        **extra,
+    }
+    (out / "report.json").write_text(json.dumps(payload, indent=2))
+    plot_curves(runs, out / "curve.png", title)
+    return out / "report.md"
+
+
+class CurveCallback:
+    """A `transformers.TrainerCallback` that evaluates the policy being trained on
+    held-out tasks at chosen steps (expected and executed accuracy, no vote) and keeps
+    the points. Built by `curve_callback` so this module imports without transformers."""
+
+
+def curve_callback(tokenizer, tasks, samples: int, at_steps: set[int], seed: int, say=print):
+    """A callback that appends a `PolicyEval` to its `points` at each step in `at_steps`."""
+    from transformers import TrainerCallback
+
+    class _Curve(TrainerCallback, CurveCallback):
+        def __init__(self):
+            self.points: list[PolicyEval] = []
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if state.global_step not in at_steps or model is None:
+                return
+            training = model.training
+            point = evaluate_policy(
+                model, tokenizer, tasks, samples, state.global_step, seed, majority=False
+            )
+            model.train(training)
+            self.points.append(point)
+            say(
+                f"  step {point.step}: expected accuracy {100 * point.expected:.1f}% "
+                f"(valid {100 * point.valid:.0f}%)"
+            )
+
+    return _Curve()

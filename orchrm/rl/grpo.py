@@ -1,0 +1,73 @@
+"""GRPO through TRL's `GRPOTrainer`, with Orch-RM or execution as the reward.
+
+Each step samples `num_generations` orchestrations for each of `prompts_per_step`
+training questions, rewards them (`orchrm.rl.rewards`), and moves the policy along the
+group-relative advantage r(x, z_n) - mean_j r(x, z_j) (`scale_rewards="none"`, the
+paper's; `group` also divides by the group's spread). With the Orch-RM reward no
+sub-agent runs at all. Everything runs on the CPU here; on a GPU the same config takes
+`use_vllm=True` and a LoRA `peft_config` (README, "Training the orchestrator").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchrm.rl.config import RLConfig
+from orchrm.rl.policy import load_policy, save_policy
+
+
+def grpo_args(config: RLConfig, out: Path, save_steps: int):
+    """TRL's `GRPOConfig` for `config`: CPU, no vLLM, no mixed precision, no gradient
+    checkpointing (all three are TRL defaults meant for GPUs)."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(out / "checkpoints"),
+        max_steps=config.steps,
+        learning_rate=config.lr,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=max(1, config.steps // 20),
+        per_device_train_batch_size=config.num_generations * config.prompts_per_step,
+        gradient_accumulation_steps=1,
+        num_generations=config.num_generations,
+        max_completion_length=config.max_completion_length,
+        temperature=config.temperature,
+        beta=config.beta,
+        scale_rewards=config.scale_rewards,
+        use_cpu=True,
+        bf16=False,
+        activation_checkpointing=False,
+        disable_dropout=True,
+        save_strategy="steps",
+        save_steps=save_steps,
+        save_total_limit=2,
+        logging_steps=max(1, config.steps // 20),
+        report_to="none",
+        disable_tqdm=not config.progress,
+        seed=config.seed,
+        data_seed=config.seed,
+    )
+
+
+def train_grpo(
+    config: RLConfig, policy_dir: str | Path, reward_func, rows: list[dict], out: Path, callbacks=()
+):
+    """Train a copy of the policy in `policy_dir` with GRPO on the prompt `rows` (see
+    `orchrm.rl.data.prompt_rows`); checkpoints under OUT/checkpoints, the final policy in
+    OUT/model. Returns (model, tokenizer, the trainer's log history)."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    model, tokenizer = load_policy(policy_dir)
+    save_steps = max(1, config.steps // max(1, config.curve_points))
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_func,
+        args=grpo_args(config, out, save_steps),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+    )
+    trainer.train()
+    save_policy(trainer.model, tokenizer, out / "model")
+    return trainer.model, tokenizer, trainer.state.log_history

@@ -1,0 +1,316 @@
+"""orchrm.rl: the offline policy, the reward functions and their token accounting, GRPO,
+RFT and DPO steps through TRL, held-out evaluation, the verl reward, the CLI."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from orchrm.cli import app
+from orchrm.orchestration import render_for_rm
+from orchrm.rl import verl_reward
+from orchrm.rl.config import PolicyConfig, RLConfig
+from orchrm.rl.data import prompt_rows
+from orchrm.rl.evaluate import evaluate_policy
+from orchrm.rl.policy import (
+    load_policy,
+    new_policy,
+    policy_prompt,
+    sample,
+    save_policy,
+    sft,
+    train_tokenizer,
+)
+from orchrm.rl.rewards import ExecutionReward, OrchRMReward, TokenLedger, runnable
+from orchrm.rm.model import METADATA, OrchRM
+from orchrm.world.backend import WorldBackend
+from orchrm.world.generate import world_config
+from orchrm.world.orchestrators import orchestrators
+from orchrm.world.tasks import generate_tasks
+from tests.test_rm import tiny_decoder
+
+TINY = PolicyConfig(n_layer=1, n_embd=64, n_head=2, n_positions=256, sft_steps=300)
+BROKEN = "<thinking>half a plan</thinking>\n<agent>\n  <agent_id>A</agent_id>"
+DANGLING = (
+    "<agent><agent_id>A</agent_id><agent_name>CoTAgent</agent_name><agent_description>x"
+    "</agent_description><required_arguments><agent_input></agent_input>"
+    "</required_arguments></agent>\n<edge><from>Ghost</from><to>A</to></edge>"
+)
+
+
+def _params(model) -> torch.Tensor:
+    return torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+
+@pytest.fixture(scope="module")
+def world():
+    tasks = generate_tasks("math", 8, seed=5)
+    base = orchestrators(5)["base"]
+    examples = [(policy_prompt(t.question), base.write(t, s)[0]) for t in tasks for s in range(2)]
+    return tasks, examples
+
+
+@pytest.fixture(scope="module")
+def policy_dir(world, tmp_path_factory) -> Path:
+    """A tiny policy fine-tuned on 16 base-orchestrator outputs (as the default one is
+    built, smaller)."""
+    torch.set_num_threads(1)
+    _, examples = world
+    tokenizer = train_tokenizer([p for p, _ in examples] + [c for _, c in examples], 2048)
+    model = new_policy(tokenizer, TINY)
+    result = sft(model, tokenizer, examples, TINY.sft_steps, 16, 3e-3, progress=False)
+    assert result["losses"][-1] < result["losses"][0] / 5
+    return save_policy(model, tokenizer, tmp_path_factory.mktemp("policy") / "p")
+
+
+@pytest.fixture(scope="module")
+def rm_dir(world, tmp_path_factory) -> Path:
+    """A tiny random decoder reward model with orchrm metadata."""
+    tasks, examples = world
+    folder = tmp_path_factory.mktemp("rm") / "rm"
+    texts = [render_for_rm(t.question, o) for t in tasks for _, c in examples if (o := runnable(c))]
+    tiny_decoder(folder, texts)
+    (folder / METADATA).write_text(
+        json.dumps({"max_length": 128, "reward_mean": 0.5, "reward_std": 2.0})
+    )
+    return folder
+
+
+def test_sft_policy_writes_parseable_orchestrations_and_reloads(policy_dir, world):
+    tasks, _ = world
+    model, tokenizer = load_policy(policy_dir)
+    drawn = sample(model, tokenizer, [policy_prompt(t.question) for t in tasks], 4, 96, seed=1)
+    texts = [d.text for group in drawn for d in group]
+    assert sum(runnable(t) is not None for t in texts) / len(texts) >= 0.5
+    assert all(0 < d.tokens <= 96 for group in drawn for d in group)
+
+
+def test_tokenizer_round_trips_text_it_never_saw(world):
+    _, examples = world
+    tokenizer = train_tokenizer([c for _, c in examples], 300)
+    text = "<agent_id>Zeta_9</agent_id> ünïcode ${X} \n\t done"
+    assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+
+
+def test_orchrm_reward_scores_valid_plans_and_penalizes_the_rest(rm_dir, world):
+    tasks, examples = world
+    rm = OrchRM.load(rm_dir, device="cpu")
+    ledger = TokenLedger()
+    reward = OrchRMReward(rm, penalty=-7.0, ledger=ledger)
+    valid = next(c for _, c in examples if runnable(c))
+    completions = [valid, BROKEN, DANGLING, valid]
+    question = [tasks[0].question] * 4
+    out = reward(
+        [""] * 4, completions, completion_ids=[[1] * 5, [1] * 3, [1], [1] * 2], question=question
+    )
+    expected = rm.normalize(rm.score_texts([rm.render(question[0], runnable(valid))]))[0]
+    assert out[1] == out[2] == -7.0
+    assert out[0] == pytest.approx(expected, abs=1e-5) and out[3] == out[0]
+    row = ledger.rows[-1]
+    one = len(rm.tokenizer(rm.render(question[0], runnable(valid)))["input_ids"])
+    # The cached duplicate still counts: tokens are what scoring every request costs.
+    assert row["rm"] == 2 * one and row["policy"] == 11 and row["execution"] == 0
+    assert row["valid"] == 0.5 and ledger.totals["rm"] == 2 * one
+
+
+def test_execution_reward_runs_plans_and_counts_sub_agent_tokens(world):
+    tasks, examples = world
+    config = world_config()
+    ledger = TokenLedger()
+    reward = ExecutionReward(WorldBackend(tasks, 5, None, config), config, -1.0, ledger)
+    plan = next(c for _, c in examples if runnable(c))
+    t = tasks[0]
+    rows = prompt_rows([t] * 4)
+    completions = [f"<answer>{t.answer}</answer>", "<answer>-1</answer>", BROKEN, plan]
+    out = reward(
+        [r["prompt"] for r in rows],
+        completions,
+        **{k: [r[k] for r in rows] for k in ("question", "task_id", "answer", "domain")},
+    )
+    assert out[:3] == [1.0, 0.0, -1.0] and out[3] in (0.0, 1.0)
+    assert ledger.rows[-1]["execution"] > 0 and ledger.rows[-1]["rm"] == 0
+
+
+def test_ledger_writes_every_row(tmp_path):
+    ledger = TokenLedger(tmp_path / "tokens.jsonl")
+    ledger.add(0, policy=10, rm=5, reward=0.5)
+    ledger.add(1, policy=3, execution=100)
+    rows = [json.loads(x) for x in (tmp_path / "tokens.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1]
+    assert rows[-1]["total"] == {"policy": 13, "rm": 5, "execution": 100}
+    assert ledger.total == 118
+
+
+def _config(tmp_path: Path, **kw) -> RLConfig:
+    base = RLConfig(
+        out=str(tmp_path),
+        steps=2,
+        num_generations=4,
+        prompts_per_step=2,
+        max_completion_length=64,
+        curve_points=1,
+        eval_samples=2,
+        rft_samples=2,
+        rft_rounds=1,
+        progress=False,
+    )
+    return replace(base, **kw)
+
+
+def test_grpo_steps_through_trl_move_the_weights(policy_dir, rm_dir, world, tmp_path):
+    from orchrm.rl.grpo import train_grpo
+
+    tasks, _ = world
+    ledger = TokenLedger()
+    reward = OrchRMReward(OrchRM.load(rm_dir, device="cpu"), ledger=ledger)
+    before = _params(load_policy(policy_dir)[0])
+    model, _, _ = train_grpo(
+        _config(tmp_path, lr=1e-2), policy_dir, reward, prompt_rows(tasks), tmp_path
+    )
+    assert not torch.equal(before, _params(model))
+    assert len(ledger.rows) == 2 and ledger.totals["policy"] > 0 and ledger.totals["rm"] > 0
+    assert (tmp_path / "model" / "model.safetensors").exists()
+    assert any((tmp_path / "checkpoints").glob("checkpoint-*"))
+
+
+def test_rft_keeps_right_samples_and_fine_tunes(policy_dir, world, tmp_path):
+    from orchrm.rl.rft import train_rft
+
+    tasks, _ = world
+    config = world_config()
+    ledger = TokenLedger()
+    before = _params(load_policy(policy_dir)[0])
+    rows = prompt_rows(tasks)
+    model, _ = train_rft(
+        _config(tmp_path, rft_samples=4),
+        policy_dir,
+        rows,
+        WorldBackend(tasks, 5, None, config),
+        config,
+        ledger,
+        tmp_path,
+    )
+    row = ledger.rows[0]
+    assert row["kept"] > 0 and row["execution"] > 0 and row["policy"] > 0
+    assert not torch.equal(before, _params(model))
+
+
+def test_dpo_steps_through_trl_move_the_weights(policy_dir, world, tmp_path):
+    from orchrm.rl.dpo import train_dpo
+
+    _, examples = world
+    rows = [{"prompt": p, "chosen": c, "rejected": BROKEN} for p, c in examples[:8]]
+    before = _params(load_policy(policy_dir)[0])
+    model, _, _ = train_dpo(_config(tmp_path, lr=1e-2), policy_dir, rows, tmp_path)
+    assert not torch.equal(before, _params(model))
+
+
+def test_evaluation_reports_expected_executed_and_majority_accuracy(policy_dir, world):
+    tasks, _ = world
+    model, tokenizer = load_policy(policy_dir)
+    ev = evaluate_policy(model, tokenizer, tasks, 3, seed=2)
+    assert ev.tasks == len(tasks) and ev.samples == 3
+    for value, (lo, hi) in (
+        (ev.expected, ev.expected_ci),
+        (ev.executed, ev.executed_ci),
+        (ev.majority, ev.majority_ci),
+    ):
+        assert 0.0 <= lo <= value <= hi <= 1.0
+    assert 0.0 < ev.valid <= ev.parsed <= 1.0
+
+
+def test_verl_calls_compute_score_with_keywords(rm_dir, world, monkeypatch):
+    tasks, examples = world
+    monkeypatch.setenv(verl_reward.RM_PATH_ENV, str(rm_dir))
+    monkeypatch.delenv(verl_reward.RM_URL_ENV, raising=False)
+    plan = next(c for _, c in examples if runnable(c))
+    extra = {"question": tasks[0].question, "index": 0}
+    # As verl's NaiveRewardManager calls it: keyword arguments, one response at a time.
+    result = verl_reward.compute_score(
+        data_source="world/math", solution_str=plan, ground_truth=tasks[0].answer, extra_info=extra
+    )
+    rm = OrchRM.load(rm_dir, device="cpu")
+    expected = rm.normalize(rm.score_texts([rm.render(tasks[0].question, runnable(plan))]))[0]
+    assert result["score"] == pytest.approx(expected, abs=1e-5) and result["valid"] == 1.0
+    assert result["rm_tokens"] > 0
+    bad = verl_reward.compute_score(
+        data_source="world/math", solution_str=BROKEN, ground_truth="1", extra_info=extra
+    )
+    assert bad == {"score": verl_reward.DEFAULT_PENALTY, "valid": 0.0, "rm_tokens": 0}
+    # The batch reward manager's form, with reward kwargs as verl passes them.
+    batch = verl_reward.compute_score_batch(
+        data_sources=["a", "a"],
+        solution_strs=[plan, BROKEN],
+        ground_truths=["1", "1"],
+        extra_infos=[extra, extra],
+        penalty=-5.0,
+    )
+    assert batch[0]["score"] == pytest.approx(result["score"]) and batch[1]["score"] == -5.0
+    with pytest.raises(ValueError, match="question"):
+        verl_reward.compute_score("a", plan, "1", extra_info={})
+
+
+def test_verl_reward_scores_through_the_http_service(world):
+    tasks, examples = world
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # the service's /score contract
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, body, self.headers.get("Authorization")))
+            payload = {"results": [{"score": 2.5, "status": "ok", "tokens": 42}], "tokens": 42}
+            data = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        plan = next(c for _, c in examples if runnable(c))
+        url = f"http://127.0.0.1:{server.server_port}"
+        result = verl_reward.compute_score(
+            data_source="math",
+            solution_str=plan,
+            ground_truth="1",
+            extra_info={"question": tasks[0].question},
+            rm_url=url,
+        )
+    finally:
+        server.shutdown()
+    assert result == {"score": 2.5, "valid": 1.0, "rm_tokens": 42}
+    path, body, _ = seen[0]
+    assert path == "/score" and body == {"question": tasks[0].question, "orchestrations": [plan]}
+
+
+def test_rl_command_runs_end_to_end_and_reports(policy_dir, rm_dir, tmp_path):
+    runner = CliRunner()
+    args = ["rl", "--out", str(tmp_path), "--policy", str(policy_dir), "--rm", str(rm_dir)]
+    args += ["--steps", "2", "--num-generations", "2", "--prompts-per-step", "2"]
+    args += ["--train-tasks", "6", "--eval-tasks", "4", "--eval-samples", "2", "--quiet"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "grpo-orchrm" / "report.json").read_text())
+    start, trained = report["runs"]
+    assert start["steps"] == 0 and start["training_tokens"] == 0
+    assert trained["name"] == "grpo-orchrm" and trained["steps"] == 2
+    assert trained["tokens"]["rm"] > 0 and trained["tokens"]["execution"] == 0
+    assert (tmp_path / "grpo-orchrm" / "curve.png").exists()
+    assert trained["curve"][0]["step"] == 0 and trained["curve"][-1]["step"] == 2
+
+
+def test_rl_command_rejects_an_unknown_method(tmp_path):
+    result = CliRunner().invoke(app, ["rl", "--out", str(tmp_path), "--method", "ppo"])
+    assert result.exit_code == 2 and "method must be one of" in result.output

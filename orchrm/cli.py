@@ -11,6 +11,7 @@ from rich.table import Table
 
 from orchrm import __version__
 from orchrm.parse import ParseSummary, summarize_file
+from orchrm.rl.command import rl_command
 from orchrm.serve.command import serve_command
 
 app = typer.Typer(
@@ -830,3 +831,4 @@ def demo_command(
 
 
 app.command("serve")(serve_command)
+app.command("rl")(rl_command)

@@ -118,6 +118,9 @@ def test_orchrm_reward_scores_valid_plans_and_penalizes_the_rest(rm_dir, world):
     # The cached duplicate still counts: tokens are what scoring every request costs.
     assert row["rm"] == 2 * one and row["policy"] == 11 and row["execution"] == 0
     assert row["valid"] == 0.5 and ledger.totals["rm"] == 2 * one
+    # A chat model's completions arrive as messages (conversational prompts).
+    chat = reward([[]], [[{"role": "assistant", "content": valid}]], question=question[:1])
+    assert chat == [out[0]]
 
 
 def test_execution_reward_runs_plans_and_counts_sub_agent_tokens(world):
@@ -136,6 +139,15 @@ def test_execution_reward_runs_plans_and_counts_sub_agent_tokens(world):
     )
     assert out[:3] == [1.0, 0.0, -1.0] and out[3] in (0.0, 1.0)
     assert ledger.rows[-1]["execution"] > 0 and ledger.rows[-1]["rm"] == 0
+
+
+def test_chat_prompt_rows_carry_the_full_orchestrator_prompt(world):
+    tasks, _ = world
+    row = prompt_rows(tasks[:1], chat=True)[0]
+    assert (
+        row["prompt"][0]["role"] == "system" and tasks[0].question in row["prompt"][-1]["content"]
+    )
+    assert row["answer"] == tasks[0].answer and row["task_id"] == tasks[0].id
 
 
 def test_ledger_writes_every_row(tmp_path):

@@ -25,6 +25,7 @@ from orchrm.rl.policy import (
     sft,
     train_tokenizer,
 )
+from orchrm.runtime import prompts
 from orchrm.world.tasks import WorldTask, generate_tasks
 
 
@@ -49,12 +50,15 @@ def eval_tasks(config: RLConfig) -> list[WorldTask]:
     return generate_tasks(config.preset, config.eval_tasks, config.seed + 1)
 
 
-def prompt_rows(tasks: list[WorldTask]) -> list[dict]:
-    """GRPO's dataset rows: the policy's `prompt`, plus the columns the reward functions
-    read (`question`, `task_id`, `answer`, `domain`)."""
+def prompt_rows(tasks, chat: bool = False, dom: str = "high") -> list[dict]:
+    """GRPO's dataset rows for tasks (world tasks, or `orchrm.runtime.run.Task`s read
+    from a benchmark): the `prompt`, plus the columns the reward functions read
+    (`question`, `task_id`, `answer`, `domain`). `chat`: the full orchestrator prompt of
+    `orchrm.runtime.prompts` as messages, for a chat model (the GPU path); else the tiny
+    policy's compact prompt."""
     return [
         {
-            "prompt": policy_prompt(t.question),
+            "prompt": prompts.orchestrator(t.question, dom) if chat else policy_prompt(t.question),
             "question": t.question,
             "task_id": t.id,
             "answer": t.answer,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchrm.rl.config import RLConfig
+from orchrm.rl.grpo import quiet_logs
 from orchrm.rl.policy import load_policy, save_policy
 
 
@@ -55,6 +56,7 @@ def train_dpo(config: RLConfig, policy_dir: str | Path, rows: list[dict], out: P
         processing_class=tokenizer,
         callbacks=list(callbacks),
     )
+    quiet_logs(trainer, config.progress)
     trainer.train()
     save_policy(trainer.model, tokenizer, out / "model")
     return trainer.model, tokenizer, trainer.state.log_history

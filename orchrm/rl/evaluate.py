@@ -237,7 +237,8 @@ def write_report(runs: list[RunReport], out: str | Path, title: str, extra: dict
         "(paid once, shared).\n\n" + markdown(runs, title)
     )
     for key, value in extra.items():
-        text += f"\n{key}: {value}\n"
+        if not isinstance(value, dict):  # the config and other nested numbers: JSON only
+            text += f"\n{key}: {value}\n"
     (out / "report.md").write_text(text)
     payload = {
         "runs": [

@@ -49,6 +49,15 @@ def grpo_args(config: RLConfig, out: Path, save_steps: int):
     )
 
 
+def quiet_logs(trainer, progress: bool) -> None:
+    """Keep the trainer's metrics in its log history (and the token ledger) but off the
+    console: without a progress bar, transformers prints every log as a dict."""
+    from transformers.trainer_callback import PrinterCallback
+
+    if not progress:
+        trainer.remove_callback(PrinterCallback)
+
+
 def train_grpo(
     config: RLConfig, policy_dir: str | Path, reward_func, rows: list[dict], out: Path, callbacks=()
 ):
@@ -68,6 +77,7 @@ def train_grpo(
         processing_class=tokenizer,
         callbacks=list(callbacks),
     )
+    quiet_logs(trainer, config.progress)
     trainer.train()
     save_policy(trainer.model, tokenizer, out / "model")
     return trainer.model, tokenizer, trainer.state.log_history

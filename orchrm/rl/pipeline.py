@@ -140,7 +140,9 @@ def train_run(config: RLConfig, prep: Prepared, say=print) -> RunReport:
         if config.reward == "orchrm":
             from orchrm.rm.model import OrchRM
 
-            rm = OrchRM.load(prep.rm_dir, device="cpu", batch_size=64)
+            # Forward passes of 8: on a CPU, padding a bigger batch to its longest text costs
+            # more than batching saves (32 texts: 0.81 s in 8s, 1.01 s in one batch).
+            rm = OrchRM.load(prep.rm_dir, device="cpu", batch_size=8)
             reward = OrchRMReward(rm, penalty, config.normalize_rm, ledger)
             data_tokens = prep.logs.execution_tokens if not config.rm else 0
             notes["reward model"] = str(prep.rm_dir)

@@ -38,6 +38,14 @@ TOKEN_KINDS = ("policy", "rm", "execution")
 sub-agents executing orchestrations."""
 
 
+def completion_text(completion) -> str:
+    """The text of a completion: TRL passes strings for plain prompts and a list of
+    messages for conversational ones (a chat model's prompt), whose last is the reply."""
+    if isinstance(completion, str):
+        return completion
+    return str(completion[-1].get("content") or "") if completion else ""
+
+
 def runnable(text: str) -> Orchestration | None:
     """The orchestration in a completion when it parses into a valid graph, else None."""
     try:
@@ -112,7 +120,7 @@ class OrchRMReward:
     def __call__(self, prompts, completions, completion_ids=None, question=None, **kwargs):
         if question is None:
             raise ValueError("the Orch-RM reward needs a `question` column in the dataset")
-        plans = [runnable(c) for c in completions]
+        plans = [runnable(completion_text(c)) for c in completions]
         texts = {
             n: self.rm.render(q, o)
             for n, (q, o) in enumerate(zip(question, plans, strict=True))
@@ -172,7 +180,7 @@ class ExecutionReward:
             raise ValueError("the execution reward needs `question` and `answer` columns")
         task_id = task_id or [""] * len(completions)
         domain = domain or [""] * len(completions)
-        plans = [runnable(c) for c in completions]
+        plans = [runnable(completion_text(c)) for c in completions]
         index = [n for n, o in enumerate(plans) if o is not None]
         items = []
         for n in index:

@@ -326,3 +326,39 @@ def test_rl_command_runs_end_to_end_and_reports(policy_dir, rm_dir, tmp_path):
 def test_rl_command_rejects_an_unknown_method(tmp_path):
     result = CliRunner().invoke(app, ["rl", "--out", str(tmp_path), "--method", "ppo"])
     assert result.exit_code == 2 and "method must be one of" in result.output
+
+
+def test_rl_on_your_own_tasks_with_a_lora(policy_dir, rm_dir, world, tmp_path):
+    """The GPU user's path on the CPU: a task file, a LoRA on the policy, Orch-RM reward."""
+    tasks, _ = world
+    task_file = tmp_path / "tasks.jsonl"
+    task_file.write_text("".join(json.dumps({"question": t.question}) + "\n" for t in tasks))
+    args = ["rl", "--out", str(tmp_path / "out"), "--policy", str(policy_dir)]
+    args += ["--rm", str(rm_dir), "--tasks", str(task_file), "--lora-r", "4", "--steps", "2"]
+    args += ["--num-generations", "2", "--prompts-per-step", "2", "--lr", "1e-2", "--quiet"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "out" / "grpo-orchrm"
+    report = json.loads((out / "report.json").read_text())
+    assert report["tasks"] == len(tasks) and report["chat"] is False
+    assert report["tokens"]["rm"] > 0 and report["tokens"]["execution"] == 0
+    assert [c["last_step"] for c in report["curve"]][-1] >= 1
+    merged = load_policy(out / "model")[0]  # the LoRA merged into a plain causal LM
+    assert not torch.equal(_params(load_policy(policy_dir)[0]), _params(merged))
+    assert "mean reward" in (out / "report.md").read_text()
+
+
+def test_rl_on_tasks_refuses_what_it_cannot_do(rm_dir, tmp_path):
+    task_file = tmp_path / "tasks.jsonl"
+    task_file.write_text('{"question": "What is 2+3?"}\n')
+    base = ["rl", "--out", str(tmp_path), "--tasks", str(task_file)]
+    result = CliRunner().invoke(app, [*base, "--reward", "execution"])
+    assert result.exit_code == 2 and "Orch-RM-reward GRPO only" in result.output
+    result = CliRunner().invoke(app, base)
+    assert result.exit_code == 2 and "needs a reward model" in result.output
+    result = CliRunner().invoke(app, [*base, "--rm", str(rm_dir)])
+    assert result.exit_code == 2 and "needs a starting policy" in result.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "ok"}\nnot json\n')
+    result = CliRunner().invoke(app, [*base[:3], str(bad), "--rm", str(rm_dir), "--policy", "x"])
+    assert result.exit_code == 2 and "bad.jsonl" in result.output

@@ -32,6 +32,22 @@ def rl_command(
         "grpo-orchrm,grpo-execution,rft,dpo", "--runs", help="Runs for --compare."
     ),
     preset: str = typer.Option(_D.preset, "--preset", help="World preset."),
+    tasks: str = typer.Option(
+        "",
+        "--tasks",
+        help="Your own tasks instead of the world's: a JSONL of questions, or NAME:PATH "
+        "(aime, hotpotqa, browsecomp-plus, gpqa). Orch-RM-reward GRPO only; needs --policy "
+        "and --rm.",
+    ),
+    chat: bool = typer.Option(
+        None,
+        "--chat/--no-chat",
+        help="Full orchestrator prompt as chat messages (default: when the policy's "
+        "tokenizer has a chat template).",
+    ),
+    lora_r: int = typer.Option(_D.lora_r, "--lora-r", min=0, help="LoRA rank (0: full)."),
+    lora_alpha: int = typer.Option(_D.lora_alpha, "--lora-alpha", min=1),
+    vllm: bool = typer.Option(False, "--vllm", help="Sample with vLLM (GPU, colocated)."),
     lr: float = typer.Option(_D.lr, "--lr", help="Peak learning rate."),
     beta: float = typer.Option(_D.beta, "--beta", help="GRPO KL coefficient (0: none)."),
     num_generations: int = typer.Option(
@@ -57,7 +73,7 @@ def rl_command(
     from rich.console import Console
 
     from orchrm.rl.pipeline import compare as run_compare
-    from orchrm.rl.pipeline import run
+    from orchrm.rl.pipeline import run, run_tasks
 
     console = Console()
     config = RLConfig(
@@ -68,6 +84,11 @@ def rl_command(
         policy=str(policy) if policy else "",
         rm=str(rm) if rm else "",
         preset=preset,
+        tasks=tasks,
+        chat=chat,
+        lora_r=lora_r,
+        lora_alpha=lora_alpha,
+        vllm=vllm,
         lr=lr,
         beta=beta,
         num_generations=num_generations,
@@ -84,7 +105,9 @@ def rl_command(
     say = lambda m: console.print(m, highlight=False)  # noqa: E731
     try:
         config.check()
-        if compare:
+        if tasks:
+            report = run_tasks(config, say)
+        elif compare:
             report = run_compare(config, [r.strip() for r in runs.split(",") if r.strip()], say)
         else:
             report = run(config, say)

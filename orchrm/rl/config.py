@@ -60,6 +60,25 @@ class RLConfig:
     OUT/rm from the world logs (pairs mined as `orchrm demo` does), or reused."""
     preset: str = "math"
     """World preset of the training and held-out tasks."""
+    tasks: str = ""
+    """Train on your own tasks instead of the world's: a JSONL file of questions
+    (`orchrm.runtime.run.load_tasks`), or `NAME:PATH` for a benchmark file
+    (`orchrm.loaders.load_benchmark`: aime, hotpotqa, browsecomp-plus, gpqa). Only
+    Orch-RM-reward GRPO (nothing to execute, so no LLM server) and it needs `rm`; there
+    are no world tasks to evaluate on, so evaluate the trained policy with `orchrm run`
+    and `orchrm eval`."""
+    chat: bool | None = None
+    """Give the policy the full orchestrator prompt (`orchrm.runtime.prompts`) as chat
+    messages. None: when its tokenizer has a chat template (an instruct LLM), else the
+    tiny policy's compact prompt."""
+    lora_r: int = 0
+    """LoRA rank of the policy's adapter (0: train every weight, as the tiny policy does;
+    the paper's setting for a 7B orchestrator is a LoRA)."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator."""
+    vllm: bool = False
+    """Generate GRPO's samples with vLLM (TRL's colocate mode; a GPU with vllm
+    installed)."""
     train_tasks: int = 300
     """World tasks whose logs build the default policy, the reward model and DPO pairs,
     and whose questions are the training prompts."""
@@ -144,6 +163,16 @@ class RLConfig:
             raise ValueError("GRPO needs at least 2 generations per prompt (a group)")
         if self.steps < 1:
             raise ValueError("steps must be at least 1")
+        if self.lora_r < 0:
+            raise ValueError(f"lora_r must be 0 (no LoRA) or more, got {self.lora_r}")
+        if self.tasks:
+            if self.method != "grpo" or self.reward != "orchrm":
+                raise ValueError(
+                    "training on --tasks is Orch-RM-reward GRPO only (--method grpo --reward "
+                    "orchrm): the execution reward, RFT and DPO run on the offline world"
+                )
+            if not self.rm:
+                raise ValueError("training on --tasks needs a reward model (--rm DIR)")
 
     @property
     def run_name(self) -> str:

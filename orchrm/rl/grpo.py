@@ -5,11 +5,13 @@ training questions, rewards them (`orchrm.rl.rewards`), and moves the policy alo
 group-relative advantage r(x, z_n) - mean_j r(x, z_j) (`scale_rewards="none"`, the
 paper's; `group` also divides by the group's spread). With the Orch-RM reward no
 sub-agent runs at all. Everything runs on the CPU here; on a GPU the same config takes
-`use_vllm=True` and a LoRA `peft_config` (README, "Training the orchestrator").
+`use_vllm=True` (`RLConfig.vllm`) and a LoRA `peft_config` (`RLConfig.lora_r`); see the
+README, "Training the orchestrator".
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from orchrm.rl.config import RLConfig
@@ -17,10 +19,13 @@ from orchrm.rl.policy import load_policy, save_policy
 
 
 def grpo_args(config: RLConfig, out: Path, save_steps: int):
-    """TRL's `GRPOConfig` for `config`: CPU, no vLLM, no mixed precision, no gradient
-    checkpointing (all three are TRL defaults meant for GPUs)."""
+    """TRL's `GRPOConfig` for `config`. On a CPU: no vLLM, no mixed precision, no
+    activation checkpointing (TRL defaults meant for GPUs). On CUDA: bf16 where the GPU
+    has it, activation checkpointing for a LoRA run, vLLM when `config.vllm`."""
+    import torch
     from trl import GRPOConfig
 
+    cuda = torch.cuda.is_available()
     return GRPOConfig(
         output_dir=str(out / "checkpoints"),
         max_steps=config.steps,
@@ -34,9 +39,11 @@ def grpo_args(config: RLConfig, out: Path, save_steps: int):
         temperature=config.temperature,
         beta=config.beta,
         scale_rewards=config.scale_rewards,
-        use_cpu=True,
-        bf16=False,
-        activation_checkpointing=False,
+        use_cpu=not cuda,
+        bf16=cuda and torch.cuda.is_bf16_supported(),
+        activation_checkpointing=cuda and config.lora_r > 0,
+        use_vllm=config.vllm,
+        **({"vllm_mode": "colocate"} if config.vllm else {}),
         disable_dropout=True,
         save_strategy="steps",
         save_steps=save_steps,
@@ -46,6 +53,21 @@ def grpo_args(config: RLConfig, out: Path, save_steps: int):
         disable_tqdm=not config.progress,
         seed=config.seed,
         data_seed=config.seed,
+    )
+
+
+def lora_config(config: RLConfig):
+    """peft's `LoraConfig` on every linear layer when `config.lora_r`, else None."""
+    if not config.lora_r:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=0.0,
+        target_modules="all-linear",
+        task_type="CAUSAL_LM",
     )
 
 
@@ -76,8 +98,14 @@ def train_grpo(
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         callbacks=list(callbacks),
+        peft_config=lora_config(config),
     )
     quiet_logs(trainer, config.progress)
-    trainer.train()
-    save_policy(trainer.model, tokenizer, out / "model")
-    return trainer.model, tokenizer, trainer.state.log_history
+    with warnings.catch_warnings():  # transformers' own deprecated call, once per step
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+        trainer.train()
+    model = trainer.model
+    if hasattr(model, "merge_and_unload"):  # a LoRA: OUT/model is the merged policy
+        model = model.merge_and_unload()
+    save_policy(model, tokenizer, out / "model")
+    return model, tokenizer, trainer.state.log_history

@@ -247,5 +247,102 @@ def compare(config: RLConfig, runs: list[str] | None = None, say=print) -> Path:
     return write_report(reports, config.out, f"world {config.preset}", extra)
 
 
+def load_task_file(spec: str) -> list:
+    """The tasks of `RLConfig.tasks`: `NAME:PATH` for a benchmark file, else a JSONL file
+    of questions."""
+    from orchrm.loaders import BENCHMARKS, load_benchmark
+    from orchrm.runtime.run import load_tasks
+
+    name, sep, path = spec.partition(":")
+    tasks = load_benchmark(name, path) if sep and name in BENCHMARKS else load_tasks(spec)
+    if not tasks:
+        raise ValueError(f"{spec}: no tasks")
+    return tasks
+
+
+def run_tasks(config: RLConfig, say=print) -> Path:
+    """Orch-RM-reward GRPO of `config.policy` on your own tasks (`config.tasks`): no
+    world, no execution; writes OUT/grpo-orchrm/{model/, checkpoints/, tokens.jsonl,
+    report.md, report.json}. The report has the reward and the share of valid plans over
+    training and the token totals; the policy is evaluated with `orchrm run` + `eval`."""
+    from transformers import AutoTokenizer
+
+    from orchrm.rl.grpo import train_grpo
+    from orchrm.rm.model import OrchRM
+
+    config.check()
+    if not config.policy:
+        raise ValueError("training on --tasks needs a starting policy (--policy DIR or name)")
+    started = time.perf_counter()
+    tasks = load_task_file(config.tasks)
+    chat = config.chat
+    if chat is None:
+        try:
+            chat = AutoTokenizer.from_pretrained(config.policy).chat_template is not None
+        except OSError as err:
+            raise ValueError(f"--policy {config.policy}: {err}") from None
+    rows = data.prompt_rows(tasks, chat=chat)
+    out = Path(config.out) / config.run_name
+    out.mkdir(parents=True, exist_ok=True)
+    cuda = torch.cuda.is_available()
+    if not cuda:
+        torch.set_num_threads(config.num_threads)
+    rm = OrchRM.load(config.rm, device="cuda" if cuda else "cpu", batch_size=64 if cuda else 8)
+    ledger = TokenLedger(out / "tokens.jsonl")
+    penalty = config.penalty if config.penalty is not None else PENALTIES[config.reward]
+    say(f"{config.run_name}: {len(tasks)} tasks from {config.tasks}, {config.steps} steps")
+    train_grpo(
+        config, config.policy, OrchRMReward(rm, penalty, config.normalize_rm, ledger), rows, out
+    )
+    seconds = time.perf_counter() - started
+    lines = [
+        f"# orchrm rl: {config.run_name} on {config.tasks}\n",
+        f"{len(tasks)} tasks, policy {config.policy}, reward model {config.rm}, "
+        f"{'chat' if chat else 'compact'} prompt, LoRA r={config.lora_r or 'none'}, "
+        f"{round(seconds)} s.\n",
+        "| steps | mean reward | valid % |",
+        "| --- | ---: | ---: |",
+    ]
+    rows_by_tenth = _tenths(ledger.rows)
+    for first, last, reward, valid in rows_by_tenth:
+        lines.append(f"| {first}-{last} | {reward:.3f} | {100 * valid:.1f} |")
+    totals = dict(ledger.totals)
+    lines.append(
+        f"\ntraining tokens: policy {totals['policy']:,}, reward model {totals['rm']:,}, "
+        f"sub-agents {totals['execution']:,}"
+    )
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    payload = {
+        "tasks": len(tasks),
+        "chat": chat,
+        "seconds": round(seconds),
+        "tokens": totals,
+        "curve": [
+            {"first_step": f, "last_step": la, "reward": r, "valid": v}
+            for f, la, r, v in rows_by_tenth
+        ],
+        "config": _config_dict(config),
+    }
+    (out / "report.json").write_text(json.dumps(payload, indent=2))
+    return out / "report.md"
+
+
+def _tenths(rows: list[dict]) -> list[tuple[int, int, float, float]]:
+    """Mean reward and valid share over each tenth of the ledger's rows."""
+    chunks = []
+    size = max(1, len(rows) // 10)
+    for i in range(0, len(rows), size):
+        part = rows[i : i + size]
+        chunks.append(
+            (
+                part[0]["step"],
+                part[-1]["step"],
+                sum(r.get("reward", 0.0) for r in part) / len(part),
+                sum(r.get("valid", 0.0) for r in part) / len(part),
+            )
+        )
+    return chunks
+
+
 def _config_dict(config: RLConfig) -> dict:
     return asdict(config)

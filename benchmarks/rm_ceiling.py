@@ -1,0 +1,207 @@
+"""How much of what the text allows does the reward model get? World logs only.
+
+    .venv/bin/python benchmarks/rm_ceiling.py [--demo orchrm-demo] [--domain math]
+        [--rm DIR ...]
+
+Reads a finished `orchrm demo` folder: the training logs and pairs of one domain, its
+held-out test logs and its reward model (plus any `--rm` directories). Each selector
+picks one of each held-out task's 8 specialized candidates, and the figure is the mean
+*true* success probability of the pick (no execution noise).
+
+The peers read the same (question, orchestration) through features written by hand
+from the world's design: which type the question's cue phrase hints at, x which
+sub-agent types the plan uses and which one is its sink; split or whole cues x whether
+the plan splits the work; whether a debate's roles match a topic the question names.
+That is everything the text says about the hidden attributes, in the form a linear
+model can use.
+- `features-BT`: a Bradley-Terry model on those features, fit on the same mined pairs
+  the reward model trained on. This is what a perfect reader of the cues gets from
+  these labels.
+- `features-ridge`: ridge regression of the true success probability on the same
+  features over every training candidate. It uses the world's hidden labels, so it is
+  an upper bound, not a method.
+`random` (the mean over candidates) and `bayes` (the best true probability) bound the
+scale. The last column is the share of the random -> bayes gap each selector closes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from orchrm.evaluate import tasks_from_logs
+from orchrm.orchestration import AGENT_TYPES, Orchestration, rm_completion
+from orchrm.rm.model import OrchRM
+from orchrm.world.model import views
+from orchrm.world.tasks import SPLIT_CUES, TOPICS, TYPE_CUES, WHOLE_CUES
+
+
+def cues(question: str) -> tuple[str | None, int, str | None]:
+    """(the type a cue phrase hints at, +1 split / -1 whole / 0, the topic named)."""
+    hinted = next(
+        (t for t, phrases in TYPE_CUES.items() if any(p in question for p in phrases)), None
+    )
+    split = (
+        1
+        if any(c in question for c in SPLIT_CUES)
+        else -int(any(c in question for c in WHOLE_CUES))
+    )
+    topic = next(
+        (
+            t
+            for t, d in TOPICS.items()
+            if f"[{t}]" in question or any(w in question for w in d["words"])
+        ),
+        None,
+    )
+    return hinted, split, topic
+
+
+def features(question: str, o: Orchestration) -> dict[str, float]:
+    hinted, split_cue, topic = cues(question)
+    agent_views = views(o)
+    types = {v.type for v in agent_views.values()}
+    sink = agent_views[o.sink].type if o.sink in agent_views else None
+    splits = any(v.sub_task or v.n_inputs for v in agent_views.values())
+    f = {"bias": 1.0, "agents": float(len(agent_views)), "splits": float(splits)}
+    for t in AGENT_TYPES:
+        f[f"has {t}"] = float(t in types)
+        f[f"sink {t}"] = float(sink == t)
+        f[f"cue {hinted} x has {t}"] = float(t in types)
+        f[f"cue {hinted} x sink {t}"] = float(sink == t)
+    f[f"split cue {split_cue} x splits"] = float(splits)
+    debates = [v for v in agent_views.values() if v.type == "DebateAgent"]
+    if debates and topic:
+        experts = TOPICS[topic]["experts"]
+        match = any(e in r.lower() for v in debates for r in v.roles for e in experts)
+        f["debate roles match the topic" if match else "debate roles miss the topic"] = 1.0
+    elif debates:
+        f["debate, topic not named"] = 1.0
+    return f
+
+
+def design(rows: list[dict[str, float]], keys: list[str]) -> np.ndarray:
+    return np.array([[r.get(k, 0.0) for k in keys] for r in rows])
+
+
+def fit_bt(diffs: np.ndarray, l2: float = 0.01, steps: int = 3000) -> np.ndarray:
+    """Bradley-Terry weights by gradient ascent on the L2-penalized log-likelihood."""
+    w = np.zeros(diffs.shape[1])
+    for _ in range(steps):
+        p = 1 / (1 + np.exp(-(diffs @ w)))
+        w += 0.5 * (diffs.T @ (1 - p) / len(diffs) - l2 * w)
+    return w
+
+
+def chosen_p(tasks, scores: list[list[float | None]]) -> float:
+    picks = []
+    for task, row in zip(tasks, scores, strict=True):
+        best = max(range(len(row)), key=lambda i: -1e18 if row[i] is None else row[i])
+        picks.append(task.candidates[best].p_success or 0.0)
+    return statistics.fmean(picks)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--demo", default="orchrm-demo", help="a finished `orchrm demo` folder")
+    parser.add_argument("--domain", default="math")
+    parser.add_argument("--rm", action="append", default=[], help="more reward models")
+    parser.add_argument("--n", type=int, default=8)
+    args = parser.parse_args()
+    demo = Path(args.demo)
+    train_logs = demo / "logs" / f"{args.domain}.train.jsonl"
+    test_logs = demo / "logs" / f"{args.domain}.test.jsonl"
+    pairs = demo / "pairs" / args.domain / "train.jsonl"
+    for path in (train_logs, test_logs, pairs):
+        if not path.exists():
+            raise SystemExit(f"{path} is missing: run `orchrm demo --out {demo}` first")
+
+    train = [
+        t
+        for orchestrator in ("specialized", "base")
+        for t in tasks_from_logs([str(train_logs)], orchestrator, args.n)
+    ]
+    test = [
+        t
+        for t in tasks_from_logs([str(test_logs)], "specialized", args.n)
+        if len(t.candidates) >= args.n
+    ]
+    keys = sorted(
+        {
+            k
+            for t in train
+            for c in t.candidates
+            if c.orchestration
+            for k in features(t.question, c.orchestration)
+        }
+    )
+    by_text, rows, truth = {}, [], []
+    for t in train:
+        for c in t.candidates:
+            if c.orchestration is None or c.p_success is None:
+                continue
+            f = features(t.question, c.orchestration)
+            by_text[(t.question, rm_completion(c.orchestration))] = f
+            rows.append(f)
+            truth.append(c.p_success)
+    diffs, missing = [], 0
+    for line in pairs.read_text().splitlines():
+        pair = json.loads(line)
+        question = pair["prompt"].removeprefix("question: ").rstrip("\n")
+        a, b = by_text.get((question, pair["chosen"])), by_text.get((question, pair["rejected"]))
+        if a is None or b is None:  # the question or plan was cut to the model's budget
+            missing += 1
+            continue
+        diffs.append(design([a], keys)[0] - design([b], keys)[0])
+    bt = fit_bt(np.array(diffs))
+    x = design(rows, keys)
+    ridge = np.linalg.solve(x.T @ x + np.eye(len(keys)), x.T @ np.array(truth))
+
+    def linear(w: np.ndarray) -> list[list[float | None]]:
+        return [
+            [
+                None
+                if c.orchestration is None
+                else float(design([features(t.question, c.orchestration)], keys)[0] @ w)
+                for c in t.candidates
+            ]
+            for t in test
+        ]
+
+    results = {
+        "random": statistics.fmean(
+            statistics.fmean(c.p_success or 0.0 for c in t.candidates) for t in test
+        ),
+        "bayes": statistics.fmean(max(c.p_success or 0.0 for c in t.candidates) for t in test),
+        "features-BT (same pairs)": chosen_p(test, linear(bt)),
+        "features-ridge (true p labels)": chosen_p(test, linear(ridge)),
+    }
+    for folder in [demo / "rm" / args.domain / "model", *map(Path, args.rm)]:
+        rm = OrchRM.load(folder)
+        scores = [
+            rm.score(t.question, [c.orchestration for c in t.candidates if c.orchestration])
+            for t in test
+        ]
+        full = []
+        for t, row in zip(test, scores, strict=True):
+            it = iter(row)
+            full.append([None if c.orchestration is None else next(it) for c in t.candidates])
+        results[f"reward model {folder}"] = chosen_p(test, full)
+
+    low, high = results["random"], results["bayes"]
+    print(
+        f"{args.domain}: {len(test)} held-out tasks x {args.n}; {len(diffs)} training pairs "
+        f"matched ({missing} not), {len(keys)} features\n"
+    )
+    print("| selector | true p of the pick | share of the random -> bayes gap |")
+    print("| --- | ---: | ---: |")
+    for name, value in sorted(results.items(), key=lambda kv: -kv[1]):
+        print(f"| {name} | {value:.3f} | {(value - low) / (high - low):.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -703,6 +703,13 @@ def eval_command(
     world_tasks: list[Path] = typer.Option(
         None, "--world-tasks", help="PRESET.tasks.jsonl: the world plays the judges."
     ),
+    reruns: int = typer.Option(
+        20,
+        "--reruns",
+        min=0,
+        help="With --world-tasks: re-executions of every candidate, for the votes' expected "
+        "accuracy (0: none).",
+    ),
     judge_base_url: str = typer.Option(None, "--judge-base-url", help="A real judge server."),
     judge_model: str = typer.Option("default", "--judge-model"),
     domain: str = typer.Option(
@@ -738,7 +745,13 @@ def eval_command(
         _fail(str(err))
     judge = None
     if world_tasks:
+        from orchrm.world.reruns import with_reruns
+
         judge = world_judge(list(world_tasks))
+        try:
+            tasks = with_reruns(tasks, list(judge.tasks.values()), reruns)
+        except ValueError as err:
+            _fail(str(err))
     elif judge_base_url:
         from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
 
@@ -816,6 +829,9 @@ def demo_command(
     train_tasks: int = typer.Option(150, "--train-tasks", min=10),
     test_tasks: int = typer.Option(100, "--test-tasks", min=10),
     steps: int = typer.Option(60, "--steps", min=1, help="Reward-model training steps."),
+    reruns: int = typer.Option(
+        20, "--reruns", min=0, help="Re-executions per candidate for the votes' expected accuracy."
+    ),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """The whole story offline: world logs -> store -> pairs -> reward models -> best-of-8
@@ -824,7 +840,12 @@ def demo_command(
 
     run_demo(
         DemoConfig(
-            out=str(out), train_tasks=train_tasks, test_tasks=test_tasks, steps=steps, seed=seed
+            out=str(out),
+            train_tasks=train_tasks,
+            test_tasks=test_tasks,
+            steps=steps,
+            reruns=reruns,
+            seed=seed,
         ),
         say=lambda m: console.print(m, highlight=False),
     )

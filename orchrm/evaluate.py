@@ -14,7 +14,7 @@ import math
 import random
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from orchrm.jsonl import read_jsonl
 from orchrm.parse import from_dict
@@ -149,8 +149,10 @@ class SelectorResult:
     verification_tokens: float
     total_tokens: float
     expected_accuracy: float | None = None
-    """World logs: mean true success probability of the one executed candidate (less
-    noisy than its sampled correctness); None for vote-based selectors or without it."""
+    """World logs: the selector's expected accuracy, far less noisy than its sampled
+    one. A selector that executes one candidate: that candidate's true success
+    probability. A vote (`RERUN_SELECTORS`): its accuracy averaged over the candidates'
+    re-executions (`Candidate.reruns`). None when neither is known."""
     expected_accuracy_ci: tuple[float, float] | None = None
 
 
@@ -182,6 +184,29 @@ def _subsets(task: Task, n: int, draws: int, seed: int) -> list[Task]:
             Task(task.task_id, task.question, tuple(task.candidates[i] for i in keep), task.domain)
         )
     return out
+
+
+RERUN_SELECTORS = frozenset({"majority", "orchrm-weighted"})
+"""Vote-based selectors that read only the candidates' answers (and plans), so they can
+be replayed on re-executed answers. `judge-traj` also reads trajectories: not replayed."""
+
+
+def _rerun_expected(select: Selector, task: Task) -> float:
+    """Mean correctness of `select` over the K re-executions of every candidate, or NaN
+    when some candidate has none (a plan that does not run never changes its answer)."""
+    counts = {len(c.reruns) for c in task.candidates if c.orchestration is not None}
+    if len(counts) != 1 or 0 in counts:
+        return math.nan
+    (k,) = counts
+    right = []
+    for run in range(k):
+        replayed = tuple(
+            replace(c, answer=c.reruns[run][0], correct=c.reruns[run][1]) if c.reruns else c
+            for c in task.candidates
+        )
+        chosen = select(Task(task.task_id, task.question, replayed, task.domain))
+        right.append(float(replayed[chosen.index].correct))
+    return statistics.fmean(right)
 
 
 def evaluate(
@@ -217,12 +242,18 @@ def evaluate(
                     chosen = select(t)
                     answer = t.candidates[chosen.index]  # the execution that gives the answer
                     single = len(chosen.executed) <= 1 and answer.p_success is not None
+                    if single:
+                        expected = answer.p_success
+                    elif name in RERUN_SELECTORS:
+                        expected = _rerun_expected(select, t)
+                    else:
+                        expected = math.nan
                     rows.append(
                         (
                             float(answer.correct),
                             float(chosen.verification_tokens),
                             float(chosen.verification_tokens + answer.execution_tokens),
-                            answer.p_success if single else math.nan,
+                            expected,
                         )
                     )
                 per_task[name].append(tuple(statistics.fmean(x) for x in zip(*rows, strict=True)))

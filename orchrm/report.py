@@ -13,9 +13,11 @@ DEFINITION = (
     "bootstrap over tasks. Verification tokens: what a selector reads and writes to choose "
     "(reward model: its input tokens; judges: prompt + completion; votes: the N - 1 extra "
     "executions). Total: verification + the execution that gives the answer. Tokens are "
-    "means per task. True p of the chosen (world logs only): the mean true success "
-    "probability of the one executed candidate, a less noisy accuracy; '-' for vote-based "
-    "selectors, whose answer is no single candidate's."
+    "means per task. Expected accuracy (world logs only; far less noisy than the sampled "
+    "accuracy): for a selector that executes one candidate, that candidate's true success "
+    "probability; for majority and orchrm-weighted, their accuracy averaged over K "
+    "re-executions of the same N plans on the world; '-' where neither is known (the "
+    "trajectory judge, or no re-executions)."
 )
 
 
@@ -28,7 +30,7 @@ def markdown(ev: Evaluation, n: int | None = None) -> str:
         f"### {ev.domain or 'all'}: best-of-{n} on {ev.tasks} held-out tasks",
         "",
         "| selector | accuracy % (95% CI) | "
-        + ("true p of the chosen % (95% CI) | " if expected else "")
+        + ("expected accuracy % (95% CI) | " if expected else "")
         + "normalized advantage (95% CI) | verification tokens | total tokens |",
         "| --- | --- | " + ("--- | " if expected else "") + "--- | ---: | ---: |",
     ]

@@ -33,6 +33,9 @@ class Candidate:
     p_success: float | None = None  # the world's ground truth, when known
     orch_id: str = ""
     trajectory: str = ""  # the executed calls' outputs, for a trajectory-level judge
+    reruns: tuple[tuple[str | None, bool], ...] = ()
+    """World only: (answer, correct) of K more executions of the same plan (other seeds),
+    from which vote-based selectors get an expected accuracy (`orchrm.world.reruns`)."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,13 @@ def test_demo_writes_the_report_with_every_selector(tmp_path):
     lines: list[str] = []
     run_demo(
         DemoConfig(
-            out=str(tmp_path), train_tasks=20, test_tasks=12, samples=4, steps=2, max_length=64
+            out=str(tmp_path),
+            train_tasks=20,
+            test_tasks=12,
+            samples=4,
+            steps=2,
+            max_length=64,
+            reruns=3,
         ),
         say=lines.append,
     )
@@ -36,3 +42,10 @@ def test_demo_writes_the_report_with_every_selector(tmp_path):
     for domain in ("math", "multihop"):
         assert (tmp_path / f"{domain}_accuracy_vs_n.png").exists()
     assert any("share of the majority -> bayes gap" in line for line in lines)
+    assert any("the same on expected accuracy: " in line for line in lines)
+    for ev in numbers["evaluations"]:  # the votes' expected accuracy, from re-executions
+        full = [r for r in ev["results"] if r["n"] == ev["n"]]
+        by_name = {r["selector"]: r for r in full}
+        assert 0 <= by_name["majority"]["expected_accuracy"] <= 1
+        assert by_name["orchrm-weighted"]["expected_accuracy"] is not None
+        assert by_name["judge-traj"]["expected_accuracy"] is None

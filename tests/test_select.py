@@ -102,13 +102,57 @@ def test_world_judges_read_plans_or_trajectories_and_count_tokens(tmp_path):
     assert at["oracle"].normalized_advantage == pytest.approx(1.0)
     assert [r.n for r in ev.results if r.selector == "random"] == [1, 2, 4]
     # the true success probability of the one executed candidate; none for votes
+    # without re-executions, nor ever for the trajectory judge
     assert at["bayes"].expected_accuracy >= at["random"].expected_accuracy
     assert at["majority"].expected_accuracy is None and at["judge-traj"].expected_accuracy is None
     lo, hi = at["bayes"].expected_accuracy_ci
     assert lo <= at["bayes"].expected_accuracy <= hi
     from orchrm.report import markdown
 
-    assert "| majority | " in markdown(ev) and "true p of the chosen" in markdown(ev)
+    assert "| majority | " in markdown(ev) and "expected accuracy % (95% CI)" in markdown(ev)
+
+
+def test_votes_get_an_expected_accuracy_from_reruns():
+    """Majority replayed on each re-execution: by hand, runs 1 and 3 vote right."""
+    from dataclasses import replace
+
+    base = task(["7", "7", "9"], [False, False, False], ps=[0.5, 0.5, 0.5])
+    reruns = [
+        (("42", True), ("7", False), ("42", True)),  # run 1: 42 twice
+        (("7", False), ("7", False), ("42", True)),  # run 2: 7 twice
+        (("42", True), ("42", True), ("9", False)),  # run 3: 42 twice
+    ]
+    cands = tuple(
+        replace(c, reruns=tuple(run[i] for run in reruns)) for i, c in enumerate(base.candidates)
+    )
+    ev = evaluate([Task("t", base.question, cands)], {"majority": majority_selector}, [3])
+    result = ev.at(3)["majority"]
+    assert result.accuracy == 0.0  # the logged answers vote 7, which is wrong
+    assert result.expected_accuracy == pytest.approx(2 / 3)
+    # without reruns a vote has no expected accuracy
+    ev = evaluate([base], {"majority": majority_selector}, [3])
+    assert ev.at(3)["majority"].expected_accuracy is None
+
+
+def test_world_reruns_fill_every_candidate(tmp_path):
+    from orchrm.evaluate import tasks_from_logs
+    from orchrm.world.reruns import with_reruns
+
+    generated = generate("math", 6, 4, seed=2, progress=False)
+    log = tmp_path / "log.jsonl"
+    write_jsonl(generated.records, log)
+    tasks = with_reruns(tasks_from_logs([str(log)], "specialized", 4), generated.tasks, k=5)
+    for t in tasks:
+        for c in t.candidates:
+            assert len(c.reruns) == 5
+            if c.orchestration is None:
+                assert c.reruns == ((None, False),) * 5
+    runs = [r for t in tasks for c in t.candidates if c.orchestration for r in c.reruns]
+    assert any(right for _, right in runs) and any(a is not None for a, _ in runs)
+    at = evaluate(tasks, selectors(world=True), [4]).at(4)
+    assert 0.0 <= at["majority"].expected_accuracy <= 1.0
+    with pytest.raises(ValueError, match="not in the world task files"):
+        with_reruns(tasks, generated.tasks[:1], k=1)
 
 
 def test_evaluation_intervals_and_report(tmp_path):
@@ -165,6 +209,11 @@ def test_eval_command_writes_the_report(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| judge-traj |" in done.stdout and "best-of-4 on 5 held-out tasks" in done.stdout
     assert (tmp_path / "report" / "science_accuracy_vs_tokens.png").exists()
+    numbers = json.loads((tmp_path / "report" / "report.json").read_text())
+    majority = [
+        r for e in numbers["evaluations"] for r in e["results"] if r["selector"] == "majority"
+    ]
+    assert majority[-1]["expected_accuracy"] is not None  # 20 re-executions by default
     missing = subprocess.run(
         [orchrm, "eval", str(log), "--n", "9", "--out", str(tmp_path)],
         capture_output=True,

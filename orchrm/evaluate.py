@@ -151,8 +151,8 @@ class SelectorResult:
     expected_accuracy: float | None = None
     """World logs: the selector's expected accuracy, far less noisy than its sampled
     one. A selector that executes one candidate: that candidate's true success
-    probability. A vote (`RERUN_SELECTORS`): its accuracy averaged over the candidates'
-    re-executions (`Candidate.reruns`). None when neither is known."""
+    probability. A vote or the oracle (`RERUN_SELECTORS`): its accuracy averaged over
+    the candidates' re-executions (`Candidate.reruns`). None when neither is known."""
     expected_accuracy_ci: tuple[float, float] | None = None
 
 
@@ -186,9 +186,12 @@ def _subsets(task: Task, n: int, draws: int, seed: int) -> list[Task]:
     return out
 
 
-RERUN_SELECTORS = frozenset({"majority", "orchrm-weighted"})
-"""Vote-based selectors that read only the candidates' answers (and plans), so they can
-be replayed on re-executed answers. `judge-traj` also reads trajectories: not replayed."""
+RERUN_SELECTORS = frozenset({"majority", "orchrm-weighted", "oracle"})
+"""Selectors that read the executed answers (votes) or their correctness (the oracle),
+and only those, so they can be replayed on re-executions; their expected accuracy comes
+from the replays (the oracle's is then expected pass@N), never from the true success
+probability of the one they picked. `judge-traj` also reads trajectories: not
+replayed."""
 
 
 def _rerun_expected(select: Selector, task: Task) -> float:
@@ -242,10 +245,10 @@ def evaluate(
                     chosen = select(t)
                     answer = t.candidates[chosen.index]  # the execution that gives the answer
                     single = len(chosen.executed) <= 1 and answer.p_success is not None
-                    if single:
-                        expected = answer.p_success
-                    elif name in RERUN_SELECTORS:
+                    if name in RERUN_SELECTORS:
                         expected = _rerun_expected(select, t)
+                    elif single:
+                        expected = answer.p_success
                     else:
                         expected = math.nan
                     rows.append(

@@ -15,9 +15,9 @@ DEFINITION = (
     "executions). Total: verification + the execution that gives the answer. Tokens are "
     "means per task. Expected accuracy (world logs only; far less noisy than the sampled "
     "accuracy): for a selector that executes one candidate, that candidate's true success "
-    "probability; for majority and orchrm-weighted, their accuracy averaged over K "
-    "re-executions of the same N plans on the world; '-' where neither is known (the "
-    "trajectory judge, or no re-executions)."
+    "probability; for majority, orchrm-weighted and oracle, their accuracy averaged over "
+    "K re-executions of the same N plans on the world (oracle: expected pass@N); '-' where "
+    "neither is known (the trajectory judge, or no re-executions)."
 )
 
 

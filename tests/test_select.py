@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -151,6 +152,11 @@ def test_world_reruns_fill_every_candidate(tmp_path):
     assert any(right for _, right in runs) and any(a is not None for a, _ in runs)
     at = evaluate(tasks, selectors(world=True), [4]).at(4)
     assert 0.0 <= at["majority"].expected_accuracy <= 1.0
+    # the oracle's is expected pass@N over the replays, at least every single pick's
+    replays = [
+        statistics.fmean(any(c.reruns[k][1] for c in t.candidates) for k in range(5)) for t in tasks
+    ]
+    assert at["oracle"].expected_accuracy == pytest.approx(statistics.fmean(replays))
     with pytest.raises(ValueError, match="not in the world task files"):
         with_reruns(tasks, generated.tasks[:1], k=1)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchrm.rl.config import RLConfig
-from orchrm.rl.grpo import quiet_logs
+from orchrm.rl.grpo import quiet_logs, shared_args
 from orchrm.rl.policy import load_policy, save_policy
 
 
@@ -39,15 +39,7 @@ def train_dpo(config: RLConfig, policy_dir: str | Path, rows: list[dict], out: P
         use_cpu=True,
         bf16=False,
         activation_checkpointing=False,
-        disable_dropout=True,
-        save_strategy="steps",
-        save_steps=max(1, config.steps // max(1, config.curve_points)),
-        save_total_limit=2,
-        logging_steps=max(1, config.steps // 20),
-        report_to="none",
-        disable_tqdm=not config.progress,
-        seed=config.seed,
-        data_seed=config.seed,
+        **shared_args(config, max(1, config.steps // max(1, config.curve_points))),
     )
     trainer = DPOTrainer(
         model=model,

@@ -44,16 +44,23 @@ def grpo_args(config: RLConfig, out: Path, save_steps: int):
         activation_checkpointing=cuda and config.lora_r > 0,
         use_vllm=config.vllm,
         **({"vllm_mode": "colocate"} if config.vllm else {}),
-        disable_dropout=True,
-        save_strategy="steps",
-        save_steps=save_steps,
-        save_total_limit=2,
-        logging_steps=max(1, config.steps // 20),
-        report_to="none",
-        disable_tqdm=not config.progress,
-        seed=config.seed,
-        data_seed=config.seed,
+        **shared_args(config, save_steps),
     )
+
+
+def shared_args(config: RLConfig, save_steps: int) -> dict:
+    """The trainer arguments GRPO and DPO share: checkpoints, logging, seeds."""
+    return {
+        "disable_dropout": True,
+        "save_strategy": "steps",
+        "save_steps": save_steps,
+        "save_total_limit": 2,
+        "logging_steps": max(1, config.steps // 20),
+        "report_to": "none",
+        "disable_tqdm": not config.progress,
+        "seed": config.seed,
+        "data_seed": config.seed,
+    }
 
 
 def lora_config(config: RLConfig):

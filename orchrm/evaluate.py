@@ -228,8 +228,7 @@ def evaluate(
     ev = Evaluation(domain, len(tasks), full)
     if not tasks:
         return ev
-    rng = random.Random(seed)
-    resamples = [[rng.randrange(len(tasks)) for _ in tasks] for _ in range(bootstrap)]
+    resamples = bootstrap_resamples(len(tasks), bootstrap, seed)
     for n in ns:
         per_task: dict[str, list[tuple[float, float, float]]] = {s: [] for s in selectors}
         chance, oracle = [], []
@@ -271,19 +270,29 @@ def evaluate(
                     selector=name,
                     n=n,
                     accuracy=statistics.fmean(acc),
-                    accuracy_ci=_interval(acc, resamples),
+                    accuracy_ci=bootstrap_interval(acc, resamples),
                     normalized_advantage=_advantage(acc, chance, oracle, range(len(acc))),
                     normalized_advantage_ci=_advantage_interval(acc, chance, oracle, resamples),
                     verification_tokens=statistics.fmean(r[1] for r in rows),
                     total_tokens=statistics.fmean(r[2] for r in rows),
                     expected_accuracy=statistics.fmean(expected) if known else None,
-                    expected_accuracy_ci=_interval(expected, resamples) if known else None,
+                    expected_accuracy_ci=bootstrap_interval(expected, resamples) if known else None,
                 )
             )
     return ev
 
 
-def _interval(values: list[float], resamples: list[list[int]]) -> tuple[float, float]:
+def bootstrap_resamples(n: int, count: int = 1000, seed: int = 0) -> list[list[int]]:
+    """`count` bootstrap resamples of the indices 0..n-1 (a pure function of the seed).
+    Share them between metrics of the same tasks so their intervals are paired."""
+    rng = random.Random(seed)
+    return [[rng.randrange(n) for _ in range(n)] for _ in range(count)]
+
+
+def bootstrap_interval(values: list[float], resamples: list[list[int]]) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean of `values` ((0, 0) when empty)."""
+    if not values:
+        return (0.0, 0.0)
     means = sorted(statistics.fmean(values[i] for i in sample) for sample in resamples)
     return means[int(0.025 * len(means))], means[int(0.975 * len(means)) - 1]
 

@@ -14,12 +14,12 @@ a mean over tasks with a 95% bootstrap interval over tasks:
 from __future__ import annotations
 
 import json
-import random
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from orchrm.evaluate import bootstrap_interval, bootstrap_resamples
 from orchrm.grading import grade
 from orchrm.rl.policy import policy_prompt, sample
 from orchrm.rl.rewards import run_plans, runnable
@@ -29,16 +29,6 @@ from orchrm.world.backend import WorldBackend
 from orchrm.world.generate import world_config
 from orchrm.world.model import success_probability
 from orchrm.world.tasks import WorldTask
-
-
-def bootstrap_ci(values: list[float], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean."""
-    if not values:
-        return (0.0, 0.0)
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
-    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
 @dataclass
@@ -114,16 +104,17 @@ def evaluate_policy(
             voted.append(float(right[chosen]))
     total = len(tasks) * samples
     n_agents = sum(types.values()) or 1
+    resamples = bootstrap_resamples(len(tasks), seed=seed)
     return PolicyEval(
         step=step,
         tasks=len(tasks),
         samples=samples,
         expected=statistics.fmean(expected),
-        expected_ci=bootstrap_ci(expected, seed=seed),
+        expected_ci=bootstrap_interval(expected, resamples),
         executed=statistics.fmean(executed),
-        executed_ci=bootstrap_ci(executed, seed=seed),
+        executed_ci=bootstrap_interval(executed, resamples),
         majority=statistics.fmean(voted) if majority else None,
-        majority_ci=bootstrap_ci(voted, seed=seed) if majority else None,
+        majority_ci=bootstrap_interval(voted, resamples) if majority else None,
         valid=len(items) / total,
         parsed=parsed / total,
         mean_tokens=statistics.fmean(d.tokens for group in drawn for d in group),

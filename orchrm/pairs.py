@@ -227,14 +227,15 @@ def _sql(config: MineConfig) -> str:
              ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
         WHERE c.for_domain = c.domain AND w.for_domain <> c.domain AND c.valid {invalid}
     ),
-    -- A pair of texts found as two kinds is kept once, as the first of coi, sob, soo.
+    -- Each kind keeps its whole population: a pair of texts that is both
+    -- correct-over-incorrect and specialized-over-base is a pair of each kind, so
+    -- neither kind's draw is biased by the other (dropping it from SoB would leave SoB
+    -- the specialized plans that were not better). Within a kind it is one pair.
     drawn AS (
         SELECT kind, task_id, chosen_id, rejected_id,
-               md5(chosen_id || ':' || rejected_id) AS pair_id,
-               md5_number(chosen_id || ':' || rejected_id || ':' || $seed) AS draw
+               md5(kind || ':' || chosen_id || ':' || rejected_id) AS pair_id,
+               md5_number(kind || ':' || chosen_id || ':' || rejected_id || ':' || $seed) AS draw
         FROM raw_pairs
-        QUALIFY row_number() OVER (PARTITION BY task_id, chosen_hash, rejected_hash
-                                   ORDER BY list_position(['coi', 'sob', 'soo'], kind)) = 1
     )
     SELECT * FROM (
         SELECT *, row_number() OVER (PARTITION BY task_id, kind ORDER BY draw) AS k FROM drawn

@@ -211,10 +211,25 @@ def test_invalid_rejected_sides_can_be_ruled_out(messy):
     assert pairs and all(p["r_valid"] for p in pairs)
 
 
-def test_a_text_pair_is_kept_once_whatever_kinds_find_it(messy):
+def test_a_text_pair_is_kept_once_per_kind(messy):
     mine(messy, MineConfig(ratio={"sob": 1, "coi": 1}, **SOB))
-    texts = Counter((r["prompt"], r["chosen"], r["rejected"]) for r in preference_rows(messy))
+    rows = preference_rows(messy)
+    texts = Counter((r["kind"], r["prompt"], r["chosen"], r["rejected"]) for r in rows)
     assert max(texts.values()) == 1
+
+
+def test_each_kind_is_drawn_from_its_whole_population(world):
+    """A specialized plan that ran right against a base plan that ran wrong is a pair of
+    both kinds. Were it kept only as CoI, SoB would hold just the specialized plans that
+    did no better than the base ones, and say nothing about which plans are better."""
+    mine(world, MineConfig(ratio={"sob": 1}, **SOB))
+    sob = pair_sides(world)
+    assert sob and all(p["kind"] == "sob" for p in sob)
+    assert any(p["c_correct"] and p["r_correct"] is False for p in sob)
+    mine(world, MineConfig(ratio={"sob": 1, "coi": 3}, **SOB))
+    both = pair_sides(world)
+    sides = Counter((p["c_hash"], p["r_hash"]) for p in both)
+    assert max(sides.values()) == 2  # found as both kinds, kept as each
 
 
 # --------------------------------------------------------------------------- cap, ratio

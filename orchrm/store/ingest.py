@@ -109,7 +109,7 @@ def ingest_file(
                 recount=True,
             )
             continue
-        pair_id = content_hash(chosen, rejected)
+        pair_id = content_hash(kind, chosen, rejected)  # one pair per kind, as mined
         pairs[pair_id] = {
             "dataset": f"import:{path.stem}",
             "pair_id": pair_id,

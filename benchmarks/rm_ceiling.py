@@ -97,6 +97,30 @@ def fit_bt(diffs: np.ndarray, l2: float = 0.01, steps: int = 3000) -> np.ndarray
     return w
 
 
+def cue_gap(tasks, scores: list[list[float | None]]) -> float:
+    """Mean over tasks with a type hint of (mean z-score of plans using the hinted type) -
+    (mean z-score of plans without it), z within the task; 0.0 when no task qualifies."""
+    gaps = []
+    for task, row in zip(tasks, scores, strict=True):
+        hinted = cues(task.question)[0]
+        if hinted is None:
+            continue
+        pairs = [
+            (s, hinted in {v.type for v in views(c.orchestration).values()})
+            for c, s in zip(task.candidates, row, strict=True)
+            if c.orchestration is not None and s is not None
+        ]
+        values = [s for s, _ in pairs]
+        if len(values) < 2 or statistics.pstdev(values) == 0:
+            continue
+        mean, sd = statistics.fmean(values), statistics.pstdev(values)
+        uses = [(s - mean) / sd for s, hit in pairs if hit]
+        lacks = [(s - mean) / sd for s, hit in pairs if not hit]
+        if uses and lacks:
+            gaps.append(statistics.fmean(uses) - statistics.fmean(lacks))
+    return statistics.fmean(gaps) if gaps else 0.0
+
+
 def chosen_p(tasks, scores: list[list[float | None]]) -> float:
     picks = []
     for task, row in zip(tasks, scores, strict=True):
@@ -172,13 +196,16 @@ def main() -> None:
             for t in test
         ]
 
+    scored = {
+        "features-BT (same pairs)": linear(bt),
+        "features-ridge (true p labels)": linear(ridge),
+    }
     results = {
         "random": statistics.fmean(
             statistics.fmean(c.p_success or 0.0 for c in t.candidates) for t in test
         ),
         "bayes": statistics.fmean(max(c.p_success or 0.0 for c in t.candidates) for t in test),
-        "features-BT (same pairs)": chosen_p(test, linear(bt)),
-        "features-ridge (true p labels)": chosen_p(test, linear(ridge)),
+        **{name: chosen_p(test, scores) for name, scores in scored.items()},
     }
     for folder in [demo / "rm" / args.domain / "model", *map(Path, args.rm)]:
         rm = OrchRM.load(folder)
@@ -191,16 +218,25 @@ def main() -> None:
             it = iter(row)
             full.append([None if c.orchestration is None else next(it) for c in t.candidates])
         results[f"reward model {folder}"] = chosen_p(test, full)
+        scored[f"reward model {folder}"] = full
+    scored["bayes"] = [[c.p_success for c in t.candidates] for t in test]
 
     low, high = results["random"], results["bayes"]
     print(
         f"{args.domain}: {len(test)} held-out tasks x {args.n}; {len(diffs)} training pairs "
         f"matched ({missing} not), {len(keys)} features\n"
     )
-    print("| selector | true p of the pick | share of the random -> bayes gap |")
-    print("| --- | ---: | ---: |")
+    print("| selector | true p of the pick | share of the random -> bayes gap | reads the cue |")
+    print("| --- | ---: | ---: | ---: |")
     for name, value in sorted(results.items(), key=lambda kv: -kv[1]):
-        print(f"| {name} | {value:.3f} | {(value - low) / (high - low):.2f} |")
+        gap = f"{cue_gap(test, scored[name]):+.2f}" if name in scored else "-"
+        print(f"| {name} | {value:.3f} | {(value - low) / (high - low):.2f} | {gap} |")
+    print(
+        "\nreads the cue: within each task whose question hints at a sub-agent type, "
+        "scores standardized, mean score of the plans that use that type minus that of "
+        "the plans that do not, averaged over tasks (bayes: the true success probability, "
+        "the size of the real effect; near 0: the selector ignores the question's hint)."
+    )
 
 
 if __name__ == "__main__":

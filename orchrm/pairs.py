@@ -212,17 +212,16 @@ def _sql(config: MineConfig) -> str:
         GROUP BY c.task_id, c.rm_hash
     ),
     raw_pairs AS (
-        SELECT 'coi' AS kind, c.task_id, c.orch_id AS chosen_id, w.orch_id AS rejected_id,
-               c.rm_hash AS chosen_hash, w.rm_hash AS rejected_hash
+        SELECT 'coi' AS kind, c.task_id, c.orch_id AS chosen_id, w.orch_id AS rejected_id
         FROM outcome c JOIN outcome w ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
         WHERE c.valid AND c.n_right > 0 AND c.n_wrong = 0
               AND w.n_right = 0 AND w.n_wrong > 0 {invalid}
         UNION ALL
-        SELECT 'sob', c.task_id, c.orch_id, w.orch_id, c.rm_hash, w.rm_hash
+        SELECT 'sob', c.task_id, c.orch_id, w.orch_id
         FROM by_role c JOIN by_role w ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
         WHERE c.role = 'specialized' AND w.role = 'base' AND c.valid {invalid}
         UNION ALL
-        SELECT 'soo', c.task_id, c.orch_id, w.orch_id, c.rm_hash, w.rm_hash
+        SELECT 'soo', c.task_id, c.orch_id, w.orch_id
         FROM by_orchestrator c JOIN by_orchestrator w
              ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
         WHERE c.for_domain = c.domain AND w.for_domain <> c.domain AND c.valid {invalid}

@@ -111,9 +111,10 @@ def cue_gap(tasks, scores: list[list[float | None]]) -> float:
             if c.orchestration is not None and s is not None
         ]
         values = [s for s, _ in pairs]
-        if len(values) < 2 or statistics.pstdev(values) == 0:
+        sd = statistics.pstdev(values) if len(values) > 1 else 0.0
+        if sd == 0:
             continue
-        mean, sd = statistics.fmean(values), statistics.pstdev(values)
+        mean = statistics.fmean(values)
         uses = [(s - mean) / sd for s, hit in pairs if hit]
         lacks = [(s - mean) / sd for s, hit in pairs if not hit]
         if uses and lacks:

@@ -4,6 +4,7 @@ RFT and DPO steps through TRL, held-out evaluation, the verl reward, the CLI."""
 from __future__ import annotations
 
 import json
+import math
 import threading
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -343,10 +344,11 @@ def test_rl_on_your_own_tasks_with_a_lora(policy_dir, rm_dir, world, tmp_path):
     assert report["tasks"] == len(tasks) and report["chat"] is False
     assert report["tokens"]["rm"] > 0 and report["tokens"]["execution"] == 0
     assert [c["last_step"] for c in report["curve"]][-1] >= 1
-    # The report is the ledger, summarized: per-call rewards are real numbers no lower
-    # than the invalid-plan penalty (-3), their means are the curve, their RM tokens the total.
+    # The report is the ledger, summarized: one row per reward call (one a step), finite
+    # rewards and valid shares, their means the curve, their RM tokens the total.
     rows = [json.loads(line) for line in (out / "tokens.jsonl").read_text().splitlines()]
-    assert len(rows) == 2 and all(-3.0 <= r["reward"] < 10 and 0 <= r["valid"] <= 1 for r in rows)
+    assert len(rows) == 2
+    assert all(math.isfinite(r["reward"]) and 0 <= r["valid"] <= 1 for r in rows)
     assert sum(r["rm"] for r in rows) == report["tokens"]["rm"]
     assert [c["reward"] for c in report["curve"]] == pytest.approx([r["reward"] for r in rows])
     merged = load_policy(out / "model")[0]  # the LoRA merged into a plain causal LM

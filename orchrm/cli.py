@@ -545,11 +545,11 @@ def pairs_export(
             if tokenizer:
                 from transformers import AutoTokenizer
 
-                from orchrm.rm.model import token_counter
+                from orchrm.rm.model import render_budget
 
-                tok = AutoTokenizer.from_pretrained(tokenizer)
-                max_tokens -= tok.num_special_tokens_to_add()
-                count = token_counter(tok)
+                max_tokens, count = render_budget(
+                    AutoTokenizer.from_pretrained(tokenizer), max_tokens
+                )
 
             written = export(db, out, dataset, fmt, max_tokens, count)
         except ValueError as err:

@@ -13,13 +13,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformers import AutoTokenizer
+
 from orchrm.bestofn import evaluate_tasks, selectors, world_judge
 from orchrm.evaluate import tasks_from_logs
 from orchrm.jsonl import write_jsonl
 from orchrm.pairs import MineConfig, export, mine
 from orchrm.report import markdown, write_report
-from orchrm.rm.config import TrainConfig
-from orchrm.rm.model import OrchRM
+from orchrm.rm.config import TrainConfig, default_backbone
+from orchrm.rm.model import OrchRM, render_budget
 from orchrm.rm.train import train
 from orchrm.select import RewardModelSelector
 from orchrm.store.db import Store
@@ -92,7 +94,9 @@ def run_demo(config: DemoConfig, say=print) -> dict:
             )
     store_path = out / "orchrm.duckdb"
     store_path.unlink(missing_ok=True)
-    models, held_out = {}, {}
+    models, held_out, truncated = {}, {}, {}
+    # Pairs are cut to the reward model's own token budget, as scoring cuts them.
+    budget = render_budget(AutoTokenizer.from_pretrained(default_backbone()), config.max_length)
     with Store(store_path) as store:
         for preset in PRESETS:
             ingest_file(store, logs[(preset, "train")])
@@ -108,7 +112,7 @@ def run_demo(config: DemoConfig, say=print) -> dict:
                     split=(0.85, 0.15, 0.0),
                 ),
             )
-            export(store, out / "pairs" / dataset, dataset)
+            export(store, out / "pairs" / dataset, dataset, "jsonl", *budget)
             say(f"pairs {dataset}: {mined.kept} ({mined.by_split})")
     for dataset in ("math", "multihop", "mixed"):
         summary = train(
@@ -123,10 +127,13 @@ def run_demo(config: DemoConfig, say=print) -> dict:
         )
         models[dataset] = OrchRM.load(out / "rm" / dataset / "model")
         held_out[dataset] = summary["best_validation_accuracy"]
+        truncated[dataset] = summary["truncated_texts"]
         say(
             f"reward model {dataset}: validation pairwise accuracy "
             f"{summary['best_validation_accuracy']:.3f} ({summary['pairs_per_second']:.1f} "
-            "pairs/s)"
+            f"pairs/s; {summary['truncated_texts']} of "
+            f"{2 * (summary['train_pairs'] + summary['validation_pairs'])} texts over "
+            f"{config.max_length} tokens)"
         )
     evaluations = []
     for preset in PRESETS:
@@ -161,7 +168,11 @@ def run_demo(config: DemoConfig, say=print) -> dict:
     report = write_report(
         evaluations,
         out,
-        {"validation_accuracy": held_out, "seconds": time.perf_counter() - started},
+        {
+            "validation_accuracy": held_out,
+            "truncated_texts": truncated,
+            "seconds": time.perf_counter() - started,
+        },
     )
     for ev in evaluations:
         say(markdown(ev))

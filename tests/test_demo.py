@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 
+from transformers import AutoTokenizer
+
 from orchrm.demo import DemoConfig, run_demo
+from orchrm.jsonl import read_jsonl
+from orchrm.rm.config import default_backbone
+from orchrm.rm.model import render_budget
 
 
 def test_demo_writes_the_report_with_every_selector(tmp_path):
@@ -41,6 +46,14 @@ def test_demo_writes_the_report_with_every_selector(tmp_path):
     assert set(numbers["validation_accuracy"]) == {"math", "multihop", "mixed"}
     for domain in ("math", "multihop"):
         assert (tmp_path / f"{domain}_accuracy_vs_n.png").exists()
+    assert set(numbers["truncated_texts"]) == {"math", "multihop", "mixed"}
+    # Training texts are cut as scoring cuts them: the question to half the model's budget
+    # by its own tokenizer (the world's questions run longer than that at 64 tokens).
+    tokenizer = AutoTokenizer.from_pretrained(default_backbone())
+    budget, count = render_budget(tokenizer, 64)
+    rows = [r for _, r in read_jsonl(tmp_path / "pairs" / "math" / "train.jsonl")]
+    assert rows and max(count(r["prompt"]) for r in rows) <= budget // 2
+    assert any(r["prompt"].rstrip().endswith("...") for r in rows)
     assert any("share of the majority -> bayes gap" in line for line in lines)
     assert any("the same on expected accuracy: " in line for line in lines)
     for ev in numbers["evaluations"]:  # the votes' expected accuracy, from re-executions

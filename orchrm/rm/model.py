@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from orchrm.orchestration import RM_RENDER_VERSION, Orchestration, render_for_rm
+from orchrm.orchestration import RM_RENDER_VERSION, Orchestration, TokenCounter, render_for_rm
 from orchrm.parse import ParseError, parse_harmony
 from orchrm.rm.data import collate
 
@@ -51,6 +51,13 @@ def token_counter(tokenizer):
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     return count
+
+
+def render_budget(tokenizer, max_length: int) -> tuple[int, TokenCounter]:
+    """(`max_tokens`, `count_tokens`) for `render_for_rm` and `orchrm.pairs.export` so a
+    text plus the tokenizer's special tokens fits `max_length`: the budget `OrchRM.render`
+    scores with. Pairs exported with it train on exactly the texts the model scores."""
+    return max_length - tokenizer.num_special_tokens_to_add(), token_counter(tokenizer)
 
 
 def load_backbone(name: str, trust_remote_code: bool = False):
@@ -162,8 +169,9 @@ class OrchRM:
 
     def render(self, question: str, orchestration: Orchestration) -> str:
         """The text this model reads, cut to its budget by its own tokenizer."""
-        budget = self.max_length - self.tokenizer.num_special_tokens_to_add()
-        return render_for_rm(question, orchestration, budget, self._count)
+        return render_for_rm(
+            question, orchestration, *render_budget(self.tokenizer, self.max_length)
+        )
 
     def score(self, question: str, orchestrations: list[Orchestration | str]) -> list[float | None]:
         """Scores of several orchestrations of one question (higher is better)."""

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from orchrm.evaluate import tasks_from_logs
-from orchrm.orchestration import AGENT_TYPES, Orchestration, rm_completion
-from orchrm.rm.model import OrchRM
+from orchrm.orchestration import AGENT_TYPES, Orchestration, render_for_rm
+from orchrm.rm.model import OrchRM, render_budget
 from orchrm.world.model import views
 from orchrm.world.tasks import SPLIT_CUES, TOPICS, TYPE_CUES, WHOLE_CUES
 
@@ -164,21 +164,25 @@ def main() -> None:
             for k in features(t.question, c.orchestration)
         }
     )
+    # The demo cuts its pairs to the reward model's budget: match them the same way.
+    rm = OrchRM.load(demo / "rm" / args.domain / "model")
+    budget = render_budget(rm.tokenizer, rm.max_length)
     by_text, rows, truth = {}, [], []
     for t in train:
         for c in t.candidates:
             if c.orchestration is None or c.p_success is None:
                 continue
             f = features(t.question, c.orchestration)
-            by_text[(t.question, rm_completion(c.orchestration))] = f
+            for b in (budget, (512, None)):  # and the export's default budget
+                by_text[render_for_rm(t.question, c.orchestration, *b)] = f
             rows.append(f)
             truth.append(c.p_success)
     diffs, missing = [], 0
     for line in pairs.read_text().splitlines():
         pair = json.loads(line)
-        question = pair["prompt"].removeprefix("question: ").rstrip("\n")
-        a, b = by_text.get((question, pair["chosen"])), by_text.get((question, pair["rejected"]))
-        if a is None or b is None:  # the question or plan was cut to the model's budget
+        a = by_text.get(pair["prompt"] + pair["chosen"])
+        b = by_text.get(pair["prompt"] + pair["rejected"])
+        if a is None or b is None:
             missing += 1
             continue
         diffs.append(design([a], keys)[0] - design([b], keys)[0])
@@ -208,8 +212,9 @@ def main() -> None:
         "bayes": statistics.fmean(max(c.p_success or 0.0 for c in t.candidates) for t in test),
         **{name: chosen_p(test, scores) for name, scores in scored.items()},
     }
-    for folder in [demo / "rm" / args.domain / "model", *map(Path, args.rm)]:
-        rm = OrchRM.load(folder)
+    demo_rm = demo / "rm" / args.domain / "model"
+    for folder in [demo_rm, *map(Path, args.rm)]:
+        rm = rm if folder == demo_rm else OrchRM.load(folder)
         scores = [
             rm.score(t.question, [c.orchestration for c in t.candidates if c.orchestration])
             for t in test

@@ -122,6 +122,15 @@ def cue_gap(tasks, scores: list[list[float | None]]) -> float:
     return statistics.fmean(gaps) if gaps else 0.0
 
 
+def rm_scores(rm: OrchRM, tasks) -> list[list[float | None]]:
+    """The reward model's score of every candidate of every task (None: no plan)."""
+    rows = []
+    for t in tasks:
+        it = iter(rm.score(t.question, [c.orchestration for c in t.candidates if c.orchestration]))
+        rows.append([None if c.orchestration is None else next(it) for c in t.candidates])
+    return rows
+
+
 def chosen_p(tasks, scores: list[list[float | None]]) -> float:
     picks = []
     for task, row in zip(tasks, scores, strict=True):
@@ -215,14 +224,7 @@ def main() -> None:
     demo_rm = demo / "rm" / args.domain / "model"
     for folder in [demo_rm, *map(Path, args.rm)]:
         rm = rm if folder == demo_rm else OrchRM.load(folder)
-        scores = [
-            rm.score(t.question, [c.orchestration for c in t.candidates if c.orchestration])
-            for t in test
-        ]
-        full = []
-        for t, row in zip(test, scores, strict=True):
-            it = iter(row)
-            full.append([None if c.orchestration is None else next(it) for c in t.candidates])
+        full = rm_scores(rm, test)
         results[f"reward model {folder}"] = chosen_p(test, full)
         scored[f"reward model {folder}"] = full
     scored["bayes"] = [[c.p_success for c in t.candidates] for t in test]

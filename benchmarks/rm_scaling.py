@@ -22,7 +22,7 @@ import argparse
 import time
 from pathlib import Path
 
-from rm_ceiling import cue_gap
+from rm_ceiling import chosen_p, cue_gap, rm_scores
 from transformers import AutoTokenizer
 
 from orchrm.bestofn import evaluate_tasks
@@ -32,7 +32,7 @@ from orchrm.pairs import MineConfig, export, mine
 from orchrm.rm.config import TrainConfig, default_backbone
 from orchrm.rm.model import OrchRM, render_budget
 from orchrm.rm.train import train
-from orchrm.select import RewardModelSelector, bayes_selector, majority_selector, random_selector
+from orchrm.select import bayes_selector, majority_selector, random_selector
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
 from orchrm.world.generate import generate
@@ -114,15 +114,10 @@ def main() -> None:
         )
         seconds = time.perf_counter() - started
         rm = OrchRM.load(out / f"rm-{n}" / "model")
-        at = evaluate_tasks(tasks, {"orchrm": RewardModelSelector(rm)}, SAMPLES, progress=False)
-        scores = []
-        for t in tasks:
-            row = rm.score(t.question, [c.orchestration for c in t.candidates if c.orchestration])
-            it = iter(row)
-            scores.append([None if c.orchestration is None else next(it) for c in t.candidates])
+        scores = rm_scores(rm, tasks)  # once: the pick's true p and the cue gap read them
         print(
             f"| {n} | {seconds:.0f} | {summary['best_validation_accuracy']:.3f} | "
-            f"{100 * at.at(SAMPLES)['orchrm'].expected_accuracy:.1f} | "
+            f"{100 * chosen_p(tasks, scores):.1f} | "
             f"{cue_gap(tasks, scores):+.2f} |",
             flush=True,
         )

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +96,69 @@ def fit_bt(diffs: np.ndarray, l2: float = 0.01, steps: int = 3000) -> np.ndarray
         p = 1 / (1 + np.exp(-(diffs @ w)))
         w += 0.5 * (diffs.T @ (1 - p) / len(diffs) - l2 * w)
     return w
+
+
+@dataclass
+class FeatureFit:
+    """The hand-written features' two linear peers, fit on one domain's training logs."""
+
+    keys: list[str]
+    bt: np.ndarray
+    """Bradley-Terry weights on the mined pairs (what a perfect cue reader gets)."""
+    ridge: np.ndarray
+    """Ridge weights on every candidate's true success probability (an upper bound)."""
+    matched: int
+    missing: int
+
+
+def fit_features(train, pairs_file: Path, budgets) -> FeatureFit:
+    """Fit both peers. `train`: the training tasks (both orchestrators' candidates);
+    `pairs_file`: the exported train pairs, matched to candidates by their rendered text
+    under each `(max_tokens, count_tokens)` of `budgets` (the export's cut)."""
+    keys = sorted(
+        {
+            k
+            for t in train
+            for c in t.candidates
+            if c.orchestration
+            for k in features(t.question, c.orchestration)
+        }
+    )
+    by_text, rows, truth = {}, [], []
+    for t in train:
+        for c in t.candidates:
+            if c.orchestration is None or c.p_success is None:
+                continue
+            f = features(t.question, c.orchestration)
+            for b in budgets:
+                by_text[render_for_rm(t.question, c.orchestration, *b)] = f
+            rows.append(f)
+            truth.append(c.p_success)
+    diffs, missing = [], 0
+    for line in Path(pairs_file).read_text().splitlines():
+        pair = json.loads(line)
+        a = by_text.get(pair["prompt"] + pair["chosen"])
+        b = by_text.get(pair["prompt"] + pair["rejected"])
+        if a is None or b is None:
+            missing += 1
+            continue
+        diffs.append(design([a], keys)[0] - design([b], keys)[0])
+    x = design(rows, keys)
+    ridge = np.linalg.solve(x.T @ x + np.eye(len(keys)), x.T @ np.array(truth))
+    return FeatureFit(keys, fit_bt(np.array(diffs)), ridge, len(diffs), missing)
+
+
+def linear_scores(tasks, keys: list[str], w: np.ndarray) -> list[list[float | None]]:
+    """A linear model's score of every candidate (None: no plan)."""
+    return [
+        [
+            None
+            if c.orchestration is None
+            else float(design([features(t.question, c.orchestration)], keys)[0] @ w)
+            for c in t.candidates
+        ]
+        for t in tasks
+    ]
 
 
 def cue_gap(tasks, scores: list[list[float | None]]) -> float:
@@ -164,55 +228,13 @@ def main() -> None:
         for t in tasks_from_logs([str(test_logs)], "specialized", args.n)
         if len(t.candidates) >= args.n
     ]
-    keys = sorted(
-        {
-            k
-            for t in train
-            for c in t.candidates
-            if c.orchestration
-            for k in features(t.question, c.orchestration)
-        }
-    )
     # The demo cuts its pairs to the reward model's budget: match them the same way.
     rm = OrchRM.load(demo / "rm" / args.domain / "model")
     budget = render_budget(rm.tokenizer, rm.max_length)
-    by_text, rows, truth = {}, [], []
-    for t in train:
-        for c in t.candidates:
-            if c.orchestration is None or c.p_success is None:
-                continue
-            f = features(t.question, c.orchestration)
-            for b in (budget, (512, None)):  # and the export's default budget
-                by_text[render_for_rm(t.question, c.orchestration, *b)] = f
-            rows.append(f)
-            truth.append(c.p_success)
-    diffs, missing = [], 0
-    for line in pairs.read_text().splitlines():
-        pair = json.loads(line)
-        a = by_text.get(pair["prompt"] + pair["chosen"])
-        b = by_text.get(pair["prompt"] + pair["rejected"])
-        if a is None or b is None:
-            missing += 1
-            continue
-        diffs.append(design([a], keys)[0] - design([b], keys)[0])
-    bt = fit_bt(np.array(diffs))
-    x = design(rows, keys)
-    ridge = np.linalg.solve(x.T @ x + np.eye(len(keys)), x.T @ np.array(truth))
-
-    def linear(w: np.ndarray) -> list[list[float | None]]:
-        return [
-            [
-                None
-                if c.orchestration is None
-                else float(design([features(t.question, c.orchestration)], keys)[0] @ w)
-                for c in t.candidates
-            ]
-            for t in test
-        ]
-
+    fit = fit_features(train, pairs, (budget, (512, None)))  # and the export's default budget
     scored = {
-        "features-BT (same pairs)": linear(bt),
-        "features-ridge (true p labels)": linear(ridge),
+        "features-BT (same pairs)": linear_scores(test, fit.keys, fit.bt),
+        "features-ridge (true p labels)": linear_scores(test, fit.keys, fit.ridge),
     }
     results = {
         "random": statistics.fmean(
@@ -231,8 +253,8 @@ def main() -> None:
 
     low, high = results["random"], results["bayes"]
     print(
-        f"{args.domain}: {len(test)} held-out tasks x {args.n}; {len(diffs)} training pairs "
-        f"matched ({missing} not), {len(keys)} features\n"
+        f"{args.domain}: {len(test)} held-out tasks x {args.n}; {fit.matched} training "
+        f"pairs matched ({fit.missing} not), {len(fit.keys)} features\n"
     )
     print("| selector | true p of the pick | share of the random -> bayes gap | reads the cue |")
     print("| --- | ---: | ---: | ---: |")

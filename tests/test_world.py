@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from orchrm.world.backend import COMPLETION_TOKENS, WorldBackend
 from orchrm.world.generate import generate, world_config, world_stats
 from orchrm.world.model import sc_success, success_probability
 from orchrm.world.orchestrators import orchestrators
-from orchrm.world.tasks import generate_tasks
+from orchrm.world.tasks import PRESETS, TYPE_CUES, generate_tasks
 
 CONFIG = world_config()
 
@@ -151,6 +152,38 @@ def test_wrong_answers_cluster_on_the_main_distractor():
     wrong = Counter(r.answer for r in results if r.answer != task.answer)
     assert wrong.most_common(1)[0][0] == task.distractors[0]
     assert wrong[task.distractors[0]] / sum(wrong.values()) > 0.6
+
+
+def test_generate_takes_a_preset_variant_and_other_writers():
+    """What benchmarks/world_headroom.py varies: a preset's fields and how often the
+    specialized orchestrator acts on the question's hint."""
+    shipped = generate("math", 40, 4, seed=5, progress=False)
+    always_cued = replace(PRESETS["math"], cue_rate=1.0)
+    writers = orchestrators(5)
+    writers["specialized"] = replace(writers["specialized"], follow=1.0)
+    varied = generate(always_cued, 40, 4, seed=5, progress=False, writers=writers)
+    assert varied.preset == "math" and {r["world"]["preset"] for r in varied.records} == {"math"}
+    cued = [
+        t for t in varied.tasks if any(c in t.question for cs in TYPE_CUES.values() for c in cs)
+    ]
+    assert (
+        len(cued)
+        == 40
+        > sum(any(c in t.question for cs in TYPE_CUES.values() for c in cs) for t in shipped.tasks)
+    )
+    # Acting on every hint: each parsed specialized plan of a cued task uses the hinted type.
+    by_id = {t.id: t for t in varied.tasks}
+    checked = 0
+    for r in varied.records:
+        if r["orchestrator"] != "specialized" or not r["orchestration"]:
+            continue
+        question = by_id[r["task_id"]].question
+        hinted = next(t for t, cs in TYPE_CUES.items() if any(c in question for c in cs))
+        assert hinted in {a["type"] for a in r["orchestration"]["agents"]}
+        checked += 1
+    assert checked > 100
+    with pytest.raises(ValueError, match="unknown preset"):
+        generate("chess", 2, 1, progress=False)
 
 
 def test_orchestrators_write_parseable_harmony_and_the_specialized_one_is_better():

@@ -22,8 +22,8 @@ from orchrm.runtime.config import RunConfig
 from orchrm.runtime.run import Task, run_tasks
 from orchrm.world.backend import WorldBackend
 from orchrm.world.model import success_probability
-from orchrm.world.orchestrators import orchestrators
-from orchrm.world.tasks import PRESETS, WorldTask, generate_tasks
+from orchrm.world.orchestrators import WorldOrchestrator, orchestrators
+from orchrm.world.tasks import PRESETS, Preset, WorldTask, generate_tasks
 
 
 def world_config() -> RunConfig:
@@ -47,18 +47,25 @@ class Generated:
 
 
 def generate(
-    preset: str, n_tasks: int, samples: int, seed: int = 0, progress: bool = True
+    preset: str | Preset,
+    n_tasks: int,
+    samples: int,
+    seed: int = 0,
+    progress: bool = True,
+    writers: dict[str, WorldOrchestrator] | None = None,
 ) -> Generated:
     """`samples` orchestrations per task from each world orchestrator (base and
-    specialized), executed on the world; one record per sample."""
-    if preset not in PRESETS:
+    specialized, or `writers` by name), executed on the world; one record per sample.
+    `preset`: a name in `PRESETS` or a `Preset` (a variant of one, to study the world)."""
+    if isinstance(preset, str) and preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
     config = world_config()
     tasks = generate_tasks(preset, n_tasks, seed)
     by_id = {t.id: t for t in tasks}
     run_list = [Task(t.id, t.question, t.answer, t.domain) for t in tasks]
-    out = Generated(preset, tasks, [])
-    for name, orchestrator in orchestrators(seed).items():
+    name_of_preset = preset if isinstance(preset, str) else preset.name
+    out = Generated(name_of_preset, tasks, [])
+    for name, orchestrator in (writers or orchestrators(seed)).items():
         backend = WorldBackend(tasks, seed, orchestrator, config)
         start = time.perf_counter()
         records = asyncio.run(
@@ -76,7 +83,7 @@ def generate(
             out.executions += r["execution"] is not None
             o = from_dict(r["orchestration"]) if r["orchestration"] else None
             p = success_probability(by_id[r["task_id"]], o, config) if o else 0.0
-            r["world"] = {"preset": preset, "seed": seed, "p_success": p}
+            r["world"] = {"preset": name_of_preset, "seed": seed, "p_success": p}
         out.records += records
     return out
 

@@ -9,8 +9,11 @@ set here. Each step count trains its own model from the backbone (with warm-up a
 decay over its own steps). Held-out tasks come from the next world seed; best-of-8 over
 the specialized orchestrator's candidates. Printed per model: validation pairwise
 accuracy, expected accuracy of Orch-RM's pick, and whether it reads the question's hint
-(`rm_ceiling.cue_gap`); and once: majority vote's expected accuracy (20 re-executions
-per candidate, as the demo measures it), random and bayes.
+(`rm_ceiling.cue_gap`); beside it, the same two figures for `features-BT`
+(`rm_ceiling.fit_features`) fit on a random sample of as many training pairs as the model
+saw: what a reader that already has the right features learns from that much data. And
+once: majority vote's expected accuracy (20 re-executions per candidate, as the demo
+measures it), random and bayes.
 
 The default seed (10) is not the demo's (0), so settings tuned here are not tuned on
 the demo's held-out tasks. It takes about 2 s per training step on 2 CPU cores.
@@ -19,10 +22,11 @@ the demo's held-out tasks. It takes about 2 s per training step on 2 CPU cores.
 from __future__ import annotations
 
 import argparse
+import random
 import time
 from pathlib import Path
 
-from rm_ceiling import chosen_p, cue_gap, rm_scores
+from rm_ceiling import chosen_p, cue_gap, fit_features, linear_scores, rm_scores
 from transformers import AutoTokenizer
 
 from orchrm.bestofn import evaluate_tasks
@@ -97,8 +101,17 @@ def main() -> None:
         "expected accuracy %: "
         + ", ".join(f"{k} {100 * baselines[k].expected_accuracy:.1f}" for k in baselines)
     )
-    print("\n| steps | train s | validation pairwise acc | orchrm expected acc % | reads the cue |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    train_tasks = [
+        t
+        for name in ("specialized", "base")
+        for t in tasks_from_logs([str(out / "logs" / "train.jsonl")], name, SAMPLES)
+    ]
+    pair_lines = (out / "pairs" / "train.jsonl").read_text().splitlines()
+    print(
+        "\n| steps | pairs seen | train s | validation pairwise acc | orchrm expected acc % "
+        "| reads the cue | features-BT on as many pairs: expected acc % | reads the cue |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in steps:
         started = time.perf_counter()
         summary = train(
@@ -115,10 +128,15 @@ def main() -> None:
         seconds = time.perf_counter() - started
         rm = OrchRM.load(out / f"rm-{n}" / "model")
         scores = rm_scores(rm, tasks)  # once: the pick's true p and the cue gap read them
+        seen = min(summary["pairs_seen"], len(pair_lines))
+        sample = out / "pairs" / f"sample-{seen}.jsonl"
+        sample.write_text("\n".join(random.Random(0).sample(pair_lines, seen)) + "\n")
+        fit = fit_features(train_tasks, sample, (budget,))
+        features = linear_scores(tasks, fit.keys, fit.bt)
         print(
-            f"| {n} | {seconds:.0f} | {summary['best_validation_accuracy']:.3f} | "
-            f"{100 * chosen_p(tasks, scores):.1f} | "
-            f"{cue_gap(tasks, scores):+.2f} |",
+            f"| {n} | {seen} | {seconds:.0f} | {summary['best_validation_accuracy']:.3f} | "
+            f"{100 * chosen_p(tasks, scores):.1f} | {cue_gap(tasks, scores):+.2f} | "
+            f"{100 * chosen_p(tasks, features):.1f} | {cue_gap(tasks, features):+.2f} |",
             flush=True,
         )
 

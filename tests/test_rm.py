@@ -21,7 +21,7 @@ from orchrm.pairs import MineConfig, export, mine
 from orchrm.parse import parse_harmony
 from orchrm.rm.config import TrainConfig
 from orchrm.rm.data import length_grouped_batches
-from orchrm.rm.model import ModelError, OrchRM
+from orchrm.rm.model import ModelError, OrchRM, bf16_supported
 from orchrm.rm.train import train
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
@@ -86,9 +86,24 @@ def test_training_moves_the_weights(trained):
     assert not torch.equal(original, after[key])
 
 
+def test_a_second_training_in_one_process_may_use_another_precision(pairs_dir, tmp_path):
+    """accelerate keeps one precision per process; a notebook or the demo trains several
+    models, and on a CPU with AMX the default (bf16) differs from an explicit fp32."""
+    for bf16 in (False, True, False):
+        summary = train(
+            TrainConfig(
+                pairs=str(pairs_dir), out=str(tmp_path / str(bf16)), max_steps=1, bf16=bf16, **FAST
+            ),
+            progress=False,
+        )
+        assert summary["bf16"] is bf16 and summary["steps"] == 1
+
+
 def test_scores_come_back_in_input_order_and_match_one_by_one(trained):
     out, _ = trained
-    rm = OrchRM.load(out / "model", batch_size=3)
+    # fp32: batching must not change a score beyond float noise. (In bf16, on CPUs with
+    # AMX, a batch's padding moves the last bits; checked below with bf16's tolerance.)
+    rm = OrchRM.load(out / "model", batch_size=3, bf16=False)
     plans = [parse_harmony(HIGH_DOM), parse_harmony(LOW_DOM), HIGH_DOM, "not a plan"]
     questions = ["What is 2+3?", "Find the remainder when 7^100 is divided by 13." * 5]
     items = [(q, p) for q in questions for p in plans]
@@ -96,6 +111,12 @@ def test_scores_come_back_in_input_order_and_match_one_by_one(trained):
     assert batch[3] is None and batch[7] is None  # unparseable text: no score
     alone = [rm.score_batch([item])[0] for item in items]
     assert batch == pytest.approx(alone, abs=1e-4)
+    if bf16_supported(torch.device("cpu")):
+        half = OrchRM.load(out / "model", batch_size=3, bf16=True)
+        in_bf16 = half.score_batch(items)
+        scale = max(abs(x) for x in batch if x is not None)
+        assert in_bf16[3] is None and in_bf16[7] is None
+        assert in_bf16 == pytest.approx(batch, abs=2e-2 * max(scale, 1.0))
     assert batch[0] == pytest.approx(batch[2], abs=1e-6)  # parsed or raw: same text
     text = rm.render(questions[1], plans[0])
     assert text == render_for_rm(questions[1], plans[0], rm.max_length - 2, rm._count)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator
+from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import broadcast_object_list
 from safetensors.torch import load_file, save_file
 from transformers import get_linear_schedule_with_warmup
@@ -149,6 +150,21 @@ def _param_groups(model, config: TrainConfig) -> list[dict]:
     return [{"params": body}, {"params": head, "lr": config.head_lr}]
 
 
+def _accelerator(cpu: bool, mixed_precision: str, grad_accumulation: int) -> Accelerator:
+    """accelerate keeps one precision per process and refuses another one later. A
+    process that is not part of a multi-process launch (a notebook, the demo, a test
+    session) may train several models with different settings, so there it starts
+    afresh; a launched process keeps the launch's state."""
+    state = AcceleratorState._shared_state
+    other = state and state.get("_mixed_precision") != mixed_precision
+    if other and PartialState().num_processes == 1:
+        AcceleratorState._reset_state()
+    # cpu=True is what makes accelerate run several CPU processes over gloo (MULTI_CPU).
+    return Accelerator(
+        cpu=cpu, mixed_precision=mixed_precision, gradient_accumulation_steps=grad_accumulation
+    )
+
+
 def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> dict:
     """Train (or, with `resume`, continue) a reward model; returns the summary that is
     also stored in the saved model's metadata."""
@@ -160,12 +176,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
         if config.bf16 is None
         else config.bf16
     )
-    # cpu=True is what makes accelerate run several CPU processes over gloo (MULTI_CPU).
-    accelerator = Accelerator(
-        cpu=cpu,
-        mixed_precision="bf16" if use_bf16 else "no",
-        gradient_accumulation_steps=config.grad_accumulation,
-    )
+    accelerator = _accelerator(cpu, "bf16" if use_bf16 else "no", config.grad_accumulation)
     main = accelerator.is_main_process
     out = Path(config.out)
     torch.manual_seed(config.seed)  # the score head's initialization

@@ -49,10 +49,10 @@ def parse_variant(text: str) -> tuple[str, dict[str, float]]:
     name, _, body = text.partition(":")
     if not name or not body:
         raise ValueError(f"--variant {text!r}: expected NAME:KEY=VALUE[,KEY=VALUE]")
+    known = {f.name for f in dataclasses.fields(PRESETS["math"])} | ORCHESTRATOR_FIELDS
     settings = {}
     for item in body.split(","):
         key, _, value = item.partition("=")
-        known = {f.name for f in dataclasses.fields(PRESETS["math"])} | ORCHESTRATOR_FIELDS
         if key not in known:
             raise ValueError(f"--variant {text!r}: unknown field {key!r}")
         try:

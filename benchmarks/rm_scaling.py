@@ -1,7 +1,7 @@
 """Does the demo's reward model get better with more data and more training? World math.
 
     .venv/bin/python benchmarks/rm_scaling.py [--train-tasks 600] [--steps 60,600]
-        [--seed 10] [--test-tasks 200] [--out runs/rm-scaling]
+        [--seed 10] [--test-tasks 200] [--follow 0.75] [--out runs/rm-scaling]
 
 The demo's pipeline (world logs, store, mined pairs cut to the model's budget, MiniLM
 trained in batches of 16 at 128 tokens), with the number of training tasks and steps
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rm_ceiling import chosen_p, cue_gap, fit_features, linear_scores, rm_scores
@@ -41,6 +42,7 @@ from orchrm.select import bayes_selector, majority_selector, random_selector
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
 from orchrm.world.generate import generate
+from orchrm.world.orchestrators import orchestrators
 from orchrm.world.reruns import with_reruns
 
 MAX_LENGTH = 128
@@ -54,6 +56,13 @@ def main() -> None:
     parser.add_argument("--steps", default="60,600", help="comma-separated step counts")
     parser.add_argument("--seed", type=int, default=10, help="world seed of the training tasks")
     parser.add_argument("--preset", default="math")
+    parser.add_argument(
+        "--follow",
+        type=float,
+        default=None,
+        help="how often the specialized orchestrator acts on the question's hint (the "
+        "world's default: 0.75); see world_headroom.py",
+    )
     parser.add_argument("--out", default="runs/rm-scaling")
     args = parser.parse_args()
     steps = [int(s) for s in args.steps.split(",")]
@@ -65,7 +74,10 @@ def main() -> None:
         ("train", args.train_tasks, args.seed),
         ("test", args.test_tasks, args.seed + 1),
     ):
-        generated = generate(args.preset, n, SAMPLES, seed, progress=False)
+        writers = orchestrators(seed)
+        if args.follow is not None:
+            writers["specialized"] = replace(writers["specialized"], follow=args.follow)
+        generated = generate(args.preset, n, SAMPLES, seed, progress=False, writers=writers)
         world[part] = generated.tasks
         write_jsonl(generated.records, out / "logs" / f"{part}.jsonl")
     store_path = out / "store.duckdb"

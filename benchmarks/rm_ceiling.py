@@ -36,7 +36,7 @@ import numpy as np
 
 from orchrm.evaluate import tasks_from_logs
 from orchrm.orchestration import AGENT_TYPES, Orchestration, render_for_rm
-from orchrm.rm.model import OrchRM, render_budget
+from orchrm.rm.model import OrchRM
 from orchrm.world.model import views
 from orchrm.world.tasks import SPLIT_CUES, TOPICS, TYPE_CUES, WHOLE_CUES
 
@@ -230,7 +230,7 @@ def main() -> None:
     ]
     # The demo cuts its pairs to the reward model's budget: match them the same way.
     rm = OrchRM.load(demo / "rm" / args.domain / "model")
-    budget = render_budget(rm.tokenizer, rm.max_length)
+    budget = rm.budget
     fit = fit_features(train, pairs, (budget, (512, None)))  # and the export's default budget
     scored = {
         "features-BT (same pairs)": linear_scores(test, fit.keys, fit.bt),

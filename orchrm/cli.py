@@ -543,13 +543,12 @@ def pairs_export(
                 return
             count = None
             if tokenizer:
-                from transformers import AutoTokenizer
+                from orchrm.rm.model import ModelError, backbone_budget
 
-                from orchrm.rm.model import render_budget
-
-                max_tokens, count = render_budget(
-                    AutoTokenizer.from_pretrained(tokenizer), max_tokens
-                )
+                try:
+                    max_tokens, count = backbone_budget(tokenizer, max_tokens)
+                except ModelError as err:
+                    _fail(str(err))
 
             written = export(db, out, dataset, fmt, max_tokens, count)
         except ValueError as err:

@@ -13,15 +13,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformers import AutoTokenizer
-
 from orchrm.bestofn import evaluate_tasks, selectors, world_judge
 from orchrm.evaluate import tasks_from_logs
 from orchrm.jsonl import write_jsonl
 from orchrm.pairs import MineConfig, export, mine
 from orchrm.report import markdown, write_report
-from orchrm.rm.config import TrainConfig, default_backbone
-from orchrm.rm.model import OrchRM, render_budget
+from orchrm.rm.config import TrainConfig
+from orchrm.rm.model import OrchRM, backbone_budget
 from orchrm.rm.train import train
 from orchrm.select import RewardModelSelector
 from orchrm.store.db import Store
@@ -96,7 +94,7 @@ def run_demo(config: DemoConfig, say=print) -> dict:
     store_path.unlink(missing_ok=True)
     models, held_out, truncated = {}, {}, {}
     # Pairs are cut to the reward model's own token budget, as scoring cuts them.
-    budget = render_budget(AutoTokenizer.from_pretrained(default_backbone()), config.max_length)
+    budget = backbone_budget("", config.max_length)
     with Store(store_path) as store:
         for preset in PRESETS:
             ingest_file(store, logs[(preset, "train")])

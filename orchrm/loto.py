@@ -70,19 +70,16 @@ class _FoldSelector:
 
 def cross_validate(store: Store, config: LotoConfig, say=print) -> list[Evaluation]:
     """Mine, train one reward model per fold, evaluate best-of-N per domain."""
-    from orchrm.rm.model import OrchRM, load_backbone, token_counter
+    from orchrm.rm.model import OrchRM, backbone_budget
     from orchrm.rm.train import train
 
     out = Path(config.out)
     mined = mine(store, replace(config.mine, split=(1.0, 0.0, 0.0), seed=config.seed))
     say(f"pairs: {', '.join(f'{k} {v}' for k, v in mined.kept.items()) or 'none'}")
-    _, tokenizer = load_backbone(config.train.backbone or _default_backbone())
-    rows = preference_rows(
-        store,
-        config.mine.dataset,
-        max_tokens=config.train.max_length - 2,  # room for the special tokens
-        count_tokens=token_counter(tokenizer),
+    max_tokens, count = backbone_budget(
+        config.train.backbone, config.train.max_length, config.train.trust_remote_code
     )
+    rows = preference_rows(store, config.mine.dataset, max_tokens=max_tokens, count_tokens=count)
     tasks = [
         t
         for t in tasks_from_store(store, config.orchestrator, config.n)
@@ -147,9 +144,3 @@ def cross_validate(store: Store, config: LotoConfig, say=print) -> list[Evaluati
         }
         evaluations.append(ev)
     return evaluations
-
-
-def _default_backbone() -> str:
-    from orchrm.rm.config import default_backbone
-
-    return default_backbone()

@@ -21,7 +21,7 @@ from orchrm.pairs import MineConfig, export, mine
 from orchrm.parse import parse_harmony
 from orchrm.rm.config import TrainConfig
 from orchrm.rm.data import length_grouped_batches
-from orchrm.rm.model import ModelError, OrchRM, bf16_supported
+from orchrm.rm.model import ModelError, OrchRM, bf16_supported, token_counter
 from orchrm.rm.train import train
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
@@ -112,17 +112,20 @@ def test_scores_come_back_in_input_order_and_match_one_by_one(trained):
     alone = [rm.score_batch([item])[0] for item in items]
     assert batch == pytest.approx(alone, abs=1e-4)
     if bf16_supported(torch.device("cpu")):
+        # bf16 keeps 8 bits of mantissa: scores move by ~1e-3 (measured up to 2.3e-3 on
+        # the demo's math model, whose scores spread with sd 0.14), never by more than 5e-3.
         half = OrchRM.load(out / "model", batch_size=3, bf16=True)
         in_bf16 = half.score_batch(items)
-        scale = max(abs(x) for x in batch if x is not None)
         assert in_bf16[3] is None and in_bf16[7] is None
-        assert in_bf16 == pytest.approx(batch, abs=2e-2 * max(scale, 1.0))
+        assert in_bf16 == pytest.approx(batch, abs=5e-3)
+        assert in_bf16 == pytest.approx([half.score_batch([i])[0] for i in items], abs=5e-3)
     assert batch[0] == pytest.approx(batch[2], abs=1e-6)  # parsed or raw: same text
     text = rm.render(questions[1], plans[0])
-    assert text == render_for_rm(questions[1], plans[0], rm.max_length - 2, rm._count)
+    count = token_counter(rm.tokenizer)
+    assert text == render_for_rm(questions[1], plans[0], rm.max_length - 2, count)
     # The question is cut by the model's own tokenizer to half the budget.
     question_line = text.split("\n")[0]
-    assert question_line.endswith("...") and rm._count(question_line) <= (rm.max_length - 2) // 2
+    assert question_line.endswith("...") and count(question_line) <= (rm.max_length - 2) // 2
 
 
 def test_a_model_trained_on_another_rendering_is_refused(trained, tmp_path):

@@ -168,20 +168,17 @@ def _mined_store(config: RLConfig, logs: WorldLogs):
 def build_rm(config: RLConfig, logs: WorldLogs, say=print) -> Path:
     """A reward model in OUT/rm/model trained as `orchrm demo` trains its per-domain ones
     (MiniLM, `rm_steps` steps of 16 pairs); reused when present."""
-    from transformers import AutoTokenizer
-
     from orchrm.pairs import export
-    from orchrm.rm.config import TrainConfig, default_backbone
-    from orchrm.rm.model import render_budget
+    from orchrm.rm.config import TrainConfig
+    from orchrm.rm.model import backbone_budget
     from orchrm.rm.train import train
 
     model_dir = Path(config.out) / "rm" / "model"
     if (model_dir / "config.json").exists():
         return model_dir
     with _mined_store(config, logs) as store:
-        budget = render_budget(
-            AutoTokenizer.from_pretrained(default_backbone()), config.rm_max_length
-        )  # the pairs are cut as the model's scores will cut them
+        # the pairs are cut as the model's scores will cut them
+        budget = backbone_budget("", config.rm_max_length)
         export(store, Path(config.out) / "pairs", f"rl-{config.preset}", "jsonl", *budget)
     summary = train(
         TrainConfig(

@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -58,6 +59,21 @@ def render_budget(tokenizer, max_length: int) -> tuple[int, TokenCounter]:
     text plus the tokenizer's special tokens fits `max_length`: the budget `OrchRM.render`
     scores with. Pairs exported with it train on exactly the texts the model scores."""
     return max_length - tokenizer.num_special_tokens_to_add(), token_counter(tokenizer)
+
+
+def backbone_budget(
+    backbone: str, max_length: int, trust_remote_code: bool = False
+) -> tuple[int, TokenCounter]:
+    """`render_budget` of a backbone by name or directory ('': the default MiniLM), for
+    cutting pairs before a model of it exists; loads only the tokenizer."""
+    from orchrm.rm.config import default_backbone
+
+    name = backbone or default_backbone()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise ModelError(f"cannot load the tokenizer of {name!r}: {err}") from None
+    return render_budget(tokenizer, max_length)
 
 
 def load_backbone(name: str, trust_remote_code: bool = False):
@@ -164,14 +180,14 @@ class OrchRM:
     def max_length(self) -> int:
         return int(self.metadata.get("max_length", 512))
 
-    def _count(self, text: str) -> int:
-        return token_counter(self.tokenizer)(text)
+    @cached_property
+    def budget(self) -> tuple[int, TokenCounter]:
+        """This model's `render_budget`: what `render` cuts every text to."""
+        return render_budget(self.tokenizer, self.max_length)
 
     def render(self, question: str, orchestration: Orchestration) -> str:
         """The text this model reads, cut to its budget by its own tokenizer."""
-        return render_for_rm(
-            question, orchestration, *render_budget(self.tokenizer, self.max_length)
-        )
+        return render_for_rm(question, orchestration, *self.budget)
 
     def score(self, question: str, orchestrations: list[Orchestration | str]) -> list[float | None]:
         """Scores of several orchestrations of one question (higher is better)."""

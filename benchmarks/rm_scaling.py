@@ -25,28 +25,18 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from rm_ceiling import chosen_p, cue_gap, fit_features, linear_scores, rm_scores
-from transformers import AutoTokenizer
+from world_pairs import SAMPLES, world_pairs
 
 from orchrm.bestofn import evaluate_tasks
-from orchrm.evaluate import tasks_from_logs
-from orchrm.jsonl import write_jsonl
-from orchrm.pairs import MineConfig, export, mine
-from orchrm.rm.config import TrainConfig, default_backbone
-from orchrm.rm.model import OrchRM, render_budget
+from orchrm.rm.config import TrainConfig
+from orchrm.rm.model import OrchRM, backbone_budget
 from orchrm.rm.train import train
 from orchrm.select import bayes_selector, majority_selector, random_selector
-from orchrm.store.db import Store
-from orchrm.store.ingest import ingest_file
-from orchrm.world.generate import generate
-from orchrm.world.orchestrators import orchestrators
-from orchrm.world.reruns import with_reruns
 
 MAX_LENGTH = 128
-SAMPLES = 8
 
 
 def main() -> None:
@@ -67,39 +57,18 @@ def main() -> None:
     args = parser.parse_args()
     steps = [int(s) for s in args.steps.split(",")]
     out = Path(args.out)
-    (out / "logs").mkdir(parents=True, exist_ok=True)
-
-    world = {}
-    for part, n, seed in (
-        ("train", args.train_tasks, args.seed),
-        ("test", args.test_tasks, args.seed + 1),
-    ):
-        writers = orchestrators(seed)
-        if args.follow is not None:
-            writers["specialized"] = replace(writers["specialized"], follow=args.follow)
-        generated = generate(args.preset, n, SAMPLES, seed, progress=False, writers=writers)
-        world[part] = generated.tasks
-        write_jsonl(generated.records, out / "logs" / f"{part}.jsonl")
-    store_path = out / "store.duckdb"
-    store_path.unlink(missing_ok=True)
-    budget = render_budget(AutoTokenizer.from_pretrained(default_backbone()), MAX_LENGTH)
-    with Store(store_path) as store:
-        ingest_file(store, out / "logs" / "train.jsonl")
-        mined = mine(
-            store,
-            MineConfig(
-                dataset="scaling",
-                domain=args.preset,
-                seed=0,
-                specialized=("specialized",),
-                base=("base",),
-                split=(0.85, 0.15, 0.0),
-            ),
-        )
-        export(store, out / "pairs", "scaling", "jsonl", *budget)
-    tasks = tasks_from_logs([str(out / "logs" / "test.jsonl")], "specialized", SAMPLES)
-    tasks = [t for t in tasks if len(t.candidates) == SAMPLES]
-    tasks = with_reruns(tasks, world["test"], 20)
+    budget = backbone_budget("", MAX_LENGTH)
+    world = world_pairs(
+        args.preset,
+        args.train_tasks,
+        args.test_tasks,
+        args.seed,
+        out,
+        budget,
+        (0.85, 0.15, 0.0),
+        None if args.follow is None else {"follow": args.follow},
+    )
+    tasks, mined = world.test, world.mined
     baselines = evaluate_tasks(
         tasks,
         {"majority": majority_selector, "random": random_selector(0), "bayes": bayes_selector},
@@ -114,12 +83,7 @@ def main() -> None:
         "expected accuracy %: "
         + ", ".join(f"{k} {100 * baselines[k].expected_accuracy:.1f}" for k in baselines)
     )
-    train_tasks = [
-        t
-        for name in ("specialized", "base")
-        for t in tasks_from_logs([str(out / "logs" / "train.jsonl")], name, SAMPLES)
-    ]
-    pair_lines = (out / "pairs" / "train.jsonl").read_text().splitlines()
+    pair_lines = (world.pairs / "train.jsonl").read_text().splitlines()
     print(
         "\n| steps | pairs seen | train s | validation pairwise acc | orchrm expected acc % "
         "| reads the cue | features-BT on as many pairs: expected acc % | reads the cue |"
@@ -129,7 +93,7 @@ def main() -> None:
         started = time.perf_counter()
         summary = train(
             TrainConfig(
-                pairs=str(out / "pairs"),
+                pairs=str(world.pairs),
                 out=str(out / f"rm-{n}"),
                 max_steps=n,
                 max_length=MAX_LENGTH,
@@ -142,9 +106,9 @@ def main() -> None:
         rm = OrchRM.load(out / f"rm-{n}" / "model")
         scores = rm_scores(rm, tasks)  # once: the pick's true p and the cue gap read them
         seen = min(summary["pairs_seen"], len(pair_lines))
-        sample = out / "pairs" / f"sample-{seen}.jsonl"
+        sample = world.pairs / f"sample-{seen}.jsonl"
         sample.write_text("\n".join(random.Random(0).sample(pair_lines, seen)) + "\n")
-        fit = fit_features(train_tasks, sample, (budget,))
+        fit = fit_features(world.train, sample, (budget,))
         features = linear_scores(tasks, fit.keys, fit.bt)
         print(
             f"| {n} | {seen} | {seconds:.0f} | {summary['best_validation_accuracy']:.3f} | "

@@ -27,20 +27,13 @@ import statistics
 from pathlib import Path
 
 from rm_ceiling import chosen_p, fit_features, linear_scores
+from world_pairs import SAMPLES, world_pairs
 
 from orchrm.bestofn import evaluate_tasks
-from orchrm.evaluate import tasks_from_logs
-from orchrm.jsonl import write_jsonl
-from orchrm.pairs import MineConfig, export, mine
 from orchrm.select import majority_selector
-from orchrm.store.db import Store
-from orchrm.store.ingest import ingest_file
-from orchrm.world.generate import generate
-from orchrm.world.orchestrators import WorldOrchestrator, orchestrators
-from orchrm.world.reruns import with_reruns
+from orchrm.world.orchestrators import WorldOrchestrator
 from orchrm.world.tasks import PRESETS
 
-SAMPLES = 8
 ORCHESTRATOR_FIELDS = {f.name for f in dataclasses.fields(WorldOrchestrator)} - {"name", "seed"}
 
 
@@ -68,46 +61,10 @@ def headroom(preset: str, settings: dict, train_n: int, test_n: int, seed: int, 
         PRESETS[preset], **{k: v for k, v in settings.items() if k not in ORCHESTRATOR_FIELDS}
     )
     writer_settings = {k: v for k, v in settings.items() if k in ORCHESTRATOR_FIELDS}
-    out.mkdir(parents=True, exist_ok=True)
-    world = {}
-    for part, n, s in (("train", train_n, seed), ("test", test_n, seed + 1)):
-        writers = orchestrators(s)
-        writers["specialized"] = dataclasses.replace(writers["specialized"], **writer_settings)
-        generated = generate(variant, n, SAMPLES, s, progress=False, writers=writers)
-        world[part] = generated.tasks
-        write_jsonl(generated.records, out / f"{part}.jsonl")
-    (out / "store.duckdb").unlink(missing_ok=True)
-    with Store(out / "store.duckdb") as store:
-        ingest_file(store, out / "train.jsonl")
-        mine(
-            store,
-            MineConfig(
-                dataset="headroom",
-                domain=preset,
-                seed=0,
-                specialized=("specialized",),
-                base=("base",),
-                split=(1.0, 0.0, 0.0),
-            ),
-        )
-        export(store, out / "pairs", "headroom", "jsonl")
-    train = [
-        t
-        for name in ("specialized", "base")
-        for t in tasks_from_logs([str(out / "train.jsonl")], name, SAMPLES)
-    ]
-    test = [
-        t
-        for t in tasks_from_logs([str(out / "test.jsonl")], "specialized", SAMPLES)
-        if len(t.candidates) == SAMPLES
-    ]
-    fit = fit_features(train, out / "pairs" / "train.jsonl", ((512, None),))
-    voted = evaluate_tasks(
-        with_reruns(test, world["test"], 20),
-        {"majority": majority_selector},
-        SAMPLES,
-        progress=False,
-    )
+    world = world_pairs(variant, train_n, test_n, seed, out, specialized=writer_settings)
+    test = world.test
+    fit = fit_features(world.train, world.pairs / "train.jsonl", ((512, None),))
+    voted = evaluate_tasks(test, {"majority": majority_selector}, SAMPLES, progress=False)
     return {
         "random": statistics.fmean(
             statistics.fmean(c.p_success or 0.0 for c in t.candidates) for t in test

@@ -827,7 +827,12 @@ def demo_command(
     out: Path = typer.Option(Path("orchrm-demo"), "--out"),
     train_tasks: int = typer.Option(150, "--train-tasks", min=10),
     test_tasks: int = typer.Option(100, "--test-tasks", min=10),
-    steps: int = typer.Option(60, "--steps", min=1, help="Reward-model training steps."),
+    steps: int = typer.Option(
+        180, "--steps", min=1, help="Training steps of the math and mixed reward models."
+    ),
+    multihop_steps: int = typer.Option(
+        45, "--multihop-steps", min=1, help="Training steps of the multihop reward model."
+    ),
     reruns: int = typer.Option(
         20, "--reruns", min=0, help="Re-executions per candidate for the votes' expected accuracy."
     ),
@@ -843,6 +848,7 @@ def demo_command(
             train_tasks=train_tasks,
             test_tasks=test_tasks,
             steps=steps,
+            multihop_steps=multihop_steps,
             reruns=reruns,
             seed=seed,
         ),

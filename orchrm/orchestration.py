@@ -439,12 +439,22 @@ def _json_list(items: tuple[str, ...]) -> str:
 
 # --------------------------------------------------------------------------- reward-model text
 
-RM_RENDER_VERSION = "orchrm-rm-text/2"
+RM_RENDER_VERSION = "orchrm-rm-text/3"
 """Version of `render_for_rm`'s layout. Checkpoints record it; a change to the layout
 must bump it, because a model trained on one layout misreads another."""
 
 QUESTION_SHARE = 0.5
 """The question may take at most this share of the reward-model budget."""
+
+TYPE_NAMES = {
+    "CoTAgent": "step-by-step chain of thought",
+    "SCAgent": "self-consistency: several tries vote",
+    "DebateAgent": "debate between experts",
+    "ReflexionAgent": "reflexion: critique and refine",
+    "WebSearchAgent": "web search",
+}
+"""What each sub-agent type does, in words, after its class name in the reward model's
+text: a pretrained backbone knows "debate" and "critique" but not "SCAgent"."""
 
 TokenCounter = Callable[[str], int]
 _APPROX_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
@@ -474,7 +484,7 @@ def render_for_rm(
 
         question: <question>
         orchestration: dom=<low|high> agents=<n> edges=<m> sink=<id|none>
-        agent <id> = <type> [roles: r1 | r2]
+        agent <id> = <type> (<what it does: TYPE_NAMES>) [roles: r1 | r2]
           input: <input, or "(original question)">
           about: <description>
         edges: a->b, b->c
@@ -528,7 +538,8 @@ def rm_completion(
         ]
         for n, a in enumerate(agents):
             roles = f" [roles: {' | '.join(map(_clean, a.debate_roles))}]" if a.debate_roles else ""
-            lines.append(f"agent {a.id} = {a.type}{roles}")
+            named = f" ({TYPE_NAMES[a.type]})" if a.type in TYPE_NAMES else ""
+            lines.append(f"agent {a.id} = {a.type}{named}{roles}")
             lines.append(f"  input: {slots[f'input{n}'] or '(original question)'}")
             if slots[f"about{n}"]:
                 lines.append(f"  about: {slots[f'about{n}']}")
@@ -578,6 +589,7 @@ __all__ = [
     "FINAL_MARKERS",
     "ORCHRM_JSON_FORMAT",
     "RM_RENDER_VERSION",
+    "TYPE_NAMES",
     "Agent",
     "DoM",
     "Edge",

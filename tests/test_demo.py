@@ -21,6 +21,7 @@ def test_demo_writes_the_report_with_every_selector(tmp_path):
             test_tasks=12,
             samples=4,
             steps=2,
+            multihop_steps=2,
             max_length=64,
             reruns=3,
         ),

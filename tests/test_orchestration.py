@@ -11,6 +11,7 @@ from orchrm.orchestration import (
     FINAL_MARKERS,
     ORCHRM_JSON_FORMAT,
     RM_RENDER_VERSION,
+    TYPE_NAMES,
     Agent,
     DoM,
     Edge,
@@ -313,12 +314,24 @@ DEBATE = Orchestration(
     thinking="A debate settles it. " * 200,
     answer="D",
 )
-STRUCTURE = ["agent A = CoTAgent", "agent D = DebateAgent [roles: Pro | Con]", "edges: A->D"]
+STRUCTURE = [
+    "agent A = CoTAgent (step-by-step chain of thought)",
+    "agent D = DebateAgent (debate between experts) [roles: Pro | Con]",
+    "edges: A->D",
+]
 
 
 def test_rm_render_version_is_a_nonempty_string():
     assert isinstance(RM_RENDER_VERSION, str)
     assert RM_RENDER_VERSION
+
+
+def test_render_names_each_known_type_in_words_and_leaves_others_bare():
+    for kind, words in TYPE_NAMES.items():
+        o = Orchestration(agents=(Agent("X", kind, "", ""),))
+        assert f"agent X = {kind} ({words})" in render_for_rm(QUESTION, o, 10_000)
+    odd = Orchestration(agents=(Agent("X", "PlannerAgent", "", ""),))
+    assert "agent X = PlannerAgent\n" in render_for_rm(QUESTION, odd, 10_000)
 
 
 def test_render_is_deterministic():
@@ -365,9 +378,9 @@ def test_cut_agent_input_is_not_shown_as_the_original_question():
 
 
 def test_render_honours_a_custom_token_counter():
-    by_chars = render_for_rm(QUESTION, DEBATE, max_tokens=300, count_tokens=len)
-    assert len(by_chars) <= 300
-    assert len(render_for_rm(QUESTION, DEBATE, max_tokens=300)) > 300
+    by_chars = render_for_rm(QUESTION, DEBATE, max_tokens=360, count_tokens=len)
+    assert len(by_chars) <= 360
+    assert len(render_for_rm(QUESTION, DEBATE, max_tokens=360)) > 360
     assert all(line in by_chars.splitlines() for line in STRUCTURE)
 
 

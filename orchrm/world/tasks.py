@@ -53,13 +53,16 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    # AIME-like: the right orchestration matters a lot.
+    # AIME-like: hard (one chain-of-thought call solves about one task in five), and the
+    # right orchestration matters a lot. On hard tasks wrong answers outnumber right
+    # ones, so a vote often lands on the main distractor; picking the plan that suits
+    # the task is what helps.
     "math": Preset(
         name="math",
-        skill_mean=-0.7,
+        skill_mean=-1.5,
         skill_sd=1.1,
-        affinity_sd=1.3,
-        best_type_boost=2.0,
+        affinity_sd=1.0,
+        best_type_boost=3.0,
         decomposition_mean=0.0,
         decomposition_sd=1.1,
         role_gain=(0.8, 2.0),
@@ -145,13 +148,31 @@ TOPICS: dict[str, dict] = {
 """Expertise areas: a debate whose roles name one of `experts` matches the topic."""
 
 TYPE_CUES: dict[str, tuple[str, ...]] = {
-    "CoTAgent": ("A direct derivation works.", "Follow the definitions."),
-    "SCAgent": ("The computation is long and slips are common.", "Arithmetic errors are easy."),
-    "DebateAgent": ("Two approaches seem plausible.", "Experts disagree on the method."),
-    "ReflexionAgent": ("Check every case carefully.", "A first attempt usually misses a case."),
-    "WebSearchAgent": ("Look it up in the references.", "The facts are documented online."),
+    "CoTAgent": ("A direct chain of thought works.", "Reason step by step from the definitions."),
+    "SCAgent": (
+        "Slips are common; several tries should vote.",
+        "Arithmetic errors are easy; let several tries vote.",
+    ),
+    "DebateAgent": (
+        "Two approaches seem plausible; experts should debate them.",
+        "Experts would debate the method.",
+    ),
+    "ReflexionAgent": (
+        "A first attempt misses cases; critique and refine it.",
+        "Check every case: critique the draft and refine it.",
+    ),
+    "WebSearchAgent": (
+        "Look it up with a web search.",
+        "The facts are documented online; search the web.",
+    ),
 }
-"""Phrases that hint, in the question, at the sub-agent type a task suits."""
+"""Phrases that hint, in the question, at the sub-agent type a task suits. Each shares
+words with the type's plain name in the reward model's text (`TYPE_NAMES` in
+`orchrm.orchestration`): the link from "slips are common" to "self-consistency" is
+knowledge a large reward model brings from pretraining and a small one does not, so the
+world states it in words. With phrases that shared no word with the plan, the demo's
+MiniLM did not read the hint at the demo's budget and only weakly after 10x as many
+steps (README, "What the default demo measures")."""
 SPLIT_CUES = ("Work in stages.", "First set up the quantities, then solve.")
 WHOLE_CUES = ("Treat it as a whole.", "The parts are tightly coupled.")
 

@@ -1,11 +1,11 @@
 """Does the demo's reward model get better with more data and more training? World math.
 
     .venv/bin/python benchmarks/rm_scaling.py [--train-tasks 600] [--steps 60,600]
-        [--seed 10] [--test-tasks 200] [--follow 0.75] [--out runs/rm-scaling]
+        [--seed 10] [--test-tasks 200] [--follow 0.75] [--lr 1e-4] [--out runs/rm-scaling]
 
 The demo's pipeline (world logs, store, mined pairs cut to the model's budget, MiniLM
-trained in batches of 16 at 128 tokens), with the number of training tasks and steps
-set here. Each step count trains its own model from the backbone (with warm-up and
+trained in batches of 16 at 128 tokens and the demo's learning rate), with the number of
+training tasks and steps set here. Each step count trains its own model from the backbone (with warm-up and
 decay over its own steps). Held-out tasks come from the next world seed; best-of-8 over
 the specialized orchestrator's candidates. Printed per model: validation pairwise
 accuracy, expected accuracy of Orch-RM's pick, and whether it reads the question's hint
@@ -31,6 +31,7 @@ from rm_ceiling import chosen_p, cue_gap, fit_features, linear_scores, rm_scores
 from world_pairs import SAMPLES, world_pairs
 
 from orchrm.bestofn import evaluate_tasks
+from orchrm.demo import DemoConfig
 from orchrm.rm.config import TrainConfig
 from orchrm.rm.model import OrchRM, backbone_budget
 from orchrm.rm.train import train
@@ -52,6 +53,9 @@ def main() -> None:
         default=None,
         help="how often the specialized orchestrator acts on the question's hint (the "
         "world's default: 0.75); see world_headroom.py",
+    )
+    parser.add_argument(
+        "--lr", type=float, default=DemoConfig.lr, help="learning rate (default: the demo's)"
     )
     parser.add_argument("--out", default="runs/rm-scaling")
     args = parser.parse_args()
@@ -97,6 +101,7 @@ def main() -> None:
                 out=str(out / f"rm-{n}"),
                 max_steps=n,
                 max_length=MAX_LENGTH,
+                lr=args.lr,
                 eval_every=max(1, n // 2),
                 seed=0,
             ),

@@ -833,6 +833,7 @@ def demo_command(
     multihop_steps: int = typer.Option(
         45, "--multihop-steps", min=1, help="Training steps of the multihop reward model."
     ),
+    bf16: bool = typer.Option(None, "--bf16/--no-bf16", help="Default: when the hardware is fast."),
     reruns: int = typer.Option(
         20, "--reruns", min=0, help="Re-executions per candidate for the votes' expected accuracy."
     ),
@@ -849,6 +850,7 @@ def demo_command(
             test_tasks=test_tasks,
             steps=steps,
             multihop_steps=multihop_steps,
+            bf16=bf16,
             reruns=reruns,
             seed=seed,
         ),

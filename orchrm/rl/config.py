@@ -84,8 +84,10 @@ class RLConfig:
     and whose questions are the training prompts."""
     log_samples: int = 8
     """World-log samples per training task and world orchestrator (base, specialized)."""
-    rm_steps: int = 100
-    """Reward-model training steps when one is built here (batch 16, MiniLM)."""
+    rm_steps: int = 180
+    """Reward-model training steps when one is built here (batch 16, MiniLM; the demo's)."""
+    rm_lr: float = 1e-4
+    """Reward-model learning rate when one is built here (the demo's)."""
     rm_max_length: int = 128
     """Reward-model tokens per text when one is built here."""
     eval_tasks: int = 300

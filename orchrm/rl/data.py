@@ -186,6 +186,7 @@ def build_rm(config: RLConfig, logs: WorldLogs, say=print) -> Path:
             out=str(Path(config.out) / "rm"),
             max_steps=config.rm_steps,
             max_length=config.rm_max_length,
+            lr=config.rm_lr,
             eval_every=max(1, config.rm_steps // 2),
             seed=config.seed,
             num_threads=config.num_threads,

@@ -5,8 +5,8 @@
 
 The demo's pipeline (world logs, store, mined pairs cut to the model's budget, MiniLM
 trained in batches of 16 at 128 tokens and the demo's learning rate), with the number of
-training tasks and steps set here. Each step count trains its own model from the backbone (with warm-up and
-decay over its own steps). Held-out tasks come from the next world seed; best-of-8 over
+training tasks and steps set here. Each step count trains its own model from the
+backbone (with warm-up and decay over its own steps). Held-out tasks come from the next world seed; best-of-8 over
 the specialized orchestrator's candidates. Printed per model: validation pairwise
 accuracy, expected accuracy of Orch-RM's pick, and whether it reads the question's hint
 (`rm_ceiling.cue_gap`); beside it, the same two figures for `features-BT`

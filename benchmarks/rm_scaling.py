@@ -6,14 +6,14 @@
 The demo's pipeline (world logs, store, mined pairs cut to the model's budget, MiniLM
 trained in batches of 16 at 128 tokens and the demo's learning rate), with the number of
 training tasks and steps set here. Each step count trains its own model from the
-backbone (with warm-up and decay over its own steps). Held-out tasks come from the next world seed; best-of-8 over
-the specialized orchestrator's candidates. Printed per model: validation pairwise
-accuracy, expected accuracy of Orch-RM's pick, and whether it reads the question's hint
-(`rm_ceiling.cue_gap`); beside it, the same two figures for `features-BT`
-(`rm_ceiling.fit_features`) fit on a random sample of as many training pairs as the model
-saw: what a reader that already has the right features learns from that much data. And
-once: majority vote's expected accuracy (20 re-executions per candidate, as the demo
-measures it), random and bayes.
+backbone (with warm-up and decay over its own steps). Held-out tasks come from the next
+world seed; best-of-8 over the specialized orchestrator's candidates. Printed per model:
+validation pairwise accuracy, expected accuracy of Orch-RM's pick, and whether it reads
+the question's hint (`rm_ceiling.cue_gap`); beside it, the same two figures for
+`features-BT` (`rm_ceiling.fit_features`) fit on a random sample of as many training
+pairs as the model saw: what a reader that already has the right features learns from
+that much data. And once: majority vote's expected accuracy (20 re-executions per
+candidate, as the demo measures it), random and bayes.
 
 The default seed (10) is not the demo's (0), so settings tuned here are not tuned on
 the demo's held-out tasks. A training step takes about 2 s on 2 CPU cores in fp32, 0.7 s

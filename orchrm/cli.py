@@ -825,7 +825,7 @@ def cross_validate_command(
 @app.command("demo")
 def demo_command(
     out: Path = typer.Option(Path("orchrm-demo"), "--out"),
-    train_tasks: int = typer.Option(150, "--train-tasks", min=10),
+    train_tasks: int = typer.Option(300, "--train-tasks", min=10),
     test_tasks: int = typer.Option(100, "--test-tasks", min=10),
     steps: int = typer.Option(
         180, "--steps", min=1, help="Training steps of the math and mixed reward models."

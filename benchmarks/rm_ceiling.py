@@ -38,14 +38,12 @@ from orchrm.evaluate import tasks_from_logs
 from orchrm.orchestration import AGENT_TYPES, Orchestration, render_for_rm
 from orchrm.rm.model import OrchRM
 from orchrm.world.model import views
-from orchrm.world.tasks import SPLIT_CUES, TOPICS, TYPE_CUES, WHOLE_CUES
+from orchrm.world.tasks import SPLIT_CUES, TOPICS, WHOLE_CUES, hinted_type
 
 
 def cues(question: str) -> tuple[str | None, int, str | None]:
     """(the type a cue phrase hints at, +1 split / -1 whole / 0, the topic named)."""
-    hinted = next(
-        (t for t, phrases in TYPE_CUES.items() if any(p in question for p in phrases)), None
-    )
+    hinted = hinted_type(question)
     split = (
         1
         if any(c in question for c in SPLIT_CUES)

@@ -22,7 +22,7 @@ from orchrm.world.backend import COMPLETION_TOKENS, WorldBackend
 from orchrm.world.generate import generate, world_config, world_stats
 from orchrm.world.model import sc_success, success_probability
 from orchrm.world.orchestrators import orchestrators
-from orchrm.world.tasks import PRESETS, TYPE_CUES, generate_tasks
+from orchrm.world.tasks import PRESETS, generate_tasks, hinted_type
 
 CONFIG = world_config()
 
@@ -163,14 +163,8 @@ def test_generate_takes_a_preset_variant_and_other_writers():
     writers["specialized"] = replace(writers["specialized"], follow=1.0)
     varied = generate(always_cued, 40, 4, seed=5, progress=False, writers=writers)
     assert varied.preset == "math" and {r["world"]["preset"] for r in varied.records} == {"math"}
-    cued = [
-        t for t in varied.tasks if any(c in t.question for cs in TYPE_CUES.values() for c in cs)
-    ]
-    assert (
-        len(cued)
-        == 40
-        > sum(any(c in t.question for cs in TYPE_CUES.values() for c in cs) for t in shipped.tasks)
-    )
+    cued = [t for t in varied.tasks if hinted_type(t.question)]
+    assert len(cued) == 40 > sum(bool(hinted_type(t.question)) for t in shipped.tasks)
     # Acting on every hint: each parsed specialized plan of a cued task uses the hinted type.
     by_id = {t.id: t for t in varied.tasks}
     checked = 0
@@ -178,8 +172,7 @@ def test_generate_takes_a_preset_variant_and_other_writers():
         if r["orchestrator"] != "specialized" or not r["orchestration"]:
             continue
         question = by_id[r["task_id"]].question
-        hinted = next(t for t, cs in TYPE_CUES.items() if any(c in question for c in cs))
-        assert hinted in {a["type"] for a in r["orchestration"]["agents"]}
+        assert hinted_type(question) in {a["type"] for a in r["orchestration"]["agents"]}
         checked += 1
     assert checked > 100
     with pytest.raises(ValueError, match="unknown preset"):
@@ -259,3 +252,12 @@ def test_world_generate_command_writes_run_records(tmp_path):
     assert all(r["schema"] == "orchrm.run/1" and 0 <= r["world"]["p_success"] <= 1 for r in records)
     tasks = [json.loads(x) for x in (tmp_path / "search.tasks.jsonl").read_text().splitlines()]
     assert len(tasks) == 4 and "skill" in tasks[0] and "hop_entities" in tasks[0]
+
+
+def test_hinted_type_reads_back_every_hint_phrase():
+    from orchrm.world.tasks import TYPE_CUES
+
+    for kind, phrases in TYPE_CUES.items():
+        for phrase in phrases:
+            assert hinted_type(f"Let n = 3. Compute the value. {phrase}") == kind
+    assert hinted_type("Let n = 3. Compute the value.") is None

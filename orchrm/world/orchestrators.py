@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from orchrm.orchestration import Agent, DoM, Edge, Orchestration, approx_token_count, to_harmony
-from orchrm.world.tasks import SPLIT_CUES, TOPICS, TYPE_CUES, WHOLE_CUES, WorldTask
+from orchrm.world.tasks import SPLIT_CUES, TOPICS, WHOLE_CUES, WorldTask, hinted_type
 
 SOLVERS = ("CoTAgent", "SCAgent", "DebateAgent", "ReflexionAgent", "WebSearchAgent")
 GENERIC_ROLES = (
@@ -101,7 +101,7 @@ class WorldOrchestrator:
 
     def _plan(self, task: WorldTask, c: _Choices, dom: str) -> Orchestration:
         q = task.question
-        cued_type = next((t for t, cues in TYPE_CUES.items() if any(x in q for x in cues)), None)
+        cued_type = hinted_type(q)
         split = any(x in q for x in SPLIT_CUES)
         whole = any(x in q for x in WHOLE_CUES)
         entities = [e for e in task.hop_entities if e in q]

@@ -173,6 +173,13 @@ knowledge a large reward model brings from pretraining and a small one does not,
 world states it in words. With phrases that shared no word with the plan, the demo's
 MiniLM did not read the hint at the demo's budget and only weakly after 10x as many
 steps (README, "What the default demo measures")."""
+
+
+def hinted_type(question: str) -> str | None:
+    """The sub-agent type a `TYPE_CUES` phrase in `question` hints at, or None."""
+    return next((t for t, cues in TYPE_CUES.items() if any(c in question for c in cues)), None)
+
+
 SPLIT_CUES = ("Work in stages.", "First set up the quantities, then solve.")
 WHOLE_CUES = ("Treat it as a whole.", "The parts are tightly coupled.")
 

@@ -18,7 +18,7 @@ from orchrm.evaluate import tasks_from_logs
 from orchrm.jsonl import write_jsonl
 from orchrm.pairs import MineConfig, export, mine
 from orchrm.report import markdown, write_report
-from orchrm.rm.config import TrainConfig
+from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS, TrainConfig
 from orchrm.rm.model import OrchRM, backbone_budget
 from orchrm.rm.train import train
 from orchrm.select import RewardModelSelector
@@ -45,7 +45,7 @@ class DemoConfig:
     """Held-out world tasks per preset (another seed) for best-of-N."""
     samples: int = 8
     """Orchestrations per task and orchestrator (N of best-of-N)."""
-    steps: int = 180
+    steps: int = SMALL_DATA_STEPS
     """Training steps (batch 16) of the math and the mixed reward model."""
     multihop_steps: int = 45
     """Training steps of the multihop reward model: its pairs carry little to learn (the
@@ -54,9 +54,8 @@ class DemoConfig:
     bf16: bool | None = None
     """Train and score in bfloat16; None: where the hardware runs it fast (see
     `TrainConfig.bf16`)."""
-    lr: float = 1e-4
-    """Learning rate of the three reward models (measured on world seed 10: at 5e-5 the
-    math model reads the question's hint later; at 2e-4 it does not learn it)."""
+    lr: float = SMALL_DATA_LR
+    """Learning rate of the three reward models."""
     max_length: int = 128
     """Reward-model tokens per text."""
     seed: int = 0

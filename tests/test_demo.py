@@ -63,3 +63,32 @@ def test_demo_writes_the_report_with_every_selector(tmp_path):
         assert 0 <= by_name["majority"]["expected_accuracy"] <= 1
         assert by_name["orchrm-weighted"]["expected_accuracy"] is not None
         assert by_name["judge-traj"]["expected_accuracy"] is None
+
+
+def test_demo_command_leaves_defaults_to_demo_config_and_shows_them(monkeypatch):
+    """The CLI once carried its own `--steps` default, which hid DemoConfig's."""
+    import dataclasses
+    import re
+
+    from typer.testing import CliRunner
+
+    import orchrm.demo
+    from orchrm.cli import app
+
+    seen = []
+    monkeypatch.setattr(orchrm.demo, "run_demo", lambda config, say: seen.append(config))
+    runner = CliRunner(env={"COLUMNS": "200"})
+    assert runner.invoke(app, ["demo", "--out", "x", "--steps", "7"]).exit_code == 0
+    assert seen == [DemoConfig(out="x", steps=7)]
+    shown = runner.invoke(app, ["demo", "--help"]).output
+    defaults = {f.name: f.default for f in dataclasses.fields(DemoConfig)}
+    for option, name in (
+        ("--train-tasks", "train_tasks"),
+        ("--test-tasks", "test_tasks"),
+        ("--steps", "steps"),
+        ("--multihop-steps", "multihop_steps"),
+        ("--reruns", "reruns"),
+        ("--seed", "seed"),
+    ):
+        line = next(x for x in shown.splitlines() if re.search(rf"{option}\s", x))
+        assert f"[{defaults[name]}]" in line, line

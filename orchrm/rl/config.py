@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS
+
 METHODS = ("grpo", "rft", "dpo")
 REWARDS = ("orchrm", "execution")
 
@@ -84,9 +86,9 @@ class RLConfig:
     and whose questions are the training prompts."""
     log_samples: int = 8
     """World-log samples per training task and world orchestrator (base, specialized)."""
-    rm_steps: int = 180
+    rm_steps: int = SMALL_DATA_STEPS
     """Reward-model training steps when one is built here (batch 16, MiniLM; the demo's)."""
-    rm_lr: float = 1e-4
+    rm_lr: float = SMALL_DATA_LR
     """Reward-model learning rate when one is built here (the demo's)."""
     rm_max_length: int = 128
     """Reward-model tokens per text when one is built here."""

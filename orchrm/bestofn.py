@@ -33,7 +33,9 @@ def selectors(
     out: dict[str, Selector] = {}
     if rm is not None:
         out["orchrm"] = RewardModelSelector(rm)
-        out["orchrm-weighted"] = RewardModelSelector(rm, weighted=True)
+        out["orchrm-weighted"] = RewardModelSelector(
+            rm, weighted=True, share_scores_with=out["orchrm"]
+        )
     out["majority"] = majority_selector
     out["random"] = random_selector(seed)
     out["logp"] = logp_selector

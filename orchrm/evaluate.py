@@ -229,6 +229,9 @@ def evaluate(
     if not tasks:
         return ev
     resamples = bootstrap_resamples(len(tasks), bootstrap, seed)
+    for select in selectors.values():  # a model scores all plans at once where it can
+        if hasattr(select, "warm"):
+            select.warm(tasks)
     for n in ns:
         per_task: dict[str, list[tuple[float, float, float]]] = {s: [] for s in selectors}
         chance, oracle = [], []

@@ -113,10 +113,10 @@ def cross_validate(store: Store, config: LotoConfig, say=print) -> list[Evaluati
             )
         )
         model = OrchRM.load(out / name / "rm" / "model")
+        selector = RewardModelSelector(model)
+        selector.warm(members)  # every candidate scored once; subsets of N reuse the scores
+        selector.rm = None  # the scores are all it needs from now on
         for t in members:
-            selector = RewardModelSelector(model)
-            selector(t)  # scores every candidate once; subsets of N reuse the scores
-            selector.rm = None  # the scores are all it needs from now on
             chosen[t.task_id] = selector
         say(
             f"{name}: held out {len(members)} task(s), trained on {len(train_rows)} pairs "

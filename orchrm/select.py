@@ -124,22 +124,37 @@ class RewardModelSelector:
     weighted vote of search-and-learn). Verification tokens: the model's input tokens
     (plus the extra executions when weighted)."""
 
-    def __init__(self, rm, weighted: bool = False):
+    def __init__(self, rm, weighted: bool = False, share_scores_with=None):
         self.rm = rm
         self.weighted = weighted
-        self._seen: dict[tuple[str, Orchestration], tuple[int, float]] = {}
+        self._seen: dict[tuple[str, Orchestration], tuple[int, float]] = (
+            {} if share_scores_with is None else share_scores_with._seen
+        )
+        """(input tokens, score) of each (question, plan) scored so far; one dict for
+        the selectors of one model (`share_scores_with`), so `orchrm` and
+        `orchrm-weighted` score each plan once between them."""
+
+    def _score_new(self, items: list[tuple[str, Orchestration]]) -> None:
+        todo = [item for item in dict.fromkeys(items) if item not in self._seen]
+        if todo:
+            texts = [self.rm.render(question, o) for question, o in todo]
+            ids = self.rm.tokenizer(texts, truncation=True, max_length=self.rm.max_length)
+            for item, tokens, score in zip(
+                todo, ids["input_ids"], self.rm.score_texts(texts), strict=True
+            ):
+                self._seen[item] = (len(tokens), score)
+
+    def warm(self, tasks: list[Task]) -> None:
+        """Score every plan of `tasks` now, in one pass of length-sorted batches, so that
+        the selections that follow only look their scores up."""
+        self._score_new(
+            [(t.question, c.orchestration) for t in tasks for c in t.candidates if c.orchestration]
+        )
 
     def _score(self, question: str, plans: list[Orchestration]) -> list[tuple[int, float]]:
         """(input tokens, score) per plan; each (question, plan) is scored once, however
         many subsets of N it appears in (the tokens still count at every selection)."""
-        todo = [o for o in dict.fromkeys(plans) if (question, o) not in self._seen]
-        if todo:
-            texts = [self.rm.render(question, o) for o in todo]
-            ids = self.rm.tokenizer(texts, truncation=True, max_length=self.rm.max_length)
-            for o, tokens, score in zip(
-                todo, ids["input_ids"], self.rm.score_texts(texts), strict=True
-            ):
-                self._seen[(question, o)] = (len(tokens), score)
+        self._score_new([(question, o) for o in plans])
         return [self._seen[(question, o)] for o in plans]
 
     def __call__(self, task: Task) -> Selection:

@@ -70,7 +70,7 @@ def test_cheap_selectors_cost_nothing_to_choose():
         assert select(t).verification_tokens == 0
 
 
-def test_reward_model_selector_counts_its_input_tokens_and_scores_each_plan_once():
+def test_reward_model_selector_counts_its_input_tokens_and_scores_each_plan_once(monkeypatch):
     rm = OrchRM.load(default_backbone(), check_version=False)
     select = RewardModelSelector(rm)
     t = task(["1", "2", "3", "1"], [True, False, False, True])
@@ -84,8 +84,19 @@ def test_reward_model_selector_counts_its_input_tokens_and_scores_each_plan_once
     scored = len(select._seen)
     select(Task("t", t.question, t.candidates[:2]))  # a subset: nothing new to score
     assert len(select._seen) == scored
-    weighted = RewardModelSelector(rm, weighted=True)(t)
+    calls: list[int] = []
+    real = rm.score_texts
+    monkeypatch.setattr(rm, "score_texts", lambda texts: calls.append(len(texts)) or real(texts))
+    weighted = RewardModelSelector(rm, weighted=True, share_scores_with=select)(t)
     assert weighted.verification_tokens == tokens + 300  # plus the N - 1 executions
+    assert calls == []  # orchrm's scores, shared: nothing scored again
+    # warm: every plan of every task in one call, then selections only look up
+    other = Task("u", "What is 5 x 5?", t.candidates)
+    fresh = RewardModelSelector(rm)
+    fresh.warm([t, other, t])
+    assert calls == [4 + 4]
+    assert fresh(other).scores != () and calls == [8]
+    assert fresh(t).index == chosen.index
 
 
 def test_world_judges_read_plans_or_trajectories_and_count_tokens(tmp_path):

@@ -8,7 +8,8 @@ trained in batches of 16 at 128 tokens and the demo's learning rate), with the n
 training tasks and steps set here. Each step count trains its own model from the
 backbone (with warm-up and decay over its own steps). Held-out tasks come from the next
 world seed; best-of-8 over the specialized orchestrator's candidates. Printed per model:
-validation pairwise accuracy, expected accuracy of Orch-RM's pick, and whether it reads
+validation pairwise accuracy, expected accuracy of Orch-RM's pick, its gain over majority
+task by task (with the paired 95% bootstrap interval of the report), and whether it reads
 the question's hint (`rm_ceiling.cue_gap`); beside it, the same two figures for
 `features-BT` (`rm_ceiling.fit_features`) fit on a random sample of as many training
 pairs as the model saw: what a reader that already has the right features learns from
@@ -32,10 +33,16 @@ from world_pairs import SAMPLES, world_pairs
 
 from orchrm.bestofn import evaluate_tasks
 from orchrm.demo import DemoConfig
+from orchrm.evaluate import evaluate
 from orchrm.rm.config import TrainConfig
 from orchrm.rm.model import OrchRM, backbone_budget
 from orchrm.rm.train import train
-from orchrm.select import bayes_selector, majority_selector, random_selector
+from orchrm.select import (
+    RewardModelSelector,
+    bayes_selector,
+    majority_selector,
+    random_selector,
+)
 
 MAX_LENGTH = 128
 
@@ -90,9 +97,10 @@ def main() -> None:
     pair_lines = (world.pairs / "train.jsonl").read_text().splitlines()
     print(
         "\n| steps | pairs seen | train s | validation pairwise acc | orchrm expected acc % "
-        "| reads the cue | features-BT on as many pairs: expected acc % | reads the cue |"
+        "| - majority (paired 95% CI) | reads the cue "
+        "| features-BT on as many pairs: expected acc % | reads the cue |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in steps:
         started = time.perf_counter()
         summary = train(
@@ -110,6 +118,10 @@ def main() -> None:
         seconds = time.perf_counter() - started
         rm = OrchRM.load(out / f"rm-{n}" / "model")
         scores = rm_scores(rm, tasks)  # once: the pick's true p and the cue gap read them
+        versus = evaluate(
+            tasks, {"orchrm": RewardModelSelector(rm), "majority": majority_selector}, [SAMPLES]
+        ).at(SAMPLES)["orchrm"]
+        lo, hi = versus.expected_vs_baseline_ci
         seen = min(summary["pairs_seen"], len(pair_lines))
         sample = world.pairs / f"sample-{seen}.jsonl"
         sample.write_text("\n".join(random.Random(0).sample(pair_lines, seen)) + "\n")
@@ -117,7 +129,8 @@ def main() -> None:
         features = linear_scores(tasks, fit.keys, fit.bt)
         print(
             f"| {n} | {seen} | {seconds:.0f} | {summary['best_validation_accuracy']:.3f} | "
-            f"{100 * chosen_p(tasks, scores):.1f} | {cue_gap(tasks, scores):+.2f} | "
+            f"{100 * chosen_p(tasks, scores):.1f} | {100 * versus.expected_vs_baseline:+.1f} "
+            f"({100 * lo:+.1f} to {100 * hi:+.1f}) | {cue_gap(tasks, scores):+.2f} | "
             f"{100 * chosen_p(tasks, features):.1f} | {cue_gap(tasks, features):+.2f} |",
             flush=True,
         )

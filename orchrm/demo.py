@@ -78,6 +78,20 @@ def _gap_share(at: dict) -> str:
     )
 
 
+def _versus_majority(r) -> str:
+    """Orch-RM minus majority task by task, with the paired intervals."""
+
+    def points(value, ci) -> str:
+        return f"{100 * value:+.1f} points ({100 * ci[0]:+.1f} to {100 * ci[1]:+.1f})"
+
+    parts = []
+    if r.expected_vs_baseline is not None:
+        parts.append("expected " + points(r.expected_vs_baseline, r.expected_vs_baseline_ci))
+    if r.vs_baseline is not None:
+        parts.append("sampled " + points(r.vs_baseline, r.vs_baseline_ci))
+    return "; ".join(parts) + " (paired 95% CIs)" if parts else "n/a"
+
+
 def run_demo(config: DemoConfig, say=print) -> dict:
     """Run the pipeline; returns the report's numbers (also in OUT/report.json)."""
     out = Path(config.out)
@@ -171,6 +185,7 @@ def run_demo(config: DemoConfig, say=print) -> dict:
             if closed is None
             else f"{closed:.2f}",
             "the same on expected accuracy": _gap_share(at),
+            "orchrm - majority, task by task": _versus_majority(at["orchrm"]),
             "judge-traj / orchrm verification tokens": f"{cheaper:.1f}x",
             "external-rm": f"the reward model trained on {other}",
             "world judges": "orchestration level: true success probability + N(0, 0.3) noise; "

@@ -154,6 +154,15 @@ class SelectorResult:
     probability. A vote or the oracle (`RERUN_SELECTORS`): its accuracy averaged over
     the candidates' re-executions (`Candidate.reruns`). None when neither is known."""
     expected_accuracy_ci: tuple[float, float] | None = None
+    vs_baseline: float | None = None
+    """Accuracy minus the baseline selector's (`Evaluation.baseline`) on the same tasks;
+    None when the baseline was not run."""
+    vs_baseline_ci: tuple[float, float] | None = None
+    """Paired 95% bootstrap interval of `vs_baseline`: both selectors resampled on the
+    same tasks, so it is far narrower than the gap the two marginal intervals suggest."""
+    expected_vs_baseline: float | None = None
+    """The same on expected accuracy, when both selectors have one."""
+    expected_vs_baseline_ci: tuple[float, float] | None = None
 
 
 @dataclass
@@ -165,6 +174,8 @@ class Evaluation:
     n: int
     results: list[SelectorResult] = field(default_factory=list)
     notes: dict = field(default_factory=dict)
+    baseline: str = "majority"
+    """The selector every other one is compared with, task by task (`vs_baseline`)."""
 
     def at(self, n: int) -> dict[str, SelectorResult]:
         return {r.selector: r for r in self.results if r.n == n}
@@ -221,11 +232,13 @@ def evaluate(
     bootstrap: int = 1000,
     seed: int = 0,
     progress: Callable[[], None] | None = None,
+    baseline: str = "majority",
 ) -> Evaluation:
     """Run every selector on every task at every N (N below the sample count averages
-    `draws` random subsets), and summarize with bootstrap intervals over tasks."""
+    `draws` random subsets), and summarize with bootstrap intervals over tasks, each
+    selector also against `baseline` task by task (a paired interval)."""
     full = max(len(t.candidates) for t in tasks) if tasks else 0
-    ev = Evaluation(domain, len(tasks), full)
+    ev = Evaluation(domain, len(tasks), full, baseline=baseline)
     if not tasks:
         return ev
     resamples = bootstrap_resamples(len(tasks), bootstrap, seed)
@@ -264,10 +277,15 @@ def evaluate(
                 per_task[name].append(tuple(statistics.fmean(x) for x in zip(*rows, strict=True)))
             if progress:
                 progress()
+        base = per_task.get(baseline)
         for name, rows in per_task.items():
             acc = [r[0] for r in rows]
             expected = [r[3] for r in rows]
             known = not any(math.isnan(x) for x in expected)
+            vs = _paired(acc, [r[0] for r in base], resamples) if base else (None, None)
+            expected_vs = (
+                _paired(expected, [r[3] for r in base], resamples) if base else (None, None)
+            )
             ev.results.append(
                 SelectorResult(
                     selector=name,
@@ -280,6 +298,10 @@ def evaluate(
                     total_tokens=statistics.fmean(r[2] for r in rows),
                     expected_accuracy=statistics.fmean(expected) if known else None,
                     expected_accuracy_ci=bootstrap_interval(expected, resamples) if known else None,
+                    vs_baseline=vs[0],
+                    vs_baseline_ci=vs[1],
+                    expected_vs_baseline=expected_vs[0],
+                    expected_vs_baseline_ci=expected_vs[1],
                 )
             )
     return ev
@@ -298,6 +320,15 @@ def bootstrap_interval(values: list[float], resamples: list[list[int]]) -> tuple
         return (0.0, 0.0)
     means = sorted(statistics.fmean(values[i] for i in sample) for sample in resamples)
     return means[int(0.025 * len(means))], means[int(0.975 * len(means)) - 1]
+
+
+def _paired(values: list[float], base: list[float], resamples: list[list[int]]):
+    """Mean of `values - base` task by task and its bootstrap interval; (None, None)
+    when either side lacks a value for some task."""
+    diffs = [a - b for a, b in zip(values, base, strict=True)]
+    if any(math.isnan(d) for d in diffs):
+        return None, None
+    return statistics.fmean(diffs), bootstrap_interval(diffs, resamples)
 
 
 def _advantage(acc, chance, oracle, index) -> float:

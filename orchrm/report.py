@@ -17,8 +17,29 @@ DEFINITION = (
     "accuracy): for a selector that executes one candidate, that candidate's true success "
     "probability; for majority, orchrm-weighted and oracle, their accuracy averaged over "
     "K re-executions of the same N plans on the world (oracle: expected pass@N); '-' where "
-    "neither is known (the trajectory judge, or no re-executions)."
+    "neither is known (the trajectory judge, or no re-executions). '... - majority': a "
+    "selector's accuracy (expected, where the table has it) minus majority's, in points, "
+    "with a paired 95% bootstrap interval (both resampled on the same tasks, which is why "
+    "it can exclude 0 while the two accuracy intervals overlap)."
 )
+
+
+def _signed(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def _versus(r, ev: Evaluation, expected: bool) -> str:
+    """The cell of `r` in the '- baseline' column."""
+    if r.selector == ev.baseline:
+        return "(baseline)"
+    value, ci = (
+        (r.expected_vs_baseline, r.expected_vs_baseline_ci)
+        if expected
+        else (r.vs_baseline, r.vs_baseline_ci)
+    )
+    if value is None:
+        return "-"
+    return f"{_signed(value)} ({_signed(ci[0])} to {_signed(ci[1])})"
 
 
 def markdown(ev: Evaluation, n: int | None = None) -> str:
@@ -26,13 +47,22 @@ def markdown(ev: Evaluation, n: int | None = None) -> str:
     n = n or ev.n
     results = sorted(ev.at(n).values(), key=lambda r: -r.accuracy)
     expected = any(r.expected_accuracy is not None for r in results)
+    versus = any(r.selector == ev.baseline for r in results)
     lines = [
         f"### {ev.domain or 'all'}: best-of-{n} on {ev.tasks} held-out tasks",
         "",
         "| selector | accuracy % (95% CI) | "
         + ("expected accuracy % (95% CI) | " if expected else "")
+        + (
+            f"{'expected' if expected else 'accuracy'} - {ev.baseline}, points (paired 95% CI) | "
+            if versus
+            else ""
+        )
         + "normalized advantage (95% CI) | verification tokens | total tokens |",
-        "| --- | --- | " + ("--- | " if expected else "") + "--- | ---: | ---: |",
+        "| --- | --- | "
+        + ("--- | " if expected else "")
+        + ("--- | " if versus else "")
+        + "--- | ---: | ---: |",
     ]
     for r in results:
         lo, hi = r.accuracy_ci
@@ -43,6 +73,8 @@ def markdown(ev: Evaluation, n: int | None = None) -> str:
             if r.expected_accuracy is not None:
                 plo, phi = r.expected_accuracy_ci
                 p = f"{100 * r.expected_accuracy:.1f} ({100 * plo:.1f}-{100 * phi:.1f}) | "
+        if versus:
+            p += _versus(r, ev, expected) + " | "
         lines.append(
             f"| {r.selector} | {100 * r.accuracy:.1f} ({100 * lo:.1f}-{100 * hi:.1f}) | {p}"
             f"{r.normalized_advantage:.2f} ({alo:.2f}-{ahi:.2f}) | {r.verification_tokens:,.0f} "

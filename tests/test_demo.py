@@ -57,6 +57,7 @@ def test_demo_writes_the_report_with_every_selector(tmp_path):
     assert any(r["prompt"].rstrip().endswith("...") for r in rows)
     assert any("share of the majority -> bayes gap" in line for line in lines)
     assert any("the same on expected accuracy: " in line for line in lines)
+    assert any("orchrm - majority, task by task: expected " in line for line in lines)
     for ev in numbers["evaluations"]:  # the votes' expected accuracy, from re-executions
         full = [r for r in ev["results"] if r["n"] == ev["n"]]
         by_name = {r["selector"]: r for r in full}

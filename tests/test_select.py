@@ -193,6 +193,39 @@ def test_evaluation_intervals_and_report(tmp_path):
     assert (tmp_path / "toy_accuracy_vs_n.png").stat().st_size > 1000
 
 
+def test_selectors_are_compared_with_the_baseline_task_by_task():
+    """Plan 0 is right on 60 of 100 tasks and plan 1 on 50 of them, always the same
+    ones: the marginal intervals overlap, the paired one of the 10-point gain does not."""
+    from orchrm.report import markdown
+    from orchrm.select import Selection
+
+    tasks = [
+        Task(f"t{i}", "q", task(["a", "b"], [i % 10 < 6, i % 10 < 5], ps=[0.9, 0.1]).candidates)
+        for i in range(100)
+    ]
+    ev = evaluate(
+        tasks,
+        {
+            "zero": lambda t: Selection(0, (1.0, 0.0), 0, (0,)),
+            "one": lambda t: Selection(1, (0.0, 1.0), 0, (1,)),
+        },
+        [2],
+        baseline="one",
+    )
+    zero, one = ev.at(2)["zero"], ev.at(2)["one"]
+    assert zero.accuracy_ci[0] < one.accuracy_ci[1]  # the marginal intervals overlap
+    assert zero.vs_baseline == pytest.approx(0.10)
+    assert 0.0 < zero.vs_baseline_ci[0] < 0.10 < zero.vs_baseline_ci[1] <= 0.2
+    assert zero.expected_vs_baseline == pytest.approx(0.8)  # 0.9 - 0.1 on every task
+    assert one.vs_baseline == 0.0 and one.vs_baseline_ci == (0.0, 0.0)
+    table = markdown(ev)
+    assert "expected - one, points (paired 95% CI)" in table
+    assert "| +80.0 (+80.0 to +80.0) |" in table and "| (baseline) |" in table
+    # without the baseline among the selectors: no such column, no comparison
+    alone = evaluate(tasks, {"zero": lambda t: Selection(0, (1.0, 0.0), 0, (0,))}, [2])
+    assert alone.at(2)["zero"].vs_baseline is None and "paired" not in markdown(alone)
+
+
 def test_eval_command_writes_the_report(tmp_path):
     import subprocess
     import sys

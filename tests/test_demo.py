@@ -48,6 +48,10 @@ def test_demo_writes_the_report_with_every_selector(tmp_path):
     for domain in ("math", "multihop"):
         assert (tmp_path / f"{domain}_accuracy_vs_n.png").exists()
     assert set(numbers["truncated_texts"]) == {"math", "multihop", "mixed"}
+    stages = numbers["seconds"]  # where the time went, stage by stage
+    assert {"generate", "train math", "evaluate multihop", "total"} <= set(stages)
+    assert sum(v for k, v in stages.items() if k != "total") <= stages["total"] + 0.5
+    assert any(line.startswith("seconds: generate ") for line in lines)
     # Training texts are cut as scoring cuts them: the question to half the model's budget
     # by its own tokenizer (the world's questions run longer than that at 64 tokens).
     tokenizer = AutoTokenizer.from_pretrained(default_backbone())

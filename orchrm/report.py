@@ -20,7 +20,8 @@ DEFINITION = (
     "neither is known (the trajectory judge, or no re-executions). '... - majority': a "
     "selector's accuracy (expected, where the table has it) minus majority's, in points, "
     "with a paired 95% bootstrap interval (both resampled on the same tasks, which is why "
-    "it can exclude 0 while the two accuracy intervals overlap)."
+    "it can exclude 0 while the two accuracy intervals overlap). Rows: best first, by "
+    "expected accuracy where the table has it."
 )
 
 
@@ -45,8 +46,16 @@ def _versus(r, ev: Evaluation, expected: bool) -> str:
 def markdown(ev: Evaluation, n: int | None = None) -> str:
     """The table of one domain at N (default: the full N)."""
     n = n or ev.n
-    results = sorted(ev.at(n).values(), key=lambda r: -r.accuracy)
+    results = list(ev.at(n).values())
     expected = any(r.expected_accuracy is not None for r in results)
+    # Best first, by the less noisy column where there is one; rows without it follow.
+    results.sort(
+        key=lambda r: (
+            (r.expected_accuracy is None, -(r.expected_accuracy or 0.0), -r.accuracy)
+            if expected
+            else (-r.accuracy,)
+        )
+    )
     versus = any(r.selector == ev.baseline for r in results)
     lines = [
         f"### {ev.domain or 'all'}: best-of-{n} on {ev.tasks} held-out tasks",

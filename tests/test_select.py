@@ -221,6 +221,10 @@ def test_selectors_are_compared_with_the_baseline_task_by_task():
     table = markdown(ev)
     assert "expected - one, points (paired 95% CI)" in table
     assert "| +80.0 (+80.0 to +80.0) |" in table and "| (baseline) |" in table
+    # rows by expected accuracy (zero 90%, one 10%), whatever the sampled one says
+    for r in ev.results:
+        r.accuracy = 1.0 if r.selector == "one" else 0.0
+    assert markdown(ev).index("| zero |") < markdown(ev).index("| one |")
     # without the baseline among the selectors: no such column, no comparison
     alone = evaluate(tasks, {"zero": lambda t: Selection(0, (1.0, 0.0), 0, (0,))}, [2])
     assert alone.at(2)["zero"].vs_baseline is None and "paired" not in markdown(alone)

@@ -59,8 +59,8 @@ def test_demo_writes_the_report_with_every_selector(tmp_path):
     rows = [r for _, r in read_jsonl(tmp_path / "pairs" / "math" / "train.jsonl")]
     assert rows and max(count(r["prompt"]) for r in rows) <= budget // 2
     assert any(r["prompt"].rstrip().endswith("...") for r in rows)
-    assert any("share of the majority -> bayes gap" in line for line in lines)
-    assert any("the same on expected accuracy: " in line for line in lines)
+    assert any("bayes gap Orch-RM closes, on expected accuracy: " in line for line in lines)
+    assert any("the same on sampled accuracy (one execution" in line for line in lines)
     assert any("orchrm - majority, task by task: expected " in line for line in lines)
     for ev in numbers["evaluations"]:  # the votes' expected accuracy, from re-executions
         full = [r for r in ev["results"] if r["n"] == ev["n"]]

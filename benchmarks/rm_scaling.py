@@ -34,6 +34,7 @@ from world_pairs import SAMPLES, world_pairs
 from orchrm.bestofn import evaluate_tasks
 from orchrm.demo import DemoConfig
 from orchrm.evaluate import evaluate
+from orchrm.report import points
 from orchrm.rm.config import TrainConfig
 from orchrm.rm.model import OrchRM, backbone_budget
 from orchrm.rm.train import train
@@ -121,7 +122,6 @@ def main() -> None:
         versus = evaluate(
             tasks, {"orchrm": RewardModelSelector(rm), "majority": majority_selector}, [SAMPLES]
         ).at(SAMPLES)["orchrm"]
-        lo, hi = versus.expected_vs_baseline_ci
         seen = min(summary["pairs_seen"], len(pair_lines))
         sample = world.pairs / f"sample-{seen}.jsonl"
         sample.write_text("\n".join(random.Random(0).sample(pair_lines, seen)) + "\n")
@@ -129,8 +129,9 @@ def main() -> None:
         features = linear_scores(tasks, fit.keys, fit.bt)
         print(
             f"| {n} | {seen} | {seconds:.0f} | {summary['best_validation_accuracy']:.3f} | "
-            f"{100 * chosen_p(tasks, scores):.1f} | {100 * versus.expected_vs_baseline:+.1f} "
-            f"({100 * lo:+.1f} to {100 * hi:+.1f}) | {cue_gap(tasks, scores):+.2f} | "
+            f"{100 * chosen_p(tasks, scores):.1f} | "
+            f"{points(versus.expected_vs_baseline, versus.expected_vs_baseline_ci)} | "
+            f"{cue_gap(tasks, scores):+.2f} | "
             f"{100 * chosen_p(tasks, features):.1f} | {cue_gap(tasks, features):+.2f} |",
             flush=True,
         )

@@ -17,7 +17,7 @@ from orchrm.bestofn import evaluate_tasks, selectors, world_judge
 from orchrm.evaluate import tasks_from_logs
 from orchrm.jsonl import write_jsonl
 from orchrm.pairs import MineConfig, export, mine
-from orchrm.report import markdown, write_report
+from orchrm.report import markdown, points, write_report
 from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS, TrainConfig
 from orchrm.rm.model import OrchRM, backbone_budget
 from orchrm.rm.train import train
@@ -79,17 +79,13 @@ def _gap_share(at: dict) -> str:
 
 
 def _versus_majority(r) -> str:
-    """Orch-RM minus majority task by task, with the paired intervals."""
-
-    def points(value, ci) -> str:
-        return f"{100 * value:+.1f} points ({100 * ci[0]:+.1f} to {100 * ci[1]:+.1f})"
-
+    """Orch-RM minus majority task by task, in points, with the paired intervals."""
     parts = []
     if r.expected_vs_baseline is not None:
         parts.append("expected " + points(r.expected_vs_baseline, r.expected_vs_baseline_ci))
     if r.vs_baseline is not None:
         parts.append("sampled " + points(r.vs_baseline, r.vs_baseline_ci))
-    return "; ".join(parts) + " (paired 95% CIs)" if parts else "n/a"
+    return "; ".join(parts) + " (points, paired 95% CIs)" if parts else "n/a"
 
 
 def run_demo(config: DemoConfig, say=print) -> dict:
@@ -160,7 +156,8 @@ def run_demo(config: DemoConfig, say=print) -> dict:
                 lr=config.lr,
                 bf16=config.bf16,
                 # Validate once, at the end: in the default demo the last step beat the
-                # halfway one for all three models, and that pass cost a minute.
+                # halfway one for all three models, and that pass cost about a minute
+                # without AMX.
                 eval_every=steps,
                 seed=config.seed,
             )

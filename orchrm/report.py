@@ -25,8 +25,10 @@ DEFINITION = (
 )
 
 
-def _signed(x: float) -> str:
-    return f"{100 * x:+.1f}"
+def points(value: float, ci: tuple[float, float]) -> str:
+    """A difference of two shares in signed points, with its interval: +5.2 (+0.4 to
+    +10.3)."""
+    return f"{100 * value:+.1f} ({100 * ci[0]:+.1f} to {100 * ci[1]:+.1f})"
 
 
 def _versus(r, ev: Evaluation, expected: bool) -> str:
@@ -40,7 +42,7 @@ def _versus(r, ev: Evaluation, expected: bool) -> str:
     )
     if value is None:
         return "-"
-    return f"{_signed(value)} ({_signed(ci[0])} to {_signed(ci[1])})"
+    return points(value, ci)
 
 
 def markdown(ev: Evaluation, n: int | None = None) -> str:

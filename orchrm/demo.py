@@ -32,8 +32,8 @@ PRESETS = ("math", "multihop")
 
 @dataclass
 class DemoConfig:
-    """Sizes of the demo; the defaults finish in about 8 minutes on two CPU cores with
-    AMX (bf16), longer without (see README)."""
+    """Sizes of the demo; the defaults finish in about 7 minutes on two CPU cores with
+    AMX (bf16), and in about 13 held to AVX2 (fp32; see README)."""
 
     out: str = "orchrm-demo"
     """Folder for logs, store, pairs, models and the report."""

@@ -28,7 +28,7 @@ import random
 import time
 from pathlib import Path
 
-from rm_ceiling import chosen_p, cue_gap, fit_features, linear_scores, rm_scores
+from rm_ceiling import chosen_p, cue_gap, fit_features, linear_scores
 from world_pairs import SAMPLES, world_pairs
 
 from orchrm.bestofn import evaluate_tasks
@@ -118,10 +118,10 @@ def main() -> None:
         )
         seconds = time.perf_counter() - started
         rm = OrchRM.load(out / f"rm-{n}" / "model")
-        scores = rm_scores(rm, tasks)  # once: the pick's true p and the cue gap read them
-        versus = evaluate(
-            tasks, {"orchrm": RewardModelSelector(rm), "majority": majority_selector}, [SAMPLES]
-        ).at(SAMPLES)["orchrm"]
+        orchrm = RewardModelSelector(rm)  # `evaluate` scores every plan once (warm)
+        versus = evaluate(tasks, {"orchrm": orchrm, "majority": majority_selector}, [SAMPLES])
+        versus = versus.at(SAMPLES)["orchrm"]
+        scores = [list(orchrm(t).scores) for t in tasks]  # looked up, not scored again
         seen = min(summary["pairs_seen"], len(pair_lines))
         sample = world.pairs / f"sample-{seen}.jsonl"
         sample.write_text("\n".join(random.Random(0).sample(pair_lines, seen)) + "\n")

@@ -282,8 +282,8 @@ def evaluate(
             acc = [r[0] for r in rows]
             expected = [r[3] for r in rows]
             known = not any(math.isnan(x) for x in expected)
-            vs = _paired(acc, [r[0] for r in base], resamples) if base else (None, None)
-            expected_vs = (
+            vs, vs_ci = _paired(acc, [r[0] for r in base], resamples) if base else (None, None)
+            expected_vs, expected_vs_ci = (
                 _paired(expected, [r[3] for r in base], resamples) if base else (None, None)
             )
             ev.results.append(
@@ -298,10 +298,10 @@ def evaluate(
                     total_tokens=statistics.fmean(r[2] for r in rows),
                     expected_accuracy=statistics.fmean(expected) if known else None,
                     expected_accuracy_ci=bootstrap_interval(expected, resamples) if known else None,
-                    vs_baseline=vs[0],
-                    vs_baseline_ci=vs[1],
-                    expected_vs_baseline=expected_vs[0],
-                    expected_vs_baseline_ci=expected_vs[1],
+                    vs_baseline=vs,
+                    vs_baseline_ci=vs_ci,
+                    expected_vs_baseline=expected_vs,
+                    expected_vs_baseline_ci=expected_vs_ci,
                 )
             )
     return ev

@@ -97,6 +97,13 @@ def test_reward_model_selector_counts_its_input_tokens_and_scores_each_plan_once
     assert calls == [4 + 4]
     assert fresh(other).scores != () and calls == [8]
     assert fresh(t).index == chosen.index
+    # an evaluation: `orchrm` and `orchrm-weighted` (as `selectors` wires them) score
+    # every plan once between them, in one call, whatever the subsets of N
+    calls.clear()
+    line_up = selectors(rm=rm)
+    both = {name: line_up[name] for name in ("orchrm", "orchrm-weighted")}
+    evaluate([t, other], both, [1, 2, 4])
+    assert calls == [8]
 
 
 def test_world_judges_read_plans_or_trajectories_and_count_tokens(tmp_path):

@@ -3,8 +3,12 @@ executions, ingests and mined pairs.
 
 Rows are keyed by content hashes, so writing the same artifact twice adds nothing.
 `Store.transaction()` wraps a unit of work (one ingested file, one mining run): it lands
-whole or not at all. The schema is versioned in the `meta` table; a store written by an
-older orchrm is migrated on open, one written by a newer orchrm is refused.
+whole or not at all. The schema is versioned in the `meta` table. A file is inspected
+read-only before anything is written: a store written by an older orchrm is migrated on
+open; one written by a newer orchrm, another program's DuckDB database, a damaged file
+or a file that is not a DuckDB database is refused and left as it was. Every connection
+has DuckDB's extension auto-install and auto-load off, so opening a store never reaches
+the network.
 """
 
 from __future__ import annotations
@@ -78,6 +82,32 @@ CREATE TABLE IF NOT EXISTS pairs (
 MIGRATIONS: dict[int, str] = {}
 """SQL that takes a store from version N to N + 1 (none yet: version 1 is the first)."""
 
+TABLES = ("meta", "tasks", "orchestrations", "executions", "ingests", "pairs")
+"""The tables of a store of the current schema version."""
+
+CONNECTION_CONFIG = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "enable_external_access": False,
+    "lock_configuration": True,
+}
+"""DuckDB settings of every connection orchrm opens. A file DuckDB does not recognise
+(a SQLite file, say) would otherwise make it download and load an extension; SQL sent
+to the store has no business reading or writing other files; and the locked
+configuration keeps a query from turning either back on."""
+
+_DUCKDB_MAGIC = b"DUCK"
+"""Bytes 8 to 11 of every DuckDB database file."""
+_HEADER_BYTES = 3 * 4096
+"""DuckDB's file header (one main header, two database headers) before the first block."""
+_SIGNATURES = (
+    (b"SQLite format 3\x00", "a SQLite database"),
+    (b"PAR1", "a Parquet file"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"\x1f\x8b", "a gzip file"),
+)
+
 
 class StoreError(Exception):
     """The store cannot be opened or used as asked (wrong version, locked, corrupt)."""
@@ -89,44 +119,175 @@ def content_hash(*parts: object) -> str:
     return digest.hexdigest()[:32]
 
 
+def connect(path: str | Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with `CONNECTION_CONFIG`: the one way orchrm opens DuckDB."""
+    return duckdb.connect(str(path), read_only=read_only, config=dict(CONNECTION_CONFIG))
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _not_duckdb(path: Path) -> str | None:
+    """What the file is when it is plainly not a DuckDB database (None: it may be one).
+    Read from its first bytes, so DuckDB never sees a file it would hand to an extension."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+    except OSError as err:
+        raise StoreError(f"cannot read store {path}: {err.strerror or err}") from None
+    for signature, kind in _SIGNATURES:
+        if head.startswith(signature):
+            return f"it is {kind}, not a DuckDB database"
+    if head[8:12] != _DUCKDB_MAGIC:
+        return "it is not a DuckDB database (no DuckDB file header)"
+    return None
+
+
+def _stored_version(db: duckdb.DuckDBPyConnection, path: Path) -> int | None:
+    """The schema version of the open database at `path`, None when it holds nothing
+    at all; a `StoreError` when it is not an orchrm store or one this orchrm cannot use."""
+    objects = db.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() "
+        "WHERE database_name = current_database() "
+        "UNION ALL SELECT schema_name, view_name FROM duckdb_views() "
+        "WHERE database_name = current_database() AND NOT internal"
+    ).fetchall()
+    if not objects:
+        return None
+    tables = {name for schema, name in objects if schema == "main"}
+    if "meta" not in tables and set(TABLES[1:]) <= tables:
+        raise StoreError(f"{path} is damaged: it has orchrm's tables but no meta table")
+    if "meta" not in tables:
+        names = sorted(f"{s}.{n}" if s != "main" else n for s, n in objects)
+        listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise StoreError(
+            f"{path} is not an orchrm store: it has tables ({listed}) and no meta table"
+        )
+    try:
+        rows = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+    except duckdb.BinderException:
+        message = f"{path} is not an orchrm store: its meta table has no key/value columns"
+        raise StoreError(message) from None
+    text = str(rows[0][0]) if rows else ""
+    if not (text.isascii() and text.isdigit()):
+        found = f"schema version {text!r}" if rows else "no schema version"
+        raise StoreError(f"{path} is not an orchrm store: its meta table has {found}")
+    version = int(text)
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path} has schema version {version}, written by a newer orchrm; this "
+            f"orchrm reads versions up to {SCHEMA_VERSION}: upgrade orchrm"
+        )
+    if any(v not in MIGRATIONS for v in range(version, SCHEMA_VERSION)):
+        raise StoreError(f"{path} has schema version {version}, which this orchrm cannot migrate")
+    missing = [t for t in TABLES if t not in tables]
+    if version == SCHEMA_VERSION and missing:
+        raise StoreError(f"{path} is damaged: table(s) {', '.join(missing)} missing")
+    return version
+
+
+def _check_size(db: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a file shorter than the blocks its header counts (a cut-off copy).
+    Skipped while a write-ahead log is pending: its replay may count blocks the file
+    does not hold yet."""
+    if Path(f"{path}.wal").exists():
+        return
+    block_size, blocks = db.execute(
+        "SELECT block_size, total_blocks FROM pragma_database_size() "
+        "WHERE database_name = current_database()"
+    ).fetchone()
+    expected, actual = _HEADER_BYTES + block_size * blocks, path.stat().st_size
+    if actual < expected:
+        raise StoreError(
+            f"{path} is damaged: the file has {actual} bytes, its header counts {expected} "
+            "(truncated?)"
+        )
+
+
+def _connect_to_inspect(path: Path) -> duckdb.DuckDBPyConnection:
+    try:
+        return connect(path, read_only=True)
+    except duckdb.ConnectionException as err:
+        if "different configuration" not in str(err):
+            raise
+        # DuckDB refuses a read-only connection while this process holds the file open
+        # for writing; a second orchrm connection then shares that open database (which
+        # passed inspection when it was opened) and writes nothing by connecting.
+        return connect(path, read_only=False)
+
+
+def inspect_store(path: str | Path) -> int | None:
+    """Look at the file at `path` without writing anything: its schema version, or None
+    when there is nothing there yet (no file, an empty file, an empty DuckDB database).
+    Anything orchrm must not write into raises `StoreError` saying what it is."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory, not a store file")
+    if not path.stat().st_size:
+        return None
+    kind = _not_duckdb(path)
+    if kind is not None:
+        raise StoreError(f"cannot open store {path}: {kind}")
+    try:
+        db = _connect_to_inspect(path)
+    except duckdb.Error as err:
+        raise StoreError(f"cannot open store {path}: {_first_line(err)}") from None
+    try:
+        version = _stored_version(db, path)
+        if version is not None:
+            _check_size(db, path)
+        return version
+    except duckdb.Error as err:
+        raise StoreError(f"{path} is damaged: {_first_line(err)}") from None
+    finally:
+        db.close()
+
+
 class Store:
-    """An open store. Use as a context manager, or call `close()`."""
+    """An open store. Use as a context manager, or call `close()`.
+
+    The file is inspected read-only first (`inspect_store`) and written only when it is
+    new or an orchrm store this orchrm can use; a refused file is left untouched. With
+    `read_only` nothing is created: a missing or empty store is an error."""
 
     def __init__(self, path: str | Path = DEFAULT_PATH, read_only: bool = False):
         self.path = str(path)
-        try:
-            self.db = duckdb.connect(self.path, read_only=read_only)
-        except duckdb.Error as err:
-            raise StoreError(f"cannot open store {self.path}: {err}") from None
-        if not read_only:
-            self.db.execute(_SCHEMA)
-        self._check_version(read_only)
-
-    def _check_version(self, read_only: bool) -> None:
-        row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None:
-            if read_only:
-                raise StoreError(f"{self.path} is not an orchrm store (no schema version)")
-            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-            return
-        version = int(row[0])
-        if version > SCHEMA_VERSION:
+        version = inspect_store(path)
+        exists = Path(path).exists()
+        if read_only and version is None:
+            there = "holds no orchrm store yet" if exists else "does not exist"
+            raise StoreError(f"{self.path} {there}: ingest something first")
+        if read_only and version < SCHEMA_VERSION:
             raise StoreError(
-                f"{self.path} has schema version {version}, written by a newer orchrm; this "
-                f"orchrm reads versions up to {SCHEMA_VERSION}: upgrade orchrm"
+                f"{self.path} has schema version {version}: open it writable "
+                f"once to migrate it to {SCHEMA_VERSION}"
             )
-        if version < SCHEMA_VERSION:
-            if read_only:
-                raise StoreError(
-                    f"{self.path} has schema version {version}: open it writable "
-                    f"once to migrate it to {SCHEMA_VERSION}"
-                )
-            with self.transaction():
-                for v in range(version, SCHEMA_VERSION):
-                    self.db.execute(MIGRATIONS[v])
-                self.db.execute(
-                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)]
-                )
+        if exists and not Path(path).stat().st_size:
+            Path(path).unlink()  # an empty file: DuckDB will not start a database in it
+        try:
+            self.db = connect(self.path, read_only=read_only)
+        except duckdb.Error as err:
+            raise StoreError(f"cannot open store {self.path}: {_first_line(err)}") from None
+        if version is None:
+            self._create()
+        elif version < SCHEMA_VERSION:
+            self._migrate(version)
+
+    def _create(self) -> None:
+        with self.transaction():
+            self.db.execute(_SCHEMA)
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+
+    def _migrate(self, version: int) -> None:
+        with self.transaction():
+            for v in range(version, SCHEMA_VERSION):
+                self.db.execute(MIGRATIONS[v])
+            self.db.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)]
+            )
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -278,7 +278,7 @@ def test_every_refusal_is_a_clear_json_error(server, world):
 
     def refused(body=None, raw=None, chunked=False, path="/score"):
         status, out, _ = server.call("POST", path, body, raw=raw, chunked=chunked)
-        assert set(out) == {"error", "message", "field"}, out
+        assert set(out) == {"error", "message", "field", "request_id"}, out
         return status, out["error"], out["field"]
 
     assert refused(raw=b'{"question": "q", "orchestrations": [')[:2] == (400, "malformed_json")
@@ -307,10 +307,14 @@ def test_every_refusal_is_a_clear_json_error(server, world):
     mismatch = {"query": ["a", "b"], "prompts": ["a"]}
     assert refused(mismatch, path="/get_reward") == (422, "length_mismatch", "prompts")
     assert refused({"query": [None]}, path="/get_reward")[2] == "query[0]"
-    assert server.call("GET", "/nowhere")[:2] == (
+    status, out, headers = server.call("GET", "/nowhere")
+    assert (status, out["error"], out["message"], out["field"]) == (
         404,
-        {"error": "not_found", "message": "Not Found", "field": None},
+        "not_found",
+        "Not Found",
+        None,
     )
+    assert out["request_id"] == headers["x-request-id"]
     assert server.call("GET", "/score")[1]["error"] == "method_not_allowed"
 
 

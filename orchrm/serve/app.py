@@ -1,6 +1,6 @@
 """The HTTP scoring service: routes, request limits, auth, and the uvicorn runner.
 
-Routes (JSON in and out; errors are `{"error": CODE, "message": ..., "field": ...}`):
+Routes (JSON in and out):
 - `POST /score` `{"question", "orchestrations": [text, ...]}` -> `{"results": [{"score",
   "status", "reason", "message", "tokens"}, ...], "tokens"}`: status `ok` (valid graph),
   `invalid` (parsed, breaks graph rules, listed in `reason`; still scored by the model) or
@@ -10,158 +10,164 @@ Routes (JSON in and out; errors are `{"error": CODE, "message": ..., "field": ..
   the highest-scoring parseable orchestration (first on ties), null when none parses.
 - `POST /get_reward`: OpenRLHF's remote reward model (`orchrm.serve.openrlhf`).
 - `GET /healthz` (never needs the key), `GET /metrics` (Prometheus text).
+- `/openapi.json`, `/docs`, `/redoc` only with `ServeConfig.openapi`.
 
-Checks run in this order: bearer token (401), body size (413, from Content-Length before
-reading, and while reading), JSON (400), shape and limits (422, naming the field and
-index). An orchestration that does not parse is never an error.
+Errors are `{"error": CODE, "message", "field", "request_id"}`. Every response carries an
+`X-Request-ID` header; a 500 says only that id, and the server log holds the details
+under it. Checks run in this order: bearer token (401), body size (413, from
+Content-Length before reading, and while reading), body deadline (408), then in a
+prepare worker (`orchrm.serve.prepare`) JSON (400), shape, limits and valid Unicode (422,
+naming the field and index). A request gets 503 `overloaded` when every prepare worker
+is busy and `max_queued_requests` wait already, and 503 `over_budget` past
+`max_request_seconds`. An orchestration that does not parse is never an error. The
+event loop itself only moves bytes: decoding, parsing and rendering run in the prepare
+workers, forward passes in the scoring thread (`orchrm.serve.batcher`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import hmac
-import json
+import logging
+import secrets
 import time
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
-from orchrm.orchestration import validate
-from orchrm.parse import ParseError, parse_harmony
 from orchrm.serve.batcher import BatcherClosed, MicroBatcher
 from orchrm.serve.config import ServeConfig
 from orchrm.serve.metrics import Metrics
-from orchrm.serve.openrlhf import read_query
+from orchrm.serve.prepare import (
+    ApiError,
+    Limits,
+    Rendered,
+    Scored,
+    install_tokenizer,
+    over_budget,
+    prepare_request,
+    tokenizer_spec,
+)
+from orchrm.serve.workers import WorkerBusy, WorkerFailed, WorkerPool, WorkerTimeout
 
 ROUTES = ("/score", "/select", "/get_reward", "/healthz", "/metrics")
 OPEN_ROUTES = ("/healthz",)
+MAX_HEADER_BYTES = 64 * 1024
+"""Largest request head (request line and headers); h11 answers 400 beyond."""
+
+log = logging.getLogger("orchrm.serve")
 
 
-@dataclass(frozen=True)
-class Scored:
-    """One orchestration's score and what parsing it found."""
-
-    score: float
-    status: str  # ok | invalid | unparseable
-    reason: str | None  # ParseError code, or the broken rules joined by ","
-    message: str | None
-    tokens: int  # reward-model input tokens (0 when unparseable)
+def error_response(err: ApiError, request_id: str | None) -> JSONResponse:
+    """The JSON error body and headers of a refusal."""
+    body = {"error": err.code, "message": err.message, "field": err.field}
+    headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else {}
+    if err.status == 503:
+        headers["Retry-After"] = "1"
+    return JSONResponse(body | {"request_id": request_id}, err.status, headers=headers)
 
 
-def score_items(rm, items: list[tuple[str, str]], penalty: float) -> list[Scored]:
-    """Parse, validate, render and score (question, harmony text) items with one forward
-    pass (`rm.batch_size` permitting), in input order. Runs in the batcher's thread, the
-    only one that touches the model and its tokenizer."""
-    parsed: list[Scored | tuple[str, list[str]]] = []
-    for question, text in items:
-        try:
-            o = parse_harmony(text)
-        except ParseError as err:
-            parsed.append(Scored(penalty, "unparseable", err.reason, err.message, 0))
-            continue
-        broken = sorted({str(v.rule) for v in validate(o)})
-        parsed.append((rm.render(question, o), broken))
-    texts = [p[0] for p in parsed if isinstance(p, tuple)]
-    ids = (
-        rm.tokenizer(texts, truncation=True, max_length=rm.max_length)["input_ids"] if texts else []
-    )
-    scores = iter(zip(rm.score_texts(texts), ids, strict=True))
-    out = []
-    for p in parsed:
-        if isinstance(p, Scored):
-            out.append(p)
-            continue
-        score, tokens = next(scores)
-        _, broken = p
-        reason = ",".join(broken) or None
-        message = f"breaks graph rules: {reason}" if broken else None
-        out.append(Scored(score, "invalid" if broken else "ok", reason, message, len(tokens)))
-    return out
-
-
-class ApiError(Exception):
-    """A request the service refuses: HTTP status, stable code, sentence, field."""
-
-    def __init__(self, status: int, code: str, message: str, field: str | None = None):
-        super().__init__(message)
-        self.status, self.code, self.message, self.field = status, code, message, field
-
-    def response(self) -> JSONResponse:
-        body = {"error": self.code, "message": self.message, "field": self.field}
-        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
-        return JSONResponse(body, self.status, headers=headers)
+def request_id(request: Request) -> str | None:
+    """The id `_Gate` gave this request (in its responses' `X-Request-ID`)."""
+    return request.scope.get("state", {}).get("request_id")
 
 
 def create_app(rm, config: ServeConfig, metrics: Metrics | None = None) -> FastAPI:
     """The FastAPI app serving `rm` (an `OrchRM`) under `config`'s limits and key."""
     metrics = metrics or Metrics()
     batcher = MicroBatcher(
-        lambda items: score_items(rm, items, config.invalid_penalty),
-        config.max_batch_size,
-        config.max_wait_ms / 1000,
-        metrics.batch,
+        rm.score_texts, config.max_batch_size, config.max_wait_ms / 1000, metrics.batch
+    )
+    limits = Limits(
+        max_items=config.max_items,
+        max_text_chars=config.max_text_chars,
+        invalid_penalty=config.invalid_penalty,
+        max_tokens=rm.budget[0],
+        max_length=rm.max_length,
+        max_request_seconds=config.max_request_seconds,
+    )
+
+    def restarted() -> None:
+        metrics.worker_restarts += 1
+
+    pool = WorkerPool(
+        config.prepare_workers,
+        config.max_queued_requests,
+        initializer=(install_tokenizer, (tokenizer_spec(rm.tokenizer), rm.max_length)),
+        on_restart=restarted,
     )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        await pool.start()
         batcher.start()
         yield
         await batcher.close()  # uvicorn has let in-flight requests finish by now
+        await pool.close()
 
-    app = FastAPI(title="orchrm", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.metrics, app.state.batcher = metrics, batcher
+    docs = config.openapi
+    app = FastAPI(
+        title="orchrm",
+        lifespan=lifespan,
+        openapi_url="/openapi.json" if docs else None,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+    )
+    app.state.metrics, app.state.batcher, app.state.pool = metrics, batcher, pool
     app.add_middleware(_Gate, metrics=metrics, api_key=config.api_key)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, err: ApiError) -> JSONResponse:
-        return err.response()
+        return error_response(err, request_id(request))
 
     @app.exception_handler(HTTPException)  # unknown route, wrong method: same error shape
     async def http_error(request: Request, err: HTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(err.status_code, "http_error")
-        return ApiError(err.status_code, code, str(err.detail)).response()
+        return error_response(ApiError(err.status_code, code, str(err.detail)), request_id(request))
 
-    @app.exception_handler(Exception)
-    async def internal_error(request: Request, err: Exception) -> JSONResponse:
-        return ApiError(500, "internal", f"{type(err).__name__}: {err}").response()
-
-    async def scored(items: list[tuple[str, str]]) -> list[Scored]:
+    async def prepared(request: Request, route: str) -> tuple[list[Scored | Rendered], float]:
+        """The request's items, prepared by a worker, and the request's deadline."""
+        body = await read_body(request, config)
+        deadline = time.monotonic() + config.max_request_seconds  # the event loop's clock
         try:
-            results = await batcher.submit(items)
+            items = await pool.run(deadline, prepare_request, route, body, limits, deadline)
+        except WorkerBusy as err:
+            message = f"the service is busy ({err}); retry later"
+            raise ApiError(503, "overloaded", message) from None
+        except WorkerTimeout:
+            raise over_budget(config.max_request_seconds, "to be prepared") from None
+        return items, deadline
+
+    async def scored(items: list[Scored | Rendered], deadline: float) -> list[Scored]:
+        """Every item's score: the model's for the rendered ones, by `deadline`."""
+        texts = [item.text for item in items if isinstance(item, Rendered)]
+        try:
+            async with asyncio.timeout_at(deadline):
+                scores = iter(await batcher.submit(texts))
+        except TimeoutError:
+            raise over_budget(config.max_request_seconds, "with its forward passes") from None
         except BatcherClosed as err:
             raise ApiError(503, "shutting_down", str(err)) from None
+        results = [i.scored(next(scores)) if isinstance(i, Rendered) else i for i in items]
         for r in results:
             metrics.items[r.status] += 1
         return results
 
-    async def orchestrations_of(request: Request) -> tuple[str, list[str]]:
-        body = await _json_object(request, config.max_body_bytes)
-        question = body.get("question")
-        if not isinstance(question, str):
-            raise ApiError(
-                422, "wrong_type", f"question must be a string, got {_kind(question)}", "question"
-            )
-        _check_length("question", question, config.max_text_chars)
-        texts = _strings(body, "orchestrations", config)
-        return question, texts
-
     @app.post("/score")
     async def score(request: Request) -> JSONResponse:
-        question, texts = await orchestrations_of(request)
-        results = await scored([(question, t) for t in texts])
+        results = await scored(*await prepared(request, "score"))
         tokens = sum(r.tokens for r in results)
         return JSONResponse({"results": [asdict(r) for r in results], "tokens": tokens})
 
     @app.post("/select")
     async def select(request: Request) -> JSONResponse:
-        question, texts = await orchestrations_of(request)
-        if not texts:
-            raise ApiError(422, "empty", "orchestrations needs at least one item", "orchestrations")
-        results = await scored([(question, t) for t in texts])
+        results = await scored(*await prepared(request, "select"))
         parseable = [i for i, r in enumerate(results) if r.status != "unparseable"]
         chosen = max(parseable, key=lambda i: (results[i].score, -i)) if parseable else None
         return JSONResponse(
@@ -175,19 +181,7 @@ def create_app(rm, config: ServeConfig, metrics: Metrics | None = None) -> FastA
 
     @app.post("/get_reward")
     async def get_reward(request: Request) -> JSONResponse:
-        body = await _json_object(request, config.max_body_bytes)
-        queries = _strings(body, "query", config)
-        prompts = _strings(body, "prompts", config, required=False)
-        if prompts is not None and len(prompts) != len(queries):
-            raise ApiError(
-                422,
-                "length_mismatch",
-                f"prompts has {len(prompts)} items and query {len(queries)}: one prompt per "
-                "query, or no prompts",
-                "prompts",
-            )
-        read = [read_query(q, prompts[i] if prompts else None) for i, q in enumerate(queries)]
-        results = await scored([(r.question, r.orchestration) for r in read])
+        results = await scored(*await prepared(request, "get_reward"))
         rewards = [r.score for r in results]
         extra_logs = {
             "orchrm_parsed": [float(r.status != "unparseable") for r in results],
@@ -214,113 +208,111 @@ def create_app(rm, config: ServeConfig, metrics: Metrics | None = None) -> FastA
     return app
 
 
-class _Gate:
-    """ASGI middleware in front of every route: the bearer-token check (before the body
-    is read), request counts and latency by route and status, requests in flight."""
-
-    def __init__(self, app, metrics: Metrics, api_key: str | None):
-        self.app, self.metrics = app, metrics
-        self.key = f"Bearer {api_key}".encode() if api_key else None
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path = scope["path"]
-        route = path if path in ROUTES else "other"
-        status, start = 500, time.perf_counter()
-
-        async def send_status(message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        self.metrics.in_flight += 1
-        try:
-            if self.key and path not in OPEN_ROUTES and not self._authorized(scope):
-                missing = not any(k == b"authorization" for k, _ in scope["headers"])
-                error = ApiError(
-                    401,
-                    "unauthorized",
-                    "missing bearer token" if missing else "wrong bearer token",
-                    "Authorization",
-                )
-                await error.response()(scope, receive, send_status)
-            else:
-                await self.app(scope, receive, send_status)
-        finally:
-            self.metrics.in_flight -= 1
-            self.metrics.request(route, status, time.perf_counter() - start)
-
-    def _authorized(self, scope) -> bool:
-        given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
-        return hmac.compare_digest(given, self.key)
-
-
-async def _json_object(request: Request, limit: int) -> dict:
-    """The request body parsed as a JSON object, refused (413) past `limit` bytes
-    before it is parsed."""
+async def read_body(request: Request, config: ServeConfig) -> bytes:
+    """The request body, refused past `max_body_bytes` (413, before reading when the
+    Content-Length says so) and past `body_timeout_s` (408)."""
+    limit = config.max_body_bytes
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise ApiError(
             413, "body_too_large", f"the body has {declared} bytes; the limit is {limit}"
         )
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ApiError(413, "body_too_large", f"the body exceeds the limit of {limit} bytes")
     try:
-        value = json.loads(body)
-    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
-        raise ApiError(400, "malformed_json", f"the body is not valid JSON: {err}") from None
-    if not isinstance(value, dict):
-        raise ApiError(422, "wrong_type", f"the body must be a JSON object, got {_kind(value)}")
-    return value
+        async with asyncio.timeout(config.body_timeout_s):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    message = f"the body exceeds the limit of {limit} bytes"
+                    raise ApiError(413, "body_too_large", message)
+    except TimeoutError:
+        message = f"the body did not arrive within body_timeout_s ({config.body_timeout_s:g} s)"
+        raise ApiError(408, "body_timeout", message) from None
+    return bytes(body)
 
 
-def _strings(body: dict, name: str, config: ServeConfig, required: bool = True) -> Any:
-    """`body[name]` as a list of strings within the item and length limits (422 naming
-    the field and index otherwise); None when absent and not required."""
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise ApiError(422, "missing_field", f"{name} is required", name)
-        return None
-    if not isinstance(value, list):
-        raise ApiError(422, "wrong_type", f"{name} must be a list of strings", name)
-    if len(value) > config.max_items:
-        raise ApiError(
-            422,
-            "too_many_items",
-            f"{name} has {len(value)} items; the limit is {config.max_items}",
-            name,
-        )
-    for i, text in enumerate(value):
-        if not isinstance(text, str):
-            raise ApiError(
-                422,
-                "wrong_type",
-                f"{name}[{i}] must be a string, got {_kind(text)}",
-                f"{name}[{i}]",
+class _Gate:
+    """ASGI middleware in front of every route: a request id (`X-Request-ID`), the
+    bearer-token check (before the body is read), `Connection: close` on an answer sent
+    before its body was read, client disconnects (counted apart, not errors), unexpected
+    errors (logged under the request id, a 500 that says only the id), request counts
+    and latency by route and status, requests in flight."""
+
+    def __init__(self, app, metrics: Metrics, api_key: str | None):
+        self.app, self.metrics = app, metrics
+        self.key = api_key.encode() if api_key else None
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = secrets.token_hex(8)
+        scope.setdefault("state", {})["request_id"] = rid
+        route = scope["path"] if scope["path"] in ROUTES else "other"
+        status, start, body_done = None, time.perf_counter(), not _has_body(scope)
+
+        async def receive_tracked():
+            nonlocal body_done
+            message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                body_done = True
+            return message
+
+        async def send_tagged(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = [*message.get("headers", []), (b"x-request-id", rid.encode())]
+                if not body_done:  # the rest of the body is not worth reading: close
+                    headers.append((b"connection", b"close"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        self.metrics.in_flight += 1
+        disconnected = False
+        try:
+            await self._dispatch(scope, receive_tracked, send_tagged)
+        except ClientDisconnect:
+            disconnected = True
+            self.metrics.disconnects += 1
+        except Exception as err:
+            remote = isinstance(err, WorkerFailed)  # its message is the worker's traceback
+            log.error("request %s failed: %r", rid, err, exc_info=not remote)
+            if status is None:
+                message = f"internal error; the server log has the details under request id {rid}"
+                error = error_response(ApiError(500, "internal", message), rid)
+                await error(scope, receive, send_tagged)
+        finally:
+            self.metrics.in_flight -= 1
+            if not disconnected:
+                self.metrics.request(route, status or 500, time.perf_counter() - start)
+
+    async def _dispatch(self, scope, receive, send) -> None:
+        if self.key and scope["path"] not in OPEN_ROUTES and not self._authorized(scope):
+            missing = not any(k == b"authorization" for k, _ in scope["headers"])
+            error = ApiError(
+                401,
+                "unauthorized",
+                "missing bearer token" if missing else "wrong bearer token",
+                "Authorization",
             )
-        _check_length(f"{name}[{i}]", text, config.max_text_chars)
-    return value
+            await error_response(error, scope["state"]["request_id"])(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    def _authorized(self, scope) -> bool:
+        """`Authorization: Bearer KEY`, the scheme in any case, the key compared in
+        constant time."""
+        given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+        scheme, _, token = given.strip().partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.key)
 
 
-def _check_length(field: str, text: str, limit: int) -> None:
-    if len(text) > limit:
-        raise ApiError(
-            422, "text_too_long", f"{field} has {len(text)} characters; the limit is {limit}", field
-        )
-
-
-def _kind(value: Any) -> str:
-    """The JSON name of a value's type."""
-    names = {bool: "boolean", int: "number", float: "number", str: "string"}
-    names |= {list: "array", dict: "object", type(None): "null"}
-    return names.get(type(value), type(value).__name__)
+def _has_body(scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
 
 
 def serve(config: ServeConfig) -> None:
@@ -350,14 +342,30 @@ def forward_batch_size(config: ServeConfig, device) -> int:
 
 
 def uvicorn_config(app: FastAPI, config: ServeConfig):
-    """The uvicorn settings the service runs with (tests start servers with them too)."""
+    """The uvicorn settings the service runs with (tests start servers with them too):
+    the guarded h11 protocol (`orchrm.serve.guard`), its timeouts and connection cap,
+    and rate-limited logs."""
     import uvicorn
+    import uvicorn.config
 
-    return uvicorn.Config(
+    from orchrm.serve.guard import guarded_h11, limit_logs
+
+    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    log_config["loggers"]["orchrm.serve"] = {"handlers": ["default"], "level": "INFO"}
+    log_config["loggers"]["orchrm.serve"]["propagate"] = False
+    settings = uvicorn.Config(
         app,
         host=config.host,
         port=config.port,
+        http=guarded_h11(config, app.state.metrics),
+        ws="none",
+        lifespan="on",
         access_log=False,
+        log_config=log_config,
+        timeout_keep_alive=config.keep_alive_timeout_s,
         timeout_graceful_shutdown=config.shutdown_timeout_s,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         backlog=2048,
     )
+    limit_logs()  # after uvicorn.Config, which configures logging
+    return settings

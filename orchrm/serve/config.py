@@ -46,17 +46,50 @@ class ServeConfig:
     """Torch device; None: CUDA when available, else CPU."""
     num_threads: int | None = None
     """CPU threads for PyTorch; None: its default (one per core)."""
+    max_request_seconds: float = 30.0
+    """Longest time one request may take from its complete body to its answer: parsing,
+    rendering, waiting for and running its forward passes. Past it the request gets 503
+    `over_budget` and its work still queued is dropped."""
+    prepare_workers: int = 2
+    """Worker processes that decode, check, parse and render request bodies, off the
+    event loop and apart from the scoring thread. One whose request runs past
+    `max_request_seconds` is killed and replaced."""
+    max_queued_requests: int = 64
+    """Requests that may wait for a free prepare worker; past it a request gets 503
+    `overloaded` at once."""
+    header_timeout_s: float = 10.0
+    """How long a connection may take to send a request's headers, from connecting or
+    from its previous response; then it is closed."""
+    body_timeout_s: float = 30.0
+    """How long a request's body may take to arrive once its headers have (408
+    `body_timeout` beyond, and the connection is closed)."""
+    keep_alive_timeout_s: float = 5.0
+    """How long an idle keep-alive connection stays open."""
+    max_connections: int = 512
+    """Most connections open at once (kept below the process's descriptor limit). At the
+    limit the oldest connection still waiting for request headers is closed to make
+    room; with none, a new connection gets 503 and is closed."""
     shutdown_timeout_s: float = 30.0
-    """On SIGTERM/SIGINT, how long in-flight requests may take to finish."""
+    """On SIGTERM/SIGINT, how long in-flight requests may take to finish; requests whose
+    body is still arriving are closed at once."""
+    openapi: bool = False
+    """Serve the OpenAPI schema and its pages (/openapi.json, /docs, /redoc)."""
 
     def check(self) -> None:
         """Raise ValueError for limits that make no sense and for an open bind without a
         key (before any model is loaded)."""
         if self.forward_batch_size is not None and self.forward_batch_size < 1:
             raise ValueError("forward_batch_size must be at least 1")
-        for name in ("max_batch_size", "max_items", "max_text_chars", "max_body_bytes"):
+        counts = ("max_batch_size", "max_items", "max_text_chars", "max_body_bytes")
+        counts += ("prepare_workers", "max_queued_requests", "max_connections")
+        for name in counts:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        seconds = ("max_request_seconds", "header_timeout_s", "body_timeout_s")
+        seconds += ("keep_alive_timeout_s", "shutdown_timeout_s")
+        for name in seconds:
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be more than 0, got {getattr(self, name)}")
         if self.max_wait_ms < 0:
             raise ValueError(f"max_wait_ms must be 0 or more, got {self.max_wait_ms}")
         if not self.api_key and not self.insecure and not is_loopback(self.host):

@@ -41,7 +41,8 @@ class Histogram:
 
 class Metrics:
     """Requests by route and status, request latency by route, micro-batch sizes, forward
-    time per batch, orchestrations by parse status, requests in flight."""
+    time per batch, orchestrations by parse status, requests in flight, client
+    disconnects, connections closed by the guards, prepare workers replaced."""
 
     def __init__(self) -> None:
         self.requests: Counter[tuple[str, int]] = Counter()
@@ -50,6 +51,9 @@ class Metrics:
         self.forward_seconds = Histogram(LATENCY_BUCKETS)
         self.items: Counter[str] = Counter()
         self.in_flight = 0
+        self.disconnects = 0
+        self.connections_closed: Counter[str] = Counter()
+        self.worker_restarts = 0
 
     def request(self, route: str, status: int, seconds: float) -> None:
         self.requests[(route, status)] += 1
@@ -72,11 +76,14 @@ class Metrics:
         ]
         for route, hist in sorted(self.latency.items()):
             out += hist.lines("orchrm_request_duration_seconds", f'route="{route}"')
-        out += [
+        return "\n".join(out + self._service_lines()) + "\n"
+
+    def _service_lines(self) -> list[str]:
+        out = [
             "# HELP orchrm_batch_size Orchestrations scored together in one forward pass.",
             "# TYPE orchrm_batch_size histogram",
             *self.batch_size.lines("orchrm_batch_size"),
-            "# HELP orchrm_batch_seconds Time of one micro-batch: parse, render, forward.",
+            "# HELP orchrm_batch_seconds Time of one micro-batch: tokenize and forward.",
             "# TYPE orchrm_batch_seconds histogram",
             *self.forward_seconds.lines("orchrm_batch_seconds"),
             "# HELP orchrm_orchestrations_total Orchestrations scored, by parse status.",
@@ -88,8 +95,23 @@ class Metrics:
             "# HELP orchrm_requests_in_flight Requests received and not yet answered.",
             "# TYPE orchrm_requests_in_flight gauge",
             f"orchrm_requests_in_flight {self.in_flight}",
+            "# HELP orchrm_client_disconnects_total Requests whose client left before the "
+            "answer (not counted in orchrm_requests_total).",
+            "# TYPE orchrm_client_disconnects_total counter",
+            f"orchrm_client_disconnects_total {self.disconnects}",
+            "# HELP orchrm_connections_closed_total Connections the service closed, by reason.",
+            "# TYPE orchrm_connections_closed_total counter",
         ]
-        return "\n".join(out) + "\n"
+        for reason in ("header_timeout", "evicted", "refused"):
+            n = self.connections_closed[reason]
+            out.append(f'orchrm_connections_closed_total{{reason="{reason}"}} {n}')
+        out += [
+            "# HELP orchrm_prepare_worker_restarts_total Prepare workers replaced after a "
+            "request ran past its budget or a worker died.",
+            "# TYPE orchrm_prepare_worker_restarts_total counter",
+            f"orchrm_prepare_worker_restarts_total {self.worker_restarts}",
+        ]
+        return out
 
 
 def _number(x: float) -> str:

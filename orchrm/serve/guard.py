@@ -1,0 +1,180 @@
+"""What protects the service at the connection level, below the routes: the HTTP/1.1
+protocol with a header deadline, a connection cap and a shutdown that does not wait for
+slow uploads; and the rate limit on repeated log messages.
+
+uvicorn's h11 protocol times out only idle keep-alive connections (and any byte a client
+sends resets that timer), and it takes connections until the process runs out of file
+descriptors. `guarded_h11` adds:
+- a header deadline: a connection must complete each request's headers within
+  `header_timeout_s` of connecting or of its previous response, else it is closed;
+- a connection cap: past `max_connections` (kept below the descriptor limit), the oldest
+  connection still waiting for request headers is closed to make room; when there is
+  none, the new connection gets a 503 and is closed;
+- on shutdown, a request whose body is still arriving is closed at once (its client sees
+  the connection drop) instead of holding the shutdown until its body deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import resource
+import threading
+import time
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from orchrm.serve.config import ServeConfig
+from orchrm.serve.metrics import Metrics
+
+log = logging.getLogger("orchrm.serve")
+
+RESERVED_FDS = 64
+"""Descriptors kept free of client connections (model files, worker sockets, logs)."""
+
+
+def connection_cap(max_connections: int) -> int:
+    """`max_connections`, lowered to leave `RESERVED_FDS` of the soft descriptor limit."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return max_connections
+    return max(1, min(max_connections, soft - RESERVED_FDS))
+
+
+def _refusal() -> bytes:
+    body = json.dumps(
+        {
+            "error": "too_many_connections",
+            "message": "the service has as many connections open as it allows; retry later",
+            "field": None,
+            "request_id": None,
+        }
+    ).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\nretry-after: 1\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def guarded_h11(config: ServeConfig, metrics: Metrics) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with the guards of the module docstring, for `config`."""
+    cap, header_timeout = connection_cap(config.max_connections), config.header_timeout_s
+    refusal = _refusal()
+
+    class GuardedH11(H11Protocol):
+        waiting_since = 0.0
+        _timer = None
+
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > cap and not self._evict_one():
+                metrics.connections_closed["refused"] += 1
+                log.warning("connection limit (%d) reached: refused a connection", cap)
+                transport.write(refusal)
+                transport.close()
+                return
+            self._await_headers(None)
+
+        def connection_lost(self, exc) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+            super().connection_lost(exc)
+
+        def on_response_complete(self) -> None:
+            completed = self.cycle
+            super().on_response_complete()
+            if self.cycle is completed and not self.transport.is_closing():
+                self._await_headers(completed)  # keep-alive: the next request's headers
+
+        def shutdown(self) -> None:
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete and cycle.more_body:
+                self.transport.close()  # its body is still arriving: do not wait for it
+                return
+            super().shutdown()
+
+        def awaiting_headers(self) -> bool:
+            """No request in progress: connected or kept alive, headers not complete."""
+            idle = self.cycle is None or self.cycle.response_complete
+            return idle and self.conn.their_state is h11.IDLE
+
+        def _await_headers(self, cycle) -> None:
+            self.waiting_since = time.monotonic()
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self.loop.call_later(header_timeout, self._header_deadline, cycle)
+
+        def _header_deadline(self, cycle) -> None:
+            if self.cycle is cycle and not self.transport.is_closing():
+                metrics.connections_closed["header_timeout"] += 1
+                self.transport.close()
+
+        def _evict_one(self) -> bool:
+            waiting = [
+                p
+                for p in self.connections
+                if p is not self and isinstance(p, GuardedH11) and p.awaiting_headers()
+            ]
+            if not waiting:
+                return False
+            oldest = min(waiting, key=lambda p: p.waiting_since)
+            self.connections.discard(oldest)
+            oldest.transport.close()
+            metrics.connections_closed["evicted"] += 1
+            return True
+
+    return GuardedH11
+
+
+LOG_BURST = 10
+"""Messages of one kind logged in a burst before the rate limit applies."""
+LOG_EVERY_S = 6.0
+"""Past the burst, at most one message of a kind per this many seconds."""
+
+
+class LogLimiter(logging.Filter):
+    """A token bucket per kind of message (logger, message template, exception type):
+    a flood of one kind is cut to `LOG_BURST` then one per `LOG_EVERY_S`, and the next
+    message let through says how many similar ones were suppressed."""
+
+    MAX_KINDS = 1024
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._buckets: dict[tuple, list[float]] = {}  # kind -> [tokens, last, suppressed]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = (record.name, str(record.msg)[:200], record.exc_info and record.exc_info[0])
+        now = time.monotonic()
+        with self._lock:
+            bucket = self._buckets.get(kind)
+            if bucket is None:
+                if len(self._buckets) >= self.MAX_KINDS:
+                    del self._buckets[min(self._buckets, key=lambda k: self._buckets[k][1])]
+                bucket = self._buckets[kind] = [float(LOG_BURST), now, 0]
+            bucket[0] = min(LOG_BURST, bucket[0] + (now - bucket[1]) / LOG_EVERY_S)
+            bucket[1] = now
+            if bucket[0] < 1:
+                bucket[2] += 1
+                return False
+            bucket[0] -= 1
+            suppressed, bucket[2] = int(bucket[2]), 0
+        if suppressed:
+            record.msg = f"{record.getMessage()} (suppressed {suppressed} similar messages)"
+            record.args = None
+        return True
+
+
+LIMITED_LOGGERS = ("orchrm.serve", "uvicorn.error", "asyncio")
+_LIMITER = LogLimiter()
+
+
+def limit_logs() -> None:
+    """Put the rate limit on the loggers a hostile client can make speak (idempotent)."""
+    for name in LIMITED_LOGGERS:
+        logger = logging.getLogger(name)
+        if _LIMITER not in logger.filters:
+            logger.addFilter(_LIMITER)

@@ -1,0 +1,272 @@
+"""What a request body becomes before the reward model sees it: decoded, checked, parsed,
+validated and rendered, item by item.
+
+`prepare_request` runs in the prepare workers (`orchrm.serve.workers`), never on the event
+loop and never in the scoring thread: the work grows with the body, so it runs where a
+deadline can stop it. Checks, in order: JSON (400), shape and limits (422 naming the
+field and index), valid Unicode (422 `invalid_unicode`: a lone surrogate, which JSON
+`\\ud800` escapes can carry, names its field and character offset). An orchestration
+that does not parse is never an error: it gets the configured penalty.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from orchrm.orchestration import render_for_rm, validate
+from orchrm.parse import ParseError, parse_harmony
+from orchrm.serve.openrlhf import read_query
+
+SCORING_ROUTES = ("score", "select")
+"""Routes whose body is `{"question", "orchestrations"}`; `get_reward` reads OpenRLHF's."""
+
+
+class ApiError(Exception):
+    """A request the service refuses: HTTP status, stable code, sentence, field."""
+
+    passthrough = True  # a worker's ApiError reaches the caller as itself
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.field = status, code, message, field
+
+    def __reduce__(self):  # crosses the worker pipe intact
+        return ApiError, (self.status, self.code, self.message, self.field)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a prepare worker needs of the service's settings and model."""
+
+    max_items: int
+    max_text_chars: int
+    invalid_penalty: float
+    max_tokens: int
+    """The rendering budget (`OrchRM.budget`): tokens without the special ones."""
+    max_length: int
+    """The model's input length: the verification tokens of one item are at most this."""
+    max_request_seconds: float
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One orchestration's score and what parsing it found."""
+
+    score: float
+    status: str  # ok | invalid | unparseable
+    reason: str | None  # ParseError code, or the broken rules joined by ","
+    message: str | None
+    tokens: int  # reward-model input tokens (0 when unparseable)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A parsed orchestration rendered for the model, waiting for its score."""
+
+    text: str
+    tokens: int
+    broken: tuple[str, ...]
+    """The graph rules it breaks (scored all the same, reported as `invalid`)."""
+
+    def scored(self, score: float) -> Scored:
+        reason = ",".join(self.broken) or None
+        message = f"breaks graph rules: {reason}" if self.broken else None
+        return Scored(score, "invalid" if self.broken else "ok", reason, message, self.tokens)
+
+
+class Tokens:
+    """The model's tokenizer as the renderer counts with it, from `tokenizer_spec`."""
+
+    def __init__(self, spec: tuple[str, Any], max_length: int):
+        kind, data = spec
+        self.max_length = max_length
+        if kind == "fast":
+            from tokenizers import Tokenizer
+
+            self.fast = Tokenizer.from_str(data)
+            self.fast.no_truncation()  # as `tokenizer(text)` without truncation reads it
+            self.fast.no_padding()
+        else:
+            self.fast, self.slow = None, pickle.loads(data)
+
+    def count(self, text: str) -> int:
+        """Tokens of `text` without special tokens (`orchrm.rm.model.token_counter`)."""
+        if self.fast is not None:
+            return len(self.fast.encode(text, add_special_tokens=False).ids)
+        return len(self.slow(text, add_special_tokens=False)["input_ids"])
+
+    def model_input(self, text: str) -> int:
+        """Tokens the model reads for `text`: special tokens added, cut to `max_length`."""
+        if self.fast is not None:
+            return min(len(self.fast.encode(text).ids), self.max_length)
+        return len(self.slow(text, truncation=True, max_length=self.max_length)["input_ids"])
+
+
+def tokenizer_spec(tokenizer) -> tuple[str, Any]:
+    """A Hugging Face tokenizer in a form a worker process loads quickly: the Rust
+    tokenizer's JSON when it is a fast one, else the pickled tokenizer."""
+    if getattr(tokenizer, "is_fast", False):
+        return "fast", tokenizer.backend_tokenizer.to_str()
+    return "pickled", pickle.dumps(tokenizer)
+
+
+_TOKENS: Tokens | None = None  # set once per worker process by `install_tokenizer`
+
+
+def install_tokenizer(spec: tuple[str, Any], max_length: int) -> None:
+    """Worker initializer: load the tokenizer every later `prepare_request` counts with."""
+    global _TOKENS
+    _TOKENS = Tokens(spec, max_length)
+
+
+def prepare_request(
+    route: str, body: bytes, limits: Limits, deadline: float
+) -> list[Scored | Rendered]:
+    """The items of one request body for `route`, in input order: a final `Scored` for
+    each unparseable orchestration, a `Rendered` for each parsed one. Raises `ApiError`
+    for a refused body, and 503 `over_budget` past `deadline` (`time.monotonic`, which
+    processes share; checked between items, so one item's work is the most a deadline
+    can overrun here: the pool kills a worker that overruns further)."""
+    if _TOKENS is None:
+        raise RuntimeError("install_tokenizer has not run in this process")
+    value = decode(body)
+    reward = route not in SCORING_ROUTES
+    if reward:
+        pairs = reward_body(value, limits)
+    else:
+        question, texts = scoring_body(value, limits, required=route == "select")
+        pairs = [(question, t) for t in texts]
+    out: list[Scored | Rendered] = []
+    for i, (first, second) in enumerate(pairs):
+        if time.monotonic() > deadline:
+            where = f"to be prepared ({i} of {len(pairs)} items were)"
+            raise over_budget(limits.max_request_seconds, where)
+        if reward:  # (query, prompt) -> (question, orchestration)
+            read = read_query(first, second)
+            first, second = read.question, read.orchestration
+        out.append(prepare_item(first, second, limits, _TOKENS))
+    return out
+
+
+def over_budget(seconds: float, where: str) -> ApiError:
+    """The refusal of a request that ran past `max_request_seconds`."""
+    return ApiError(
+        503,
+        "over_budget",
+        f"the request needed more than max_request_seconds ({seconds:g} s) {where}; send "
+        "fewer or shorter orchestrations, or retry when the service is less busy",
+    )
+
+
+def prepare_item(question: str, text: str, limits: Limits, tokens: Tokens) -> Scored | Rendered:
+    """Parse, validate and render one orchestration."""
+    try:
+        o = parse_harmony(text)
+    except ParseError as err:
+        return Scored(limits.invalid_penalty, "unparseable", err.reason, err.message, 0)
+    broken = tuple(sorted({str(v.rule) for v in validate(o)}))
+    rendered = render_for_rm(question, o, limits.max_tokens, tokens.count)
+    return Rendered(rendered, tokens.model_input(rendered), broken)
+
+
+def decode(body: bytes) -> dict:
+    """The body as a JSON object (400 when it is not JSON, 422 when not an object)."""
+    try:
+        value = json.loads(body)
+    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
+        raise ApiError(400, "malformed_json", f"the body is not valid JSON: {err}") from None
+    except RecursionError:  # the C decoder bounds nesting by the recursion limit
+        raise ApiError(
+            400, "malformed_json", "the body is not valid JSON: arrays or objects nest too deep"
+        ) from None
+    if not isinstance(value, dict):
+        raise ApiError(422, "wrong_type", f"the body must be a JSON object, got {kind(value)}")
+    return value
+
+
+def scoring_body(value: dict, limits: Limits, *, required: bool) -> tuple[str, list[str]]:
+    """(question, orchestrations) of a /score or /select body; `required`: at least one."""
+    question = value.get("question")
+    if not isinstance(question, str):
+        raise ApiError(
+            422, "wrong_type", f"question must be a string, got {kind(question)}", "question"
+        )
+    check_text("question", question, limits.max_text_chars)
+    texts = strings(value, "orchestrations", limits)
+    if required and not texts:
+        raise ApiError(422, "empty", "orchestrations needs at least one item", "orchestrations")
+    return question, texts
+
+
+def reward_body(value: dict, limits: Limits) -> list[tuple[str, str | None]]:
+    """OpenRLHF's `query` and optional `prompts` as (query, prompt or None) pairs, read
+    by `read_query` one at a time under the deadline."""
+    queries = strings(value, "query", limits)
+    prompts = strings(value, "prompts", limits, required=False)
+    if prompts is not None and len(prompts) != len(queries):
+        raise ApiError(
+            422,
+            "length_mismatch",
+            f"prompts has {len(prompts)} items and query {len(queries)}: one prompt per "
+            "query, or no prompts",
+            "prompts",
+        )
+    return [(q, prompts[i] if prompts else None) for i, q in enumerate(queries)]
+
+
+def strings(value: dict, name: str, limits: Limits, required: bool = True) -> Any:
+    """`value[name]` as a list of strings within the item and length limits (422 naming
+    the field and index otherwise); None when absent and not required."""
+    items = value.get(name)
+    if items is None:
+        if required:
+            raise ApiError(422, "missing_field", f"{name} is required", name)
+        return None
+    if not isinstance(items, list):
+        raise ApiError(422, "wrong_type", f"{name} must be a list of strings", name)
+    if len(items) > limits.max_items:
+        raise ApiError(
+            422,
+            "too_many_items",
+            f"{name} has {len(items)} items; the limit is {limits.max_items}",
+            name,
+        )
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise ApiError(
+                422, "wrong_type", f"{name}[{i}] must be a string, got {kind(text)}", f"{name}[{i}]"
+            )
+        check_text(f"{name}[{i}]", text, limits.max_text_chars)
+    return items
+
+
+def check_text(field: str, text: str, limit: int) -> None:
+    """422 when `text` is longer than `limit` characters or is not valid Unicode."""
+    if len(text) > limit:
+        raise ApiError(
+            422, "text_too_long", f"{field} has {len(text)} characters; the limit is {limit}", field
+        )
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")  # one C pass; fails exactly on lone surrogates
+    except UnicodeEncodeError as err:
+        raise ApiError(
+            422,
+            "invalid_unicode",
+            f"{field} has a lone surrogate (U+{ord(text[err.start]):04X}) at character "
+            f"{err.start}: text must be valid Unicode (a \\ud800-\\udfff escape must be "
+            "half of a pair)",
+            field,
+        ) from None
+
+
+def kind(value: Any) -> str:
+    """The JSON name of a value's type."""
+    names = {bool: "boolean", int: "number", float: "number", str: "string"}
+    names |= {list: "array", dict: "object", type(None): "null"}
+    return names.get(type(value), type(value).__name__)

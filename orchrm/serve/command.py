@@ -45,6 +45,41 @@ def serve_command(
     ),
     device: str = typer.Option(None, "--device", help="Default: CUDA when available."),
     threads: int = typer.Option(None, "--threads", min=1, help="PyTorch CPU threads."),
+    max_request_seconds: float = typer.Option(
+        _DEFAULTS.max_request_seconds,
+        "--max-request-seconds",
+        help="Budget of one request from its body to its answer (503 over_budget beyond).",
+    ),
+    prepare_workers: int = typer.Option(
+        _DEFAULTS.prepare_workers,
+        "--prepare-workers",
+        min=1,
+        help="Processes that parse and render requests off the event loop.",
+    ),
+    max_queued_requests: int = typer.Option(
+        _DEFAULTS.max_queued_requests,
+        "--max-queued-requests",
+        min=1,
+        help="Requests waiting for a prepare worker (503 overloaded beyond).",
+    ),
+    header_timeout: float = typer.Option(
+        _DEFAULTS.header_timeout_s, "--header-timeout", help="Seconds to send request headers."
+    ),
+    body_timeout: float = typer.Option(
+        _DEFAULTS.body_timeout_s, "--body-timeout", help="Seconds to send a body (408 beyond)."
+    ),
+    keep_alive_timeout: float = typer.Option(
+        _DEFAULTS.keep_alive_timeout_s, "--keep-alive-timeout", help="Idle keep-alive seconds."
+    ),
+    max_connections: int = typer.Option(
+        _DEFAULTS.max_connections, "--max-connections", min=1, help="Open connections at most."
+    ),
+    shutdown_timeout: float = typer.Option(
+        _DEFAULTS.shutdown_timeout_s,
+        "--shutdown-timeout",
+        help="Seconds in-flight requests get to finish on SIGTERM.",
+    ),
+    openapi: bool = typer.Option(False, "--openapi", help="Serve /openapi.json, /docs and /redoc."),
 ) -> None:
     """Serve a reward model over HTTP: /score, /select, OpenRLHF's /get_reward, /healthz,
     /metrics, with micro-batching of concurrent requests."""
@@ -63,6 +98,15 @@ def serve_command(
         invalid_penalty=invalid_penalty,
         device=device,
         num_threads=threads,
+        max_request_seconds=max_request_seconds,
+        prepare_workers=prepare_workers,
+        max_queued_requests=max_queued_requests,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+        keep_alive_timeout_s=keep_alive_timeout,
+        max_connections=max_connections,
+        shutdown_timeout_s=shutdown_timeout,
+        openapi=openapi,
     )
     try:
         config.check()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -407,3 +408,197 @@ def test_the_score_head_can_get_its_own_learning_rate():
     assert sum(p.numel() for g in (body, head) for p in g["params"]) == everything
     [single] = _param_groups(model, TrainConfig(lr=5e-5))
     assert len(single["params"]) == len(body["params"]) + 2
+
+
+def _tiny_training():
+    """A model, optimizer and scheduler small enough to checkpoint in milliseconds."""
+    from transformers import get_linear_schedule_with_warmup
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    return model, optimizer, get_linear_schedule_with_warmup(optimizer, 1, 10)
+
+
+def _train_and_save(out: Path, steps: list[int], keep: int = 10) -> dict[int, torch.Tensor]:
+    """One optimizer step before each save; the weights each checkpoint holds."""
+    from orchrm.rm.checkpoint import TrainState, save_checkpoint
+
+    model, optimizer, scheduler = _tiny_training()
+    saved = {}
+    for step in steps:
+        model(torch.ones(2, 4)).sum().backward()
+        optimizer.step()
+        scheduler.step()
+        save_checkpoint(out, model, optimizer, scheduler, TrainState(step=step), keep=keep)
+        saved[step] = model.weight.detach().clone()
+    return saved
+
+
+def _rewrite_state(folder: Path, **changes) -> None:
+    state = json.loads((folder / "state.json").read_text())
+    (folder / "state.json").write_text(json.dumps({**state, **changes}))
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _code_pickle(path: Path) -> None:
+    from fractions import Fraction
+
+    torch.save({"state": {}, "param_groups": [], "x": Fraction(1, 3)}, path)
+
+
+def _other_model(folder: Path) -> None:
+    from safetensors.torch import save_file
+
+    save_file({"weight": torch.zeros(1, 5), "bias": torch.zeros(1)}, folder / "model.safetensors")
+
+
+DAMAGE = {
+    "weights cut in half": (lambda f: _truncate(f / "model.safetensors"), "model.safetensors:"),
+    "weights random bytes": (
+        lambda f: (f / "model.safetensors").write_bytes(os.urandom(500)),
+        "model.safetensors:",
+    ),
+    "weights missing": (lambda f: (f / "model.safetensors").unlink(), "model.safetensors missing"),
+    "weights of another model": (_other_model, "does not match the model: other shape weight"),
+    "state missing": (lambda f: (f / "state.json").unlink(), "state.json missing"),
+    "state not JSON": (lambda f: (f / "state.json").write_text("{step: 4"), "state.json:"),
+    "state nested too deep": (
+        lambda f: (f / "state.json").write_text("[" * 200_000),
+        "state.json:",
+    ),
+    "negative step": (lambda f: _rewrite_state(f, step=-4), "step is -4, not a whole number"),
+    "fractional step": (lambda f: _rewrite_state(f, step=4.5), "step is 4.5, not a whole number"),
+    "step as text": (lambda f: _rewrite_state(f, step="4"), "step is '4', not a whole number"),
+    "step of another folder": (lambda f: _rewrite_state(f, step=3), "says step 3, the folder"),
+    "unknown state field": (lambda f: _rewrite_state(f, lr=1), "fields differ .*lr"),
+    "optimizer cut in half": (lambda f: _truncate(f / "optimizer.pt"), "optimizer.pt:"),
+    "optimizer pickles code": (lambda f: _code_pickle(f / "optimizer.pt"), "optimizer.pt:"),
+    "scheduler garbage": (
+        lambda f: (f / "scheduler.json").write_text("[1, 2]"),
+        "not a scheduler state",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_a_damaged_latest_checkpoint_is_named_and_resume_takes_the_one_before(tmp_path, case):
+    from orchrm.rm.checkpoint import apply_checkpoint, newest_intact
+
+    damage, reason = DAMAGE[case]
+    saved = _train_and_save(tmp_path, [2, 4])
+    damage(tmp_path / "checkpoints" / "step-4")
+    model, optimizer, scheduler = _tiny_training()
+    notes = []
+    found = newest_intact(tmp_path, model, optimizer, say=notes.append)
+    assert found is not None and found.path.name == "step-2"
+    named = f"checkpoint {tmp_path / 'checkpoints' / 'step-4'} is unusable: "
+    assert notes[0].startswith(named) and re.search(reason, notes[0])
+    assert notes[-1] == "resuming from step-2 instead of step-4"
+    assert torch.equal(model.weight, _tiny_training()[0].weight)  # nothing applied yet
+    state = apply_checkpoint(found, model, optimizer, scheduler)
+    assert state.step == 2 and torch.equal(model.weight, saved[2])
+    assert scheduler.last_epoch == 1
+
+
+def test_folders_that_are_not_checkpoints_never_break_a_resume(tmp_path):
+    from orchrm.rm.checkpoint import newest_intact
+
+    _train_and_save(tmp_path, [2, 4])
+    folder = tmp_path / "checkpoints"
+    for stray in ("step-foo", "checkpoint-foo", "step-", "step-007", "step-5-old"):
+        (folder / stray).mkdir()
+    (folder / "step-9").write_text("a file, not a folder")
+    (folder / "step-12").mkdir()  # no state file: a copy that never finished
+    (folder / "step-99999999999999999999").mkdir()
+    notes = []
+    found = newest_intact(tmp_path, *_tiny_training()[:2], say=notes.append)
+    assert found.path.name == "step-4" and found.state.step == 4
+    ignored = {n.split(": ")[0] for n in notes if n.startswith("ignoring")}
+    names = ("step-foo", "checkpoint-foo", "step-", "step-007", "step-5-old", "step-9")
+    assert ignored >= {f"ignoring {folder / n}" for n in names}
+    assert any(f"{folder / 'step-12'} is unusable: " in n and "state.json" in n for n in notes)
+    assert notes[-1] == "resuming from step-4 instead of step-12"
+
+
+def test_nothing_intact_means_a_fresh_start_said_once(tmp_path):
+    from orchrm.rm.checkpoint import newest_intact
+
+    _train_and_save(tmp_path, [2])
+    _rewrite_state(tmp_path / "checkpoints" / "step-2", step=-1)
+    notes = []
+    assert newest_intact(tmp_path, *_tiny_training()[:2], say=notes.append) is None
+    assert notes[-1].startswith("no intact checkpoint in") and "step 0" in notes[-1]
+
+
+def test_a_save_killed_midway_leaves_a_folder_the_next_start_removes(tmp_path):
+    script = f"""
+import os, signal, sys, torch
+sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
+from tests.test_rm import _train_and_save
+_train_and_save({str(tmp_path)!r}, [2])
+real = torch.save
+def die(*args, **kwargs):
+    real(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)  # after the weights and optimizer are written
+torch.save = die
+_train_and_save({str(tmp_path)!r}, [2, 4])
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
+    from orchrm.rm.checkpoint import checkpoint_folders, remove_unfinished
+
+    folder = tmp_path / "checkpoints"
+    [left] = [p for p in folder.iterdir() if p.name.startswith(".")]
+    assert (left / "model.safetensors").exists() and not (left / "state.json").exists()
+    assert [p.name for p in checkpoint_folders(tmp_path)] == ["step-2"]  # step-4 never landed
+    notes = []
+    assert remove_unfinished(tmp_path, notes.append) == [left] and not left.exists()
+    assert notes == [f"removed 1 unfinished checkpoint folder(s) in {folder}: {left.name}"]
+    assert remove_unfinished(tmp_path, notes.append) == [] and len(notes) == 1
+
+
+def test_saves_replace_in_place_and_prune_only_checkpoints_up_to_the_step(tmp_path):
+    from orchrm.rm.checkpoint import FILES
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    (folder / "notes").mkdir()
+    (folder / "step-50").mkdir()  # from a longer run that went on before being cut short
+    _train_and_save(tmp_path, [2, 4, 6, 6], keep=2)
+    assert sorted(p.name for p in folder.iterdir()) == ["notes", "step-4", "step-50", "step-6"]
+    assert sorted(p.name for p in (folder / "step-6").iterdir()) == sorted(FILES)
+
+
+def test_resume_passes_over_a_damaged_checkpoint_and_continues_exactly(pairs_dir, tmp_path, capsys):
+    """A run whose last checkpoint is damaged, with debris beside it, resumes from the
+    checkpoint before and ends with the weights of a run that was never interrupted."""
+    import shutil
+
+    settings = {"pairs": str(pairs_dir), "max_steps": 8, "save_every": 2, **FAST}
+    whole = train(TrainConfig(out=str(tmp_path / "a"), **settings), progress=False)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    folder = tmp_path / "b" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == ["step-6", "step-8"]
+    weights = folder / "step-8" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    (folder / "step-foo").mkdir()
+    (folder / "step-12").mkdir()
+    killed = folder / ".step-k1ll3d"
+    killed.mkdir()
+    (killed / "model.safetensors").write_bytes(bytes(4096))
+    capsys.readouterr()
+    resumed = train(TrainConfig(out=str(tmp_path / "b"), **settings), resume=True, progress=False)
+    notes = capsys.readouterr().err
+    assert not killed.exists() and "removed 1 unfinished checkpoint folder(s)" in notes
+    assert f"checkpoint {folder / 'step-8'} is unusable: model.safetensors: " in notes
+    assert f"ignoring {folder / 'step-foo'}" in notes
+    assert "resuming from step-6 instead of step-12, step-8" in notes
+    assert resumed["resumed_from_step"] == 6 and resumed["steps"] == 8
+    assert resumed["pairs_seen"] == whole["pairs_seen"]
+    a = load_file(tmp_path / "a" / "checkpoints" / "step-8" / "model.safetensors")
+    b = load_file(weights)  # step-8 trained again from step-6, and saved whole
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)

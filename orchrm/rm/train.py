@@ -11,8 +11,9 @@ term). Chosen and rejected texts go through the model in one forward pass; batch
 pairs of similar length and pad only to their longest member; bf16 autocast where the
 hardware supports it; gradient accumulation; linear warm-up and decay; early stopping on
 validation accuracy. Multi-process data parallelism comes from `accelerate`. Resumable
-checkpoints (safetensors weights, optimizer state loaded with `weights_only`, JSON
-trainer state) are written atomically; because the batch order is a function of the
+checkpoints (`orchrm.rm.checkpoint`: safetensors weights, optimizer state loaded with
+`weights_only`, JSON trainer state) are written atomically, and a resume passes over a
+damaged one to the newest intact one; because the batch order is a function of the
 seed and epoch and dropout is seeded per step, a resumed run continues exactly where the
 interrupted one stopped, repeating and skipping nothing.
 """
@@ -22,43 +23,30 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import broadcast_object_list
-from safetensors.torch import load_file, save_file
 from transformers import get_linear_schedule_with_warmup
 
 from orchrm.progress import progress_bar
+from orchrm.rm.checkpoint import (
+    TrainState,
+    apply_checkpoint,
+    newest_intact,
+    read_checkpoint,
+    remove_unfinished,
+    save_checkpoint,
+)
 from orchrm.rm.config import TrainConfig, default_backbone
 from orchrm.rm.data import Pairs, collate, data_hash, length_grouped_batches, load_splits, tokenize
 from orchrm.rm.model import add_lora, bf16_supported, load_backbone, rewards, save_model
-
-
-@dataclass
-class TrainState:
-    """Where training is: saved with every checkpoint, so a run can resume exactly."""
-
-    step: int = 0
-    """Optimizer steps done."""
-    epoch: int = 0
-    micro: int = 0
-    """Forward passes done in the current epoch (per process)."""
-    best_accuracy: float = -1.0
-    evals_since_best: int = 0
-    history: list[dict] = field(default_factory=list)
-    pairs_seen: int = 0
-    """Pairs this process trained on (the summary sums all processes)."""
-    train_seconds: float = 0.0
 
 
 def disable_dropout(model) -> None:
@@ -113,35 +101,23 @@ def evaluate_file(model_dir: str | Path, pairs_file: str | Path, batch_size: int
     return evaluate(rm.model, pairs, rm.tokenizer.pad_token_id, batch_size, rm.device, rm.bf16)
 
 
-def _checkpoints(out: Path) -> list[Path]:
-    found = [p for p in (out / "checkpoints").glob("step-*") if p.is_dir()]
-    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+def _say(message: str) -> None:
+    """A note about the run (checkpoints removed, skipped, resumed from) on stderr."""
+    print(f"orchrm train: {message}", file=sys.stderr, flush=True)
 
 
-def _save_checkpoint(out: Path, model, optimizer, scheduler, state: TrainState, keep: int):
-    """Trainable weights (safetensors), optimizer, scheduler and state, written to a
-    temporary folder and renamed into place: a checkpoint is whole or absent."""
-    folder = out / "checkpoints"
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder, prefix=".step-"))
-    weights = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    save_file(weights, tmp / "model.safetensors")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    (tmp / "scheduler.json").write_text(json.dumps(scheduler.state_dict()))
-    (tmp / "state.json").write_text(json.dumps(asdict(state)))
-    final = folder / f"step-{state.step}"
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    for old in _checkpoints(out)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _load_checkpoint(path: Path, model, optimizer, scheduler) -> TrainState:
-    model.load_state_dict(load_file(path / "model.safetensors"))
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
-    scheduler.load_state_dict(json.loads((path / "scheduler.json").read_text()))
-    return TrainState(**json.loads((path / "state.json").read_text()))
+def _resume(out: Path, model, optimizer, scheduler, *, main: bool) -> TrainState | None:
+    """Load the newest intact checkpoint into model, optimizer and scheduler and return
+    its state (None: there is none). The main process chooses, so every process resumes
+    from the same one."""
+    found = newest_intact(out, model, optimizer, say=_say) if main else None
+    chosen = [found.path.name if found else None]
+    broadcast_object_list(chosen)
+    if chosen[0] is None:
+        return None
+    if found is None:
+        found = read_checkpoint(out / "checkpoints" / chosen[0], model, optimizer)
+    return apply_checkpoint(found, model, optimizer, scheduler)
 
 
 def _param_groups(model, config: TrainConfig) -> list[dict]:
@@ -211,10 +187,11 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
     scheduler = get_linear_schedule_with_warmup(
         optimizer, int(config.warmup_ratio * total_steps), total_steps
     )
-    state = TrainState()
-    found = _checkpoints(out) if resume else []
-    if found:
-        state = _load_checkpoint(found[-1], model, optimizer, scheduler)
+    if main:
+        remove_unfinished(out, _say)
+    resumed = _resume(out, model, optimizer, scheduler, main=main) if resume else None
+    state = resumed if resumed is not None else TrainState()
+    resumed_step = None if resumed is None else resumed.step
     model, optimizer = accelerator.prepare(model, optimizer)
     pad = tokenizer.pad_token_id
     save_every = config.save_every or config.eval_every
@@ -239,13 +216,13 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
                 and state.evals_since_best >= config.early_stopping
             )
         if main and (state.step % save_every == 0 or state.step >= total_steps or stop):
-            _save_checkpoint(
+            save_checkpoint(
                 out,
                 accelerator.unwrap_model(model),
                 optimizer,
                 scheduler,
                 state,
-                config.keep_checkpoints,
+                keep=config.keep_checkpoints,
             )
         flag = [stop]
         broadcast_object_list(flag)
@@ -336,6 +313,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
         "bf16": use_bf16,
         "processes": world,
         "stopped_early": stopped,
+        "resumed_from_step": resumed_step,
     }
     if main:
         if not len(val_pairs):  # nothing to select on: the last model is the model

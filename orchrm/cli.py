@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from orchrm import __version__
+from orchrm.jsonl import printable
 from orchrm.parse import ParseSummary, summarize_file
 from orchrm.rl.command import rl_command
 from orchrm.serve.command import serve_command
@@ -21,6 +24,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
+err_console = Console(stderr=True)
 
 
 def _version(value: bool) -> None:
@@ -51,20 +55,20 @@ def parse_command(
     """Parse and validate orchestrations in FILES and count the outcomes.
 
     Every record is counted once: valid, parsed but invalid (by rule), or unparseable
-    (by reason).
+    (by reason). A file that cannot be read is reported and the others still are; the
+    exit status is then 1.
     """
-    missing = [str(f) for f in files if not f.is_file()]
-    if missing:
-        console.print(f"[red]error:[/red] no such file: {', '.join(missing)}")
-        raise typer.Exit(2)
-    summaries = [summarize_file(f) for f in files]
+    summaries, unreadable = [], []
+    for f in files:
+        try:
+            summaries.append(summarize_file(f))
+        except OSError as err:
+            unreadable.append(_unreadable(f, err))
     total = _total(summaries)
     if as_json:
-        print(
-            json.dumps(
-                {"files": [s.to_dict() for s in summaries], "total": total.to_dict()}, indent=2
-            )
-        )
+        out = {"files": [s.to_dict() for s in summaries], "total": total.to_dict()}
+        print(json.dumps({**out, "unreadable": unreadable}, indent=2))
+        _exit_if_unreadable(unreadable)
         return
     table = Table(title="orchestrations")
     for column in ("file", "records", "valid", "invalid", "unparseable"):
@@ -81,14 +85,49 @@ def parse_command(
         for reason, n in sorted(total.unparseable_by_reason.items()):
             causes.add_row("unparseable", reason, str(n))
         console.print(causes)
-    if details:
-        for s in summaries:
-            for p in s.problems:
-                console.print(
-                    f"{s.path}:{p['line']}: {p['kind']} {p['code']}: {p['message']}",
-                    markup=False,
-                    highlight=False,
-                )
+    problems = [
+        (s.path, p["line"], f"{p['kind']} {p['code']}", p["message"])
+        for s in summaries
+        for p in s.problems
+    ]
+    _print_problems(problems, None if details else EXAMPLES)
+    _exit_if_unreadable(unreadable)
+
+
+EXAMPLES = 5
+"""Problems `parse`, `ingest` and `score` print without --details (the first ones)."""
+
+
+def _unreadable(path: Path, err: OSError) -> dict:
+    """Report a file that cannot be read at all (on stderr) and describe it for JSON."""
+    if isinstance(err, FileNotFoundError):
+        message = f"no such file: {printable(path)}"
+    else:
+        message = f"cannot read {printable(path)}: {err.strerror or err}"
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    return {"path": printable(path), "error": message}
+
+
+def _exit_if_unreadable(unreadable: list) -> None:
+    if unreadable:
+        err_console.print(f"{len(unreadable)} file(s) could not be read", highlight=False)
+        raise typer.Exit(1)
+
+
+def _print_problems(
+    problems: list[tuple[str, int, str, str]], limit: int | None, *, to=None
+) -> None:
+    """`file:line: code: message` for the first `limit` problems (all when None), the
+    messages cut to one screen line."""
+    shown = problems if limit is None else problems[:limit]
+    if not shown:
+        return
+    out = to or console
+    if limit is not None:
+        out.print(f"first {len(shown)} of {len(problems)} problem(s) (all: --details):")
+    for path, line, code, message in shown:
+        text = message if limit is None or len(message) <= 160 else message[:157] + "..."
+        out.print(f"{path}:{line}: {code}: {text}", markup=False, highlight=False)
 
 
 def _total(summaries: list[ParseSummary]) -> ParseSummary:
@@ -341,55 +380,59 @@ def ingest_command(
     details: bool = typer.Option(False, "--details", help="List every malformed record."),
 ) -> None:
     """Ingest logs into the store. Every record is counted: added, already there
-    (duplicate) or malformed (with file, line and reason)."""
-    from orchrm.store.ingest import IngestError, ingest_file
+    (duplicate) or malformed (with file, line and reason). A file that cannot be read
+    (or, with --strict, holds a malformed record) is reported and left out, the others
+    are still ingested, and the exit status is 1."""
+    from orchrm.store.ingest import IngestError, IngestSummary, ingest_file
 
     pairs = [m.split("=", 1) for m in mapping or []]
     if any(len(p) != 2 for p in pairs):
         _fail("--map takes FIELD=COLUMN")
-    options = {
-        k: v
-        for k, v in {
-            "domain": domain,
-            "orchestrator": orchestrator,
-            "map": dict(pairs) or None,
-        }.items()
-        if v
-    }
-    summaries, failed = [], False
+    given = {"domain": domain, "orchestrator": orchestrator, "map": dict(pairs) or None}
+    options = {k: v for k, v in given.items() if v}
+    summaries = []
     with _open_store(store) as db:
         for path in files:
             try:
-                summaries.append(
-                    ingest_file(
-                        db, path, adapter, strict=strict, options=options, progress=not as_json
-                    )
+                summary = ingest_file(
+                    db, path, adapter, strict=strict, options=options, progress=not as_json
                 )
             except IngestError as err:
-                failed = True
-                console.print(f"[red]error:[/red] {err}", highlight=False)
+                summary = IngestSummary(printable(path), adapter, error=str(err))
+                err_console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
+            summaries.append(summary)
     if as_json:
         print(json.dumps([s.to_dict() for s in summaries], indent=2))
     else:
-        table = Table(title=f"ingested into {store}")
-        for column in ("file", "adapter", "records", "added", "duplicates", "malformed"):
-            table.add_column(
-                column,
-                justify="left" if column in ("file", "adapter") else "right",
-                overflow="fold",
-            )
-        for s in summaries:
-            table.add_row(
-                s.path, s.adapter, str(s.records), str(s.added), str(s.duplicates), str(s.malformed)
-            )
-        console.print(table)
-        for s in summaries:
-            for reason, n in sorted(s.malformed_by_reason.items()):
-                console.print(f"  {s.path}: {n} malformed ({reason})", highlight=False)
-            for p in s.problems if details else []:
-                print(f"{s.path}:{p['line']}: {p['reason']}: {p['message']}")
+        _print_ingest(summaries, store, details)
+    failed = [s for s in summaries if s.error]
     if failed:
+        err_console.print(f"{len(failed)} file(s) not ingested", highlight=False)
         raise typer.Exit(1)
+
+
+def _print_ingest(summaries: list, store: Path, details: bool) -> None:
+    """The ingest table, malformed counts by reason, and the first (or every) problem."""
+    table = Table(title=f"ingested into {printable(store)}")
+    for column in ("file", "adapter", "records", "added", "duplicates", "malformed"):
+        table.add_column(
+            column, justify="left" if column in ("file", "adapter") else "right", overflow="fold"
+        )
+    for s in summaries:
+        counts = (s.records, s.added, s.duplicates, s.malformed)
+        table.add_row(s.path, s.adapter, *(("-",) * 4 if s.error else map(str, counts)))
+    console.print(table)
+    for s in summaries:
+        for reason, n in sorted(s.malformed_by_reason.items()):
+            console.print(f"  {s.path}: {n} malformed ({reason})", markup=False, highlight=False)
+        if s.blank_lines:
+            console.print(f"  {s.path}: {s.blank_lines} blank line(s)", markup=False)
+        if s.error:
+            console.print(f"  {s.path}: not ingested: {s.error}", markup=False, highlight=False)
+    problems = [
+        (s.path, p["line"], p["reason"], p["message"]) for s in summaries for p in s.problems
+    ]
+    _print_problems(problems, None if details else EXAMPLES)
 
 
 store_app = typer.Typer(help="The artifact store.", no_args_is_help=True)
@@ -652,40 +695,59 @@ def score_command(
     batch_size: int = typer.Option(32, "--batch-size"),
 ) -> None:
     """Score every orchestration in FILES with a reward model: one JSON line per record
-    (file, line, task_id, score or null with the parse reason)."""
+    (file, line, task_id, score or null with the reason). The summary (records scored,
+    the others by reason, the first few with file:line) goes to stderr. A file that
+    cannot be read is reported, the others are still scored, and the exit status is 1."""
     from orchrm.jsonl import write_jsonl
-    from orchrm.parse import ParseError, parse_record, read_records
     from orchrm.rm.model import ModelError, OrchRM
 
     try:
         model = OrchRM.load(rm, batch_size=batch_size)
     except ModelError as err:
         _fail(str(err))
-    rows, items = [], []
-    for path in files:
-        for line, record in read_records(path):
-            row = {"file": str(path), "line": line, "task_id": None, "score": None}
-            if isinstance(record, dict):
-                row["task_id"] = record.get("task_id")
-            question = record.get("question") if isinstance(record, dict) else None
-            try:
-                if isinstance(record, ParseError):
-                    raise record
-                if not isinstance(question, str):
-                    raise ParseError("no_question", "the record has no question to score with")
-                items.append((len(rows), question, parse_record(record)))
-            except ParseError as err:
-                row["reason"] = err.reason
-            rows.append(row)
+    rows, items, problems, unreadable = _score_rows(files)
     scores = model.score_batch([(q, o) for _, q, o in items])
     for (n, _, _), s in zip(items, scores, strict=True):
         rows[n]["score"] = s
     if out:
         write_jsonl(rows, out)
-        console.print(f"{len(items)} of {len(rows)} records scored -> {out}")
     else:
         for row in rows:
             print(json.dumps(row))
+    by_reason = Counter(p[2] for p in problems)
+    err_console.print(
+        f"{len(items)} of {len(rows)} records scored"
+        + (f" -> {printable(out)}" if out else "")
+        + "".join(f"; {n} {reason}" for reason, n in sorted(by_reason.items())),
+        markup=False,
+        highlight=False,
+    )
+    _print_problems(problems, EXAMPLES, to=err_console)
+    _exit_if_unreadable(unreadable)
+
+
+def _score_rows(files: list[Path]) -> tuple[list[dict], list, list, list]:
+    """(output rows, (row index, question, orchestration) to score, problems, unreadable
+    files) for the records of FILES; a file that cannot be read adds no row."""
+    from orchrm.parse.records import score_inputs
+
+    rows, items, problems, unreadable = [], [], [], []
+    for path in files:
+        try:
+            inputs = list(score_inputs(path))
+        except OSError as err:
+            unreadable.append(_unreadable(path, err))
+            continue
+        name = printable(path)
+        for item in inputs:
+            row = {"file": name, "line": item.line, "task_id": item.task_id, "score": None}
+            if item.reason:
+                row["reason"] = item.reason
+                problems.append((name, item.line, item.reason, item.message))
+            else:
+                items.append((len(rows), item.question, item.orchestration))
+            rows.append(row)
+    return rows, items, problems, unreadable
 
 
 @app.command("eval")

@@ -1,43 +1,272 @@
-"""JSONL files: read with line numbers and precise errors, write atomically."""
+"""JSONL files: read as bytes with every line accounted for, write atomically.
+
+A file is untrusted: it is read as bytes and split on `\\n` here (a `\\r` before it is
+dropped, a missing final newline is fine, a UTF-8 byte-order mark at the start is
+skipped), and each line is decoded on its own, so one bad line fails only itself. A
+line that cannot be a record comes back as a `BadLine` carrying one of `LINE_REASONS`:
+
+- `not_utf8`: the line's bytes are not UTF-8;
+- `too_large`: the line is longer than `MAX_LINE_BYTES` (skipped without being held);
+- `too_deep`: JSON nested deeper than `MAX_JSON_DEPTH` (refused before decoding);
+- `invalid_json`: not one JSON value;
+- `bad_field`: a string holds a lone surrogate (`"\\ud800"`), which is not Unicode
+  text and could not be stored or printed.
+
+Every check runs in time linear in the line's size.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
+
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""Longest JSONL line read, in bytes without its end of line; a longer line is counted
+as `too_large` and skipped while it is read, so memory stays bounded."""
+MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+"""Largest file read whole (a `.json` list of records, a text file of one orchestration,
+a training-step file); a larger one is `too_large`."""
+MAX_JSON_DEPTH = 128
+"""Deepest nesting of JSON arrays and objects accepted (as serde_json's default); deeper
+values are `too_deep`, refused before the decoder could recurse."""
+LINE_REASONS = ("not_utf8", "too_large", "too_deep", "invalid_json", "bad_field")
+"""Every reason a line can be refused for, before any format looks at it."""
+
+_SAID = {
+    "not_utf8": "not UTF-8",
+    "too_large": "line too long",
+    "too_deep": "JSON nested too deep",
+    "invalid_json": "invalid JSON",
+    "bad_field": "invalid text",
+}
+_CHUNK_BYTES = 1 << 20
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
 class BadLine:
-    """A line that is not JSON: the decoder's message and the character it stopped at."""
+    """A line (or whole file) that is not a JSON value we accept: why, and where.
 
+    `position` is a byte offset for `not_utf8`, a character offset otherwise, or None.
+    """
+
+    reason: str
     message: str
-    position: int | None
+    position: int | None = None
 
 
-def jsonl_values(lines: Iterable[str]) -> Iterator[tuple[int, object]]:
-    """(line number, value) for each non-blank line; a line that is not JSON comes back
-    as a `BadLine` in its place, so every caller can count it instead of losing it."""
-    for line_no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            yield line_no, json.loads(line)
-        except ValueError as err:
-            yield line_no, BadLine(str(err), getattr(err, "pos", None))
+class _Blank:
+    """The marker for a line holding only whitespace: a line, but not a record."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "BLANK"
+
+
+BLANK = _Blank()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_values(path: str | Path) -> Iterator[tuple[int, object]]:
+    """(line number, value) for every line of a JSONL file: the decoded JSON value, a
+    `BadLine`, or `BLANK`. Raises OSError only when the file cannot be opened or read."""
+    with open(path, "rb") as f:
+        for line_no, raw in split_lines(f):
+            if isinstance(raw, int):
+                yield (
+                    line_no,
+                    BadLine(
+                        "too_large", f"line of {raw} bytes, over the {MAX_LINE_BYTES}-byte limit"
+                    ),
+                )
+            else:
+                yield line_no, parse_line(raw)
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, object]]:
-    """(line number, value) for each non-blank line; a line that is not JSON raises
-    ValueError naming the file and line."""
-    with open(path, encoding="utf-8") as f:
-        for line_no, value in jsonl_values(f):
-            if isinstance(value, BadLine):
-                raise ValueError(f"{path}:{line_no}: invalid JSON ({value.message})")
+    """(line number, value) for each non-blank line; a line that is not an accepted
+    JSON value raises ValueError naming the file, the line and the reason."""
+    for line_no, value in read_values(path):
+        if isinstance(value, BadLine):
+            raise ValueError(f"{path}:{line_no}: {_SAID[value.reason]} ({value.message})")
+        if value is not BLANK:
             yield line_no, value
+
+
+def split_lines(f: BinaryIO) -> Iterator[tuple[int, bytes | int]]:
+    """(line number, the line's bytes without its end of line) for each line of a
+    binary file; a line over `MAX_LINE_BYTES` is replaced by its size and not kept."""
+    parts: list[bytes] = []
+    size, line_no = 0, 1
+    chunk = f.read(_CHUNK_BYTES).removeprefix(_BOM)
+    while chunk:
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            size = _keep(parts, size, chunk[start:end])
+            yield line_no, size if size > MAX_LINE_BYTES else _joined(parts)
+            parts, size, line_no, start = [], 0, line_no + 1, end + 1
+        size = _keep(parts, size, chunk[start:])
+        chunk = f.read(_CHUNK_BYTES)
+    if size:  # the last line has no newline
+        yield line_no, size if size > MAX_LINE_BYTES else _joined(parts)
+
+
+def _keep(parts: list[bytes], size: int, piece: bytes) -> int:
+    """Add a piece of the current line unless the line is already over the limit."""
+    size += len(piece)
+    if size > MAX_LINE_BYTES:
+        parts.clear()
+    elif piece:
+        parts.append(piece)
+    return size
+
+
+def _joined(parts: list[bytes]) -> bytes:
+    line = b"".join(parts)
+    return line[:-1] if line.endswith(b"\r") else line
+
+
+def parse_line(raw: bytes) -> object:
+    """One line's bytes -> its JSON value, `BLANK`, or a `BadLine`."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return BadLine(
+            "not_utf8", f"invalid UTF-8 byte 0x{raw[err.start]:02x} at byte {err.start}", err.start
+        )
+    if not text or text.isspace():
+        return BLANK
+    return loads(text)
+
+
+def loads(text: str, *, surrogates: bool = True) -> object:
+    """`json.loads` behind the checks that keep it safe on untrusted text: nesting
+    depth first, lone surrogates after (unless `surrogates` is False: the caller checks
+    each part with `lone_surrogate`). Returns the value or a `BadLine`."""
+    deep = _too_deep_at(text, MAX_JSON_DEPTH)
+    if deep is not None:
+        return BadLine(
+            "too_deep", f"JSON nested deeper than {MAX_JSON_DEPTH} levels at character {deep}", deep
+        )
+    try:
+        value = json.loads(text)
+    except ValueError as err:  # JSONDecodeError, or an integer over Python's digit limit
+        return BadLine("invalid_json", str(err), getattr(err, "pos", None))
+    if surrogates and (_SURROGATE_ESCAPE.search(text) or _SURROGATE.search(text)):
+        problem = lone_surrogate(value)
+        if problem:
+            return BadLine("bad_field", problem)
+    return value
+
+
+def read_document(path: str | Path) -> object:
+    """The JSON value of a whole file (a `.json` list of records, a training-step file),
+    or a `BadLine` for the file. Lone surrogates are left for the caller to find record
+    by record (`lone_surrogate`), so one bad record fails only itself. Raises OSError
+    only when the file cannot be read."""
+    text = read_text(path)
+    if isinstance(text, BadLine):
+        return text
+    if not text or text.isspace():
+        return BadLine("invalid_json", "the file is empty", 0)
+    return loads(text, surrogates=False)
+
+
+def read_text(path: str | Path) -> str | BadLine:
+    """A whole file as text (UTF-8, at most `MAX_DOCUMENT_BYTES`), or a `BadLine`."""
+    with open(path, "rb") as f:
+        raw = f.read(MAX_DOCUMENT_BYTES + 1)
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        return BadLine("too_large", f"file over the {MAX_DOCUMENT_BYTES}-byte limit")
+    raw = raw.removeprefix(_BOM)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return BadLine(
+            "not_utf8", f"invalid UTF-8 byte 0x{raw[err.start]:02x} at byte {err.start}", err.start
+        )
+
+
+# --------------------------------------------------------------------------- checks
+
+_STRUCTURE = re.compile(r'["\[\]{}]')
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)  # possessive: no backtracking
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _too_deep_at(text: str, limit: int) -> int | None:
+    """Where JSON text first nests deeper than `limit`, or None: one left-to-right pass
+    over the brackets, each string skipped whole (escapes included) by one possessive,
+    anchored match, so nothing is scanned twice."""
+    if text.count("[") + text.count("{") <= limit:
+        return None
+    depth, pos = 0, 0
+    while found := _STRUCTURE.search(text, pos):
+        at, char = found.start(), found.group()
+        if char == '"':
+            string = _STRING.match(text, at)
+            if string is None:  # unterminated: the decoder stops there
+                return None
+            pos = string.end()
+            continue
+        depth += 1 if char in "[{" else -1
+        if depth > limit:
+            return at
+        if depth < 0:  # a stray closer: the decoder stops there
+            return None
+        pos = at + 1
+    return None
+
+
+def lone_surrogate(value: object, where: str = "") -> str | None:
+    """A message naming the first string (or key) of a decoded JSON value that holds a
+    lone surrogate, or None. Recursion is bounded by `MAX_JSON_DEPTH`."""
+    if isinstance(value, str):
+        found = _SURROGATE.search(value)
+        if found is None:
+            return None
+        return (
+            f"{where or 'the value'}: text holds a lone surrogate "
+            f"(\\u{ord(found.group()):04x}) at character {found.start()}, which is not "
+            "valid Unicode"
+        )
+    if isinstance(value, dict):
+        for key, item in value.items():
+            name = f"{where}.{_shown(key)}" if where else _shown(key)
+            problem = lone_surrogate(key, f"{name} (the key)") or lone_surrogate(item, name)
+            if problem:
+                return problem
+    elif isinstance(value, list):
+        for n, item in enumerate(value):
+            problem = lone_surrogate(item, f"{where}[{n}]")
+            if problem:
+                return problem
+    return None
+
+
+def _shown(key: str) -> str:
+    """A key as it can be printed: escaped surrogates, at most 40 characters."""
+    text = printable(key)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def printable(text: str | Path) -> str:
+    """Text (or a path) as it can be printed and written as UTF-8: lone surrogates, as
+    in a file name whose bytes are not UTF-8, come out escaped (`\\udcff`)."""
+    return str(text).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# --------------------------------------------------------------------------- writing
 
 
 def write_jsonl(records: Iterable[dict], path: str | Path) -> None:

@@ -58,6 +58,13 @@ def test_parse_json_and_details_account_for_every_record(tmp_path):
     assert f"{log}:2: invalid" in details and f"{log}:3: unparseable invalid_json" in details
 
 
-def test_parse_missing_file_fails_clearly(tmp_path):
-    result = run("parse", str(tmp_path / "nope.jsonl"))
-    assert result.returncode == 2 and "no such file" in result.stdout
+def test_parse_missing_file_fails_clearly_and_the_others_are_still_counted(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"full_response": HIGH_DOM}) + "\n")
+    result = run("parse", str(tmp_path / "nope.jsonl"), str(log), "--json")
+    assert result.returncode == 1 and "no such file" in result.stderr
+    out = json.loads(result.stdout)
+    assert [(s["path"], s["valid"]) for s in out["files"]] == [(str(log), 1)]
+    assert out["unreadable"] == [
+        {"path": str(tmp_path / "nope.jsonl"), "error": f"no such file: {tmp_path / 'nope.jsonl'}"}
+    ]

@@ -104,7 +104,7 @@ def test_malformed_records_are_reported_with_their_line_and_strict_keeps_the_fil
     assert [(p["line"], p["reason"]) for p in summary.problems] == [
         (2, "invalid_json"),
         (3, "not_run_record"),
-        (5, "bad_record"),
+        (5, "invalid_orchestration"),
     ]
 
 

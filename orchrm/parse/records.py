@@ -1,19 +1,28 @@
 """JSON forms, log records and files -> `Orchestration`.
 
 orchrm's own JSON (`from_dict`, lossless), the JSON graph form (`parse_json_graph`),
-whole log records of any supported kind (`parse_record`), and the file reader that turns
-every line of a file into a record or a counted `ParseError` (`read_records`).
+whole log records of any supported kind (`parse_record`), the file reader that turns
+every line of a file into a record or a counted `ParseError` (`read_records`, through
+`orchrm.jsonl`, so a bad line fails only itself), and what `orchrm score` reads of each
+record (`score_inputs`).
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from orchrm.jsonl import BadLine, jsonl_values
+from orchrm.jsonl import (
+    BLANK,
+    BadLine,
+    lone_surrogate,
+    printable,
+    read_document,
+    read_text,
+    read_values,
+)
 from orchrm.orchestration import ORCHRM_JSON_FORMAT, Agent, DoM, Edge, Orchestration, validate
 from orchrm.parse.error import ParseError
 from orchrm.parse.harmony import extract_thinking, parse_harmony, parse_roles
@@ -181,7 +190,7 @@ def parse_diagram_record(record: dict) -> Orchestration:
     On the published pages `thinking` is often cut after the `<thinking>` channel, so
     `mas_code` is where the agents survive; when both fail the error names both.
     """
-    thinking_text = record.get("thinking") or ""
+    thinking_text = record.get("thinking") if isinstance(record.get("thinking"), str) else ""
     code = record.get("mas_code") or ""
     try:
         return _in_field(record, "thinking", parse_harmony)
@@ -210,42 +219,49 @@ def _in_field(record: dict, name: str, parser) -> Orchestration:
 
 def read_records(path: str | Path) -> Iterator[tuple[int, object]]:
     """(line number, record) for each record of a file; a record that cannot be read is
-    yielded as a `ParseError` in its place, so callers count it instead of losing it.
+    yielded as a `ParseError` in its place (reason one of `orchrm.jsonl.LINE_REASONS`),
+    so callers count it instead of losing it. Raises OSError only when the file cannot
+    be read at all.
 
     `.jsonl`: one JSON value per non-blank line. `.json`: a list of records or one record
     (line 1). Anything else: the whole file is one harmony text (line 1).
     """
-    path = Path(path)
-    raw = path.read_bytes()
-    try:
-        content = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        yield 1, ParseError("not_utf8", f"{path}: {err}", err.start, "file")
-        return
+    for line_no, item in _read_items(Path(path)):
+        if item is not BLANK:
+            yield line_no, item
+
+
+def _read_items(path: Path) -> Iterator[tuple[int, object]]:
+    """`read_records`, with `BLANK` for each blank line of a `.jsonl` file."""
     if path.suffix == ".jsonl":
-        for line_no, value in jsonl_values(content.splitlines()):
-            if isinstance(value, BadLine):
-                value = ParseError("invalid_json", value.message, value.position, "file")
-            yield line_no, value
+        for line_no, value in read_values(path):
+            yield line_no, _as_error(value, "line") if isinstance(value, BadLine) else value
     elif path.suffix == ".json":
-        try:
-            data = json.loads(content)
-        except ValueError as err:
-            yield 1, ParseError("invalid_json", str(err), getattr(err, "pos", None), "file")
+        data = read_document(path)
+        if isinstance(data, BadLine):
+            yield 1, _as_error(data, "file")
             return
         for item in data if isinstance(data, list) else [data]:
-            yield 1, item
+            problem = lone_surrogate(item)  # the file-level check stops at the first
+            yield 1, ParseError("bad_field", problem, None, "file") if problem else item
     else:
-        yield 1, content
+        content = read_text(path)
+        yield 1, _as_error(content, "file") if isinstance(content, BadLine) else content
+
+
+def _as_error(bad: BadLine, source: str) -> ParseError:
+    return ParseError(bad.reason, bad.message, bad.position, source)
 
 
 @dataclass
 class ParseSummary:
     """What `summarize_file` found in one file: every record is counted exactly once,
-    as valid, parsed but invalid, or unparseable; `problems` says where and why."""
+    as valid, parsed but invalid, or unparseable; `problems` says where and why. Every
+    line of a `.jsonl` file is a record or one of `blank_lines`."""
 
     path: str
     records: int = 0
+    blank_lines: int = 0
     valid: int = 0
     invalid: int = 0
     unparseable: int = 0
@@ -264,9 +280,12 @@ class ParseSummary:
 def summarize_file(path: str | Path) -> ParseSummary:
     """Parse and validate every record of a file (see `read_records`) and count the
     outcomes. A record that breaks several rules counts once as invalid and once under
-    each rule it breaks."""
-    summary = ParseSummary(str(path))
-    for line_no, record in read_records(path):
+    each rule it breaks. Raises OSError only when the file cannot be read."""
+    summary = ParseSummary(printable(path))
+    for line_no, record in _read_items(Path(path)):
+        if record is BLANK:
+            summary.blank_lines += 1
+            continue
         summary.records += 1
         try:
             if isinstance(record, ParseError):
@@ -294,3 +313,42 @@ def summarize_file(path: str | Path) -> ParseSummary:
             }
         )
     return summary
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+@dataclass(frozen=True)
+class ScoreInput:
+    """One record of a file as `orchrm score` reads it: the question and orchestration
+    to score, or the reason (a `ParseError` code) it cannot be scored."""
+
+    line: int
+    task_id: str | int | None
+    question: str | None = None
+    orchestration: Orchestration | None = None
+    reason: str | None = None
+    message: str = ""
+
+
+def score_inputs(path: str | Path) -> Iterator[ScoreInput]:
+    """A `ScoreInput` for every record of a file (see `read_records`): a record needs an
+    orchestration `parse_record` reads and a text `question` (in that order: the first
+    missing one is the reason). Raises OSError only when the file cannot be read."""
+    for line, record in read_records(path):
+        task_id = record.get("task_id") if isinstance(record, dict) else None
+        if isinstance(task_id, bool) or not isinstance(task_id, str | int):
+            task_id = None
+        try:
+            if isinstance(record, ParseError):
+                raise record
+            orchestration = parse_record(record)
+            question = record.get("question") if isinstance(record, dict) else None
+            if question is None:
+                raise ParseError("no_question", "the record has no question to score with")
+            if not isinstance(question, str):
+                kind = type(question).__name__
+                raise ParseError("bad_field", f"question: expected text, found {kind}")
+            yield ScoreInput(line, task_id, question, orchestration)
+        except ParseError as err:
+            yield ScoreInput(line, task_id, reason=err.reason, message=str(err))

@@ -3,7 +3,15 @@
 `orchrm` (orchrm's run and world logs), `diagram` (MAS-Orchestra diagram-browser
 records), `steps` (MAS-Orchestra training-step folders: generated code joined with
 responses), `preference` (OrchRM-datasets records), `generic` (any JSONL, with a field
-mapping). An adapter yields `(line, LogRecord | Malformed)` for every input record.
+mapping). An adapter yields `(line, LogRecord | Malformed)` for every input record
+(and `BLANK` for a blank line), so every line of a file is accounted for.
+
+Lines are read by `orchrm.jsonl` (bytes split by hand, each line decoded and checked on
+its own) and every field by `orchrm.store.fields`, so a record reaches the store only
+with the types its columns need; anything else is a `Malformed` with a reason code:
+the line reasons of `orchrm.jsonl.LINE_REASONS`, `not_a_record`, `bad_field`,
+`missing_field`, `invalid_orchestration`, `unreadable`, or a format's own
+(`not_run_record`, `not_preference`; `unparseable_side` from `orchrm.store.ingest`).
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchrm.jsonl import BadLine, jsonl_values, read_jsonl
+from orchrm.jsonl import BLANK, BadLine, lone_surrogate, read_document, read_values
 from orchrm.orchestration import Orchestration
 from orchrm.parse import (
     ParseError,
@@ -25,6 +33,16 @@ from orchrm.parse import (
     parse_record,
 )
 from orchrm.runtime.run import RUN_SCHEMA
+from orchrm.store.fields import (
+    INT64_MAX,
+    FieldError,
+    boolean,
+    describe,
+    integer,
+    mapping,
+    number,
+    text,
+)
 
 
 class FormatError(Exception):
@@ -91,118 +109,191 @@ class Malformed:
 
 
 def detect_adapter(path: Path) -> str:
-    """The adapter a file or folder needs, from its layout or its first record."""
+    """The adapter a file or folder needs, from its layout or from the first JSON object
+    of a known format among its first `SNIFF_LINES` lines (bad lines are skipped).
+    Raises FormatError, or OSError when the file cannot be read."""
     if path.is_dir():
         if (path / "generated_code").is_dir():
             return "steps"
         raise FormatError(f"{path}: a folder must hold generated_code/ (MAS-Orchestra steps)")
-    try:
-        first = next((r for _, r in read_jsonl(path)), None)
-    except ValueError as err:
-        raise FormatError(f"cannot detect the format of {path}: {err}") from None
-    if isinstance(first, dict):
-        if first.get("schema") == RUN_SCHEMA:
-            return "orchrm"
-        if "chosen" in first and "rejected" in first:
-            return "preference"
-        if "mas_code" in first or ("thinking" in first and "question" in first):
-            return "diagram"
+    for line, value in read_values(path):
+        found = _format_of(value) if isinstance(value, dict) else None
+        if found or line >= SNIFF_LINES:
+            if found:
+                return found
+            break
     raise FormatError(f"cannot detect the format of {path}: give --adapter (generic needs --map)")
+
+
+SNIFF_LINES = 1000
+"""Lines `detect_adapter` reads at most to find a record of a known format."""
+
+
+def _format_of(first: dict) -> str | None:
+    if first.get("schema") == RUN_SCHEMA:
+        return "orchrm"
+    if "chosen" in first and "rejected" in first:
+        return "preference"
+    if "mas_code" in first or ("thinking" in first and "question" in first):
+        return "diagram"
+    return None
 
 
 def _steps(path: Path, options: dict) -> Iterator[tuple[int, LogRecord | Malformed]]:
     """Join generated_code/step_N_generated_code.json with
-    responses_and_ground_truth/step_N_responses.json on (step, sample_index, question)."""
+    responses_and_ground_truth/step_N_responses.json on (step, sample_index, question).
+    A step file that cannot be read or decoded counts as one malformed record."""
     line = 0
     for code_file in sorted(
-        (path / "generated_code").glob("step_*_generated_code.json"),
-        key=lambda p: _int(p.name.split("_")[1]) or 0,
+        (path / "generated_code").glob("step_*_generated_code.json"), key=_step_order
     ):
-        step = _int(code_file.name.split("_")[1])
-        answers_file = path / "responses_and_ground_truth" / f"step_{step}_responses.json"
         try:
-            generated = json.loads(code_file.read_text(encoding="utf-8"))
-            responses = (
-                json.loads(answers_file.read_text(encoding="utf-8"))
-                if answers_file.exists()
-                else []
-            )
-        except ValueError as err:
+            step = integer(code_file.name.split("_")[1], "step (in the file name)")
+            answers = path / "responses_and_ground_truth" / f"step_{step}_responses.json"
+            generated, responses = _step_documents(code_file, answers)
+        except (FieldError, _BadDocument) as err:
             line += 1
-            yield line, Malformed("invalid_json", f"{code_file.name}: {err}")
+            yield line, Malformed(err.reason, f"{code_file.name}: {err}")
             continue
-        outcome = {
-            (r.get("sample_index"), r.get("question")): r for r in responses if isinstance(r, dict)
-        }
-        for r in generated if isinstance(generated, list) else []:
+        outcome = {_join_key(r): r for r in responses if isinstance(r, dict)}
+        for r in generated:
             line += 1
-            if not isinstance(r, dict) or not isinstance(r.get("question"), str):
-                yield line, Malformed("missing_question", f"{code_file.name}: no question")
-                continue
-            text = r.get("full_response") or ""
             try:
-                parsed: Orchestration | ParseError = parse_harmony(text)
-            except ParseError as err:
-                parsed = err
-                if r.get("extracted_code"):  # the orchestration survives as mas_code
-                    parsed = _first_parse(r["extracted_code"], err)
-            result = outcome.get((r.get("sample_index"), r.get("question")))
-            yield (
-                line,
-                LogRecord(
-                    question=r["question"],
-                    orchestration=parsed,
-                    orchestrator=options.get("orchestrator") or path.name,
-                    step=step,
-                    sample_index=_int(r.get("sample_index")),
-                    raw=text,
-                    domain=options.get("domain") or "",
-                    executed=result is not None,
-                    truth=_text(result.get("ground_truth")) if result else None,
-                    answer=_text(result.get("execution_result")) if result else None,
-                    correct=result.get("answer_correct") if result else None,
-                    error=result.get("execution_error") if result else None,
-                ),
-            )
+                yield line, _step_record(r, step, outcome, path, options)
+            except FieldError as err:
+                yield line, Malformed(err.reason, f"{code_file.name}: {err}")
 
 
-def _orchrm(r: object, path: Path, options: dict) -> list[LogRecord | Malformed]:
-    if not isinstance(r, dict) or r.get("schema") != RUN_SCHEMA or "question" not in r:
+def _step_order(code_file: Path) -> tuple[int, str]:
+    part = code_file.name.split("_")[1]
+    return (int(part) if part.isascii() and part.isdigit() and len(part) < 20 else -1, part)
+
+
+class _BadDocument(Exception):
+    """A training-step file that is not a readable list of records."""
+
+    def __init__(self, reason: str, message: str):
+        self.reason = reason
+        super().__init__(message)
+
+
+def _step_documents(code_file: Path, answers_file: Path) -> tuple[list, list]:
+    """The records of a step's two files (the responses file may be absent)."""
+    documents = []
+    for file in (code_file, answers_file):
+        if file is answers_file and not file.exists():
+            documents.append([])
+            continue
+        try:
+            value = read_document(file)
+        except OSError as err:
+            raise _BadDocument("unreadable", f"cannot read {file.name}: {err.strerror}") from None
+        if isinstance(value, BadLine):
+            raise _BadDocument(value.reason, f"{file.name}: {value.message}")
+        if not isinstance(value, list):
+            raise _BadDocument("not_a_record", f"{file.name}: expected a list of records")
+        documents.append(value)
+    return documents[0], documents[1]
+
+
+def _join_key(r: dict) -> tuple | None:
+    """(sample_index, question) when both are plain values, the key steps join on."""
+    key = (r.get("sample_index"), r.get("question"))
+    return key if all(isinstance(k, str | int | float | None) for k in key) else None
+
+
+def _step_record(
+    r: object, step: int | None, outcome: dict, path: Path, options: dict
+) -> LogRecord:
+    """One generated-code record joined with its response, fields checked."""
+    if not isinstance(r, dict):
+        raise FieldError("record", "an object", r, "not_a_record")
+    problem = lone_surrogate(r)
+    if problem:
+        raise FieldError("record", "valid Unicode text", problem)
+    text_ = text(r.get("full_response"), "full_response") or ""
+    try:
+        parsed: Orchestration | ParseError = parse_harmony(text_)
+    except ParseError as err:
+        parsed = err
+        code = text(r.get("extracted_code"), "extracted_code")
+        if code:  # the orchestration survives as mas_code
+            parsed = _first_parse(code, err)
+    result = outcome.get(_join_key(r)) or {}
+    problem = lone_surrogate(result)
+    if problem:
+        raise FieldError("response", "valid Unicode text", problem)
+    return LogRecord(
+        question=text(r.get("question"), "question", required=True),
+        orchestration=parsed,
+        orchestrator=options.get("orchestrator") or path.name,
+        step=step,
+        sample_index=integer(r.get("sample_index"), "sample_index"),
+        raw=text_,
+        domain=options.get("domain") or "",
+        executed=bool(result),
+        truth=_stripped(text(result.get("ground_truth"), "ground_truth", numbers=True)),
+        answer=_stripped(text(result.get("execution_result"), "execution_result", numbers=True)),
+        correct=boolean(result.get("answer_correct"), "answer_correct"),
+        error=text(result.get("execution_error"), "execution_error"),
+    )
+
+
+def _orchrm(r: dict, path: Path, options: dict) -> list[LogRecord | Malformed]:
+    if r.get("schema") != RUN_SCHEMA or "question" not in r:
         return [Malformed("not_run_record", f"not an {RUN_SCHEMA} record")]
-    if r.get("orchestration"):
-        parsed: Orchestration | ParseError | str = from_dict(r["orchestration"])
-    elif r.get("parse_error"):
-        e = r["parse_error"]
-        parsed = ParseError(e.get("reason", "unknown"), e.get("message", ""), e.get("offset"))
-    else:
-        parsed = r.get("raw") or ""
-    execution = r.get("execution") or {}
+    parsed = _run_orchestration(r)
+    if isinstance(parsed, Malformed):
+        return [parsed]
+    execution = mapping(r.get("execution"), "execution")
+    world = mapping(r.get("world"), "world")
+    tokens = {
+        name: integer(execution.get(name), f"execution.{name}", high=INT64_MAX)
+        for name in ("prompt_tokens", "completion_tokens")
+    }
     return [
         LogRecord(
-            question=r["question"],
+            question=text(r["question"], "question", required=True),
             orchestration=parsed,
-            orchestrator=str(r["orchestrator"]),
-            task_id=r.get("task_id"),
-            truth=_text(r.get("ground_truth")),
-            domain=r.get("domain") or "",
-            raw=r.get("raw") or "",
-            step=_int(r.get("step")),
-            sample_index=_int(r.get("sample_index")),
-            logprob=r.get("orchestrator_logprob"),
+            orchestrator=text(r.get("orchestrator"), "orchestrator", required=True, numbers=True),
+            task_id=text(r.get("task_id"), "task_id", numbers=True),
+            truth=_stripped(text(r.get("ground_truth"), "ground_truth", numbers=True)),
+            domain=text(r.get("domain"), "domain") or "",
+            raw=text(r.get("raw"), "raw") or "",
+            step=integer(r.get("step"), "step"),
+            sample_index=integer(r.get("sample_index"), "sample_index"),
+            logprob=number(r.get("orchestrator_logprob"), "orchestrator_logprob"),
             executed=bool(execution),
-            answer=_text(r.get("answer")),
-            correct=r.get("correct"),
-            prompt_tokens=execution.get("prompt_tokens"),
-            completion_tokens=execution.get("completion_tokens"),
-            error=execution.get("error"),
-            p_success=(r.get("world") or {}).get("p_success"),
+            answer=_stripped(text(r.get("answer"), "answer", numbers=True)),
+            correct=boolean(r.get("correct"), "correct"),
+            prompt_tokens=tokens["prompt_tokens"],
+            completion_tokens=tokens["completion_tokens"],
+            error=text(execution.get("error"), "execution.error"),
+            p_success=number(world.get("p_success"), "world.p_success", low=0.0, high=1.0),
         )
     ]
 
 
-def _diagram(r: object, path: Path, options: dict) -> list[LogRecord | Malformed]:
-    if not isinstance(r, dict) or not isinstance(r.get("question"), str):
-        return [Malformed("missing_question", "a diagram record needs a question")]
+def _run_orchestration(r: dict) -> Orchestration | ParseError | str | Malformed:
+    """A run record's orchestration: parsed JSON, the parse error it logged, or raw text."""
+    if r.get("orchestration"):
+        try:
+            return from_dict(r["orchestration"])
+        except ParseError as err:
+            return Malformed("invalid_orchestration", f"orchestration: {err}")
+    if r.get("parse_error"):
+        e = mapping(r["parse_error"], "parse_error")
+        return ParseError(
+            text(e.get("reason"), "parse_error.reason") or "unknown",
+            text(e.get("message"), "parse_error.message") or "",
+            integer(e.get("offset"), "parse_error.offset", high=INT64_MAX),
+        )
+    return text(r.get("raw"), "raw") or ""
+
+
+def _diagram(r: dict, path: Path, options: dict) -> list[LogRecord | Malformed]:
+    question = text(r.get("question"), "question", required=True)
+    thinking, code = text(r.get("thinking"), "thinking"), text(r.get("mas_code"), "mas_code")
     try:
         parsed: Orchestration | ParseError = parse_diagram_record(r)
     except ParseError as err:
@@ -210,25 +301,23 @@ def _diagram(r: object, path: Path, options: dict) -> list[LogRecord | Malformed
     output = r.get("execution_output")
     return [
         LogRecord(
-            question=r["question"].strip(),
+            question=question.strip(),
             orchestration=parsed,
-            orchestrator=Path(str(r.get("source") or path.name)).stem,
-            truth=_text(r.get("ground_truth")),
+            orchestrator=Path(text(r.get("source"), "source") or path.name).stem,
+            truth=_stripped(text(r.get("ground_truth"), "ground_truth", numbers=True)),
             domain=options.get("domain") or "masbench",
-            raw=r.get("thinking") or r.get("mas_code") or "",
-            step=_int(r.get("step")),
-            sample_index=_int(r.get("row")),
+            raw=thinking or code or "",
+            step=integer(r.get("step"), "step"),
+            sample_index=integer(r.get("row"), "row"),
             executed=output is not None,
-            answer=_text(output),
+            answer=_stripped(text(output, "execution_output", numbers=True)),
         )
     ]
 
 
-def _preference(r: object, path: Path, options: dict) -> list[LogRecord | Malformed]:
-    ok = isinstance(r, dict) and all(
-        isinstance(r.get(k), str) for k in ("input", "chosen", "rejected")
-    )
-    kind = PAIR_KINDS.get(str(r.get("source", "")).split(":")[0]) if ok else None
+def _preference(r: dict, path: Path, options: dict) -> list[LogRecord | Malformed]:
+    ok = all(isinstance(r.get(k), str) for k in ("input", "chosen", "rejected", "source"))
+    kind = PAIR_KINDS.get(r["source"].split(":")[0]) if ok else None
     if kind is None:
         return [
             Malformed(
@@ -250,18 +339,15 @@ def _preference(r: object, path: Path, options: dict) -> list[LogRecord | Malfor
     ]
 
 
-def _generic(r: object, path: Path, options: dict) -> list[LogRecord | Malformed]:
-    mapping = options["map"]
-    if not isinstance(r, dict):
-        return [Malformed("not_an_object", "a record must be a JSON object")]
-    values = {k: r.get(v) for k, v in mapping.items()}
+def _generic(r: dict, path: Path, options: dict) -> list[LogRecord | Malformed]:
+    mapping_ = options["map"]
+    values = {k: r.get(v) for k, v in mapping_.items()}
     missing = [k for k in ("question", "orchestration") if values.get(k) in (None, "")]
-    if missing or not isinstance(values["question"], str):
-        names = missing or ["question"]
+    if missing:
         return [
             Malformed(
                 "missing_field",
-                f"no {', '.join(names)} (mapped from {[mapping[m] for m in names]})",
+                f"no {', '.join(missing)} (mapped from {[mapping_[m] for m in missing]})",
             )
         ]
     try:
@@ -269,41 +355,52 @@ def _generic(r: object, path: Path, options: dict) -> list[LogRecord | Malformed
     except ParseError as err:
         parsed = err
     raw = values["orchestration"]
+
+    def field(name: str, read, **kw):
+        return read(values.get(name), f"{name} (mapped from {mapping_.get(name)})", **kw)
+
     return [
         LogRecord(
-            question=values["question"],
+            question=field("question", text, required=True),
             orchestration=parsed,
-            orchestrator=str(values.get("orchestrator") or path.stem),
-            task_id=_text(values.get("task_id")),
-            truth=_text(values.get("truth")),
-            domain=str(values.get("domain") or options.get("domain") or ""),
+            orchestrator=field("orchestrator", text, numbers=True) or path.stem,
+            task_id=field("task_id", text, numbers=True),
+            truth=_stripped(field("truth", text, numbers=True)),
+            domain=field("domain", text) or options.get("domain") or "",
             raw=raw if isinstance(raw, str) else json.dumps(raw),
-            step=_int(values.get("step")),
-            sample_index=_int(values.get("sample_index")),
-            logprob=values.get("logprob"),
+            step=field("step", integer),
+            sample_index=field("sample_index", integer),
+            logprob=field("logprob", number),
             executed=values.get("answer") is not None or values.get("correct") is not None,
-            answer=_text(values.get("answer")),
-            correct=None if values.get("correct") is None else bool(values["correct"]),
+            answer=_stripped(field("answer", text, numbers=True)),
+            correct=field("correct", boolean),
         )
     ]
 
 
 def _per_record(convert):
-    """A JSONL reader from a per-record converter: a line that is not JSON, or a record
-    the converter chokes on, becomes a Malformed naming why."""
+    """A JSONL reader from a per-record converter: a line that is not an accepted JSON
+    object, or a record with a field of the wrong type, becomes a Malformed naming why;
+    blank lines come through as `BLANK`."""
 
-    def read(path: Path, options: dict) -> Iterator[tuple[int, LogRecord | Malformed]]:
-        with open(path, encoding="utf-8") as f:
-            for line, record in jsonl_values(f):
-                if isinstance(record, BadLine):
-                    yield line, Malformed("invalid_json", record.message)
-                    continue
-                try:
-                    items = convert(record, path, options)
-                except (ParseError, KeyError, TypeError, ValueError, AttributeError) as err:
-                    items = [Malformed("bad_record", f"{type(err).__name__}: {err}")]
-                for item in items:
-                    yield line, item
+    def read(path: Path, options: dict) -> Iterator[tuple[int, LogRecord | Malformed | object]]:
+        for line, value in read_values(path):
+            if value is BLANK:
+                yield line, value
+                continue
+            if isinstance(value, BadLine):
+                yield line, Malformed(value.reason, value.message)
+                continue
+            if not isinstance(value, dict):
+                message = f"a record must be a JSON object, found {describe(value)}"
+                yield line, Malformed("not_a_record", message)
+                continue
+            try:
+                items = convert(value, path, options)
+            except FieldError as err:
+                items = [Malformed(err.reason, str(err))]
+            for item in items:
+                yield line, item
 
     return read
 
@@ -315,6 +412,8 @@ READERS = {
     "preference": _per_record(_preference),
     "generic": _per_record(_generic),
 }
+"""Adapter name -> reader: `reader(path, options)` yields `(line, item)` for every line
+or record, where item is a `LogRecord`, a `Malformed`, or `BLANK` (a blank line)."""
 
 
 def check_options(adapter: str, options: dict) -> None:
@@ -322,23 +421,50 @@ def check_options(adapter: str, options: dict) -> None:
     if adapter not in READERS:
         raise FormatError(f"unknown adapter {adapter!r}: choose from {', '.join(ADAPTERS)}")
     if adapter == "generic":
-        mapping = options.get("map") or {}
+        columns = options.get("map") or {}
         for name in ("question", "orchestration"):
-            if name not in mapping:
+            if name not in columns:
                 raise FormatError(f"generic ingest needs --map {name}=FIELD")
-        unknown = sorted(set(mapping) - set(GENERIC_FIELDS))
+        unknown = sorted(set(columns) - set(GENERIC_FIELDS))
         if unknown:
             raise FormatError(f"unknown --map field(s) {unknown}: choose from {GENERIC_FIELDS}")
+    problem = lone_surrogate(options)
+    if problem:  # e.g. an argument whose bytes were not UTF-8
+        raise FormatError(f"options: {problem}")
 
 
-_QUESTION_MARKERS = re.compile(r"(?:^|\n)\s*(?:Task|Question|Problem)\s*:\s*", re.IGNORECASE)
+_MARKERS = ("task", "question", "problem")
+_SPACES = re.compile(r"\s*")  # one greedy run, matched only where a run starts
 
 
 def question_from_prompt(prompt: str) -> str:
     """The question inside an orchestrator prompt: the text after its last `Task:`,
-    `Question:` or `Problem:` marker, else the whole prompt."""
-    found = list(_QUESTION_MARKERS.finditer(prompt))
-    return prompt[found[-1].end() :].strip() if found else prompt.strip()
+    `Question:` or `Problem:` marker (any case) that starts a line, blank lines and
+    spaces allowed before it and around its colon, else the whole prompt.
+
+    A scan in linear time: each candidate is the first character or a newline; the
+    whitespace run after it is measured once, and a failed candidate moves the scan past
+    that run. Markers are matched left to right and the whitespace after a marker's
+    colon belongs to it, so a marker right after another's colon is text, not a marker.
+    """
+    end, candidate = None, 0
+    while candidate >= 0:
+        start = _SPACES.match(prompt, candidate).end()
+        after = _marker_end(prompt, start)
+        resume = start if after is None else _SPACES.match(prompt, after).end()
+        if after is not None:
+            end = after
+        candidate = prompt.find("\n", resume)
+    return prompt[end:].strip() if end is not None else prompt.strip()
+
+
+def _marker_end(prompt: str, at: int) -> int | None:
+    """The index after the colon of a marker word starting at `at`, or None."""
+    for word in _MARKERS:
+        if prompt[at : at + len(word)].lower() == word:
+            colon = _SPACES.match(prompt, at + len(word)).end()
+            return colon + 1 if prompt.startswith(":", colon) else None
+    return None
 
 
 def _first_parse(code: str, fallback: ParseError) -> Orchestration | ParseError:
@@ -348,12 +474,5 @@ def _first_parse(code: str, fallback: ParseError) -> Orchestration | ParseError:
         return fallback
 
 
-def _int(value) -> int | None:
-    try:
-        return int(value) if value is not None and str(value).strip() != "" else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _text(value) -> str | None:
-    return None if value is None else str(value).strip()
+def _stripped(value: str | None) -> str | None:
+    return None if value is None else value.strip()

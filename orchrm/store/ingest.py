@@ -3,7 +3,9 @@
 `ingest_file` reads a file with its adapter (`orchrm.store.adapters`), then parses,
 validates, grades (when a log has no label) and renders every orchestration, and writes
 the file in one transaction. Every input record is counted: added, already in the store
-(duplicate), or malformed; in strict mode one malformed record keeps the whole file out.
+(duplicate), or malformed (with its line and a reason code); blank lines are counted
+apart. In strict mode one malformed record keeps the whole file out. A file that cannot
+be read at all raises `IngestError`, and nothing of it is written.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from orchrm.grading import grade
+from orchrm.jsonl import BLANK, printable
 from orchrm.orchestration import Orchestration, render_for_rm, validate
 from orchrm.parse import ParseError, parse_harmony
 from orchrm.progress import progress_bar
@@ -38,7 +41,9 @@ class IngestError(Exception):
 
 @dataclass
 class IngestSummary:
-    """What one file did to the store; `records == added + duplicates + malformed`."""
+    """What one file did to the store; `records == added + duplicates + malformed`, and
+    for a JSONL file every line is a record or one of `blank_lines`. `error` says why a
+    file was not ingested at all (then every count is 0)."""
 
     path: str
     adapter: str
@@ -46,13 +51,15 @@ class IngestSummary:
     added: int = 0
     duplicates: int = 0
     malformed: int = 0
+    blank_lines: int = 0
     malformed_by_reason: Counter = field(default_factory=Counter)
     problems: list[dict] = field(default_factory=list)
     pairs_added: int = 0
+    error: str | None = None
 
     def to_dict(self) -> dict:
         out = dict(self.__dict__)
-        out["malformed_by_reason"] = dict(self.malformed_by_reason)
+        out["malformed_by_reason"] = dict(sorted(self.malformed_by_reason.items()))
         return out
 
 
@@ -68,28 +75,56 @@ def ingest_file(
     options: dict | None = None,
     progress: bool = False,
 ) -> IngestSummary:
-    """Ingest one file (or a training-step folder) into `store` in one transaction."""
+    """Ingest one file (or a training-step folder) into `store` in one transaction.
+    Raises IngestError when the file cannot be read, its format is unknown, or (strict)
+    it holds a malformed record."""
     path = Path(path)
     if not path.exists():
-        raise IngestError(f"no such file or folder: {path}")
+        raise IngestError(f"no such file or folder: {printable(path)}")
     options = options or {}
     try:
         adapter = detect_adapter(path) if adapter == "auto" else adapter
         check_options(adapter, options)
+        summary, staged = _read(path, adapter, options, progress)
+        digest = _file_digest(path)
     except FormatError as err:
         raise IngestError(str(err)) from None
-    summary = IngestSummary(str(path), adapter)
-    staged = _Staged()
-    with progress_bar(f"ingesting {path.name}", None, progress) as (bar, tracker):
-        for line, item in READERS[adapter](path, options):
-            bar.advance(tracker)
-            _collect(line, item, path.name, summary, staged)
+    except OSError as err:  # missing, a folder, no permission, an I/O error
+        raise IngestError(f"cannot read {printable(path)}: {err.strerror or err}") from None
     if strict and summary.malformed:
         first = summary.problems[0]
         raise IngestError(
-            f"{path}: {summary.malformed} malformed record(s), nothing ingested "
+            f"{summary.path}: {summary.malformed} malformed record(s), nothing ingested "
             f"(strict); first at line {first['line']}: {first['message']}"
         )
+    pairs = _pairs(staged, summary, path)
+    _write(
+        store,
+        staged,
+        pairs,
+        summary,
+        content_hash(digest, adapter, json.dumps(options, sort_keys=True)),
+    )
+    return summary
+
+
+def _read(path: Path, adapter: str, options: dict, progress: bool) -> tuple[IngestSummary, _Staged]:
+    """Count and stage every item the adapter yields for a file."""
+    summary = IngestSummary(printable(path), adapter)
+    staged = _Staged()
+    source = printable(path.name)
+    with progress_bar(f"ingesting {source}", None, progress) as (bar, tracker):
+        for line, item in READERS[adapter](path, options):
+            bar.advance(tracker)
+            if item is BLANK:
+                summary.blank_lines += 1
+            else:
+                _collect(line, item, source, summary, staged)
+    return summary, staged
+
+
+def _pairs(staged: _Staged, summary: IngestSummary, path: Path) -> dict[str, dict]:
+    """The pair rows of a preference file; a pair with an unusable side is malformed."""
     pairs = {}
     for line, pair in staged.sides.items():
         (chosen, task_id, kind), (rejected, _, _) = pair["chosen"], pair["rejected"]
@@ -100,18 +135,12 @@ def ingest_file(
         ]
         if unusable:  # stored, but a pair the reward model cannot read is not a pair
             reason = f"{' and '.join(unusable)} side unparseable"
-            _collect(
-                line,
-                Malformed("unparseable_side", reason),
-                path.name,
-                summary,
-                staged,
-                recount=True,
-            )
+            bad = Malformed("unparseable_side", reason)
+            _collect(line, bad, printable(path.name), summary, staged, recount=True)
             continue
         pair_id = content_hash(kind, chosen, rejected)  # one pair per kind, as mined
         pairs[pair_id] = {
-            "dataset": f"import:{path.stem}",
+            "dataset": f"import:{printable(path.stem)}",
             "pair_id": pair_id,
             "task_id": task_id,
             "kind": kind,
@@ -119,12 +148,18 @@ def ingest_file(
             "rejected_id": rejected,
             "split": "train",
         }
-    ingest_id = content_hash(_file_digest(path), adapter, json.dumps(options, sort_keys=True))
+    return pairs
+
+
+def _write(
+    store: Store, staged: _Staged, pairs: dict, summary: IngestSummary, ingest_id: str
+) -> None:
+    """Write a file's staged rows and its ingest record in one transaction."""
     with store.transaction() as db:
         added = _insert(db, "orchestrations", "orch_id", list(staged.orchestrations.values()))
         _insert(db, "tasks", "task_id", list(staged.tasks.values()))
         _insert(db, "executions", "orch_id", list(staged.executions.values()))
-        if adapter == "preference":  # a record is a pair: count pairs, not orchestrations
+        if summary.adapter == "preference":  # a record is a pair: count pairs
             added = summary.pairs_added = _insert(
                 db, "pairs", "pair_id", list(pairs.values()), also=("dataset",)
             )
@@ -135,15 +170,14 @@ def ingest_file(
             "duplicates, malformed) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
                 ingest_id,
-                str(path),
-                adapter,
+                summary.path,
+                summary.adapter,
                 summary.records,
                 summary.added,
                 summary.duplicates,
                 summary.malformed,
             ],
         )
-    return summary
 
 
 @dataclass
@@ -157,7 +191,13 @@ class _Staged:
 
 
 def _collect(
-    line: int, item, source: str, summary: IngestSummary, staged: _Staged, recount: bool = False
+    line: int,
+    item: LogRecord | Malformed,
+    source: str,
+    summary: IngestSummary,
+    staged: _Staged,
+    *,
+    recount: bool = False,
 ) -> None:
     """Count one adapter item and stage its rows (`recount`: a record already counted
     turns out malformed)."""
@@ -303,9 +343,12 @@ def _insert(db, table: str, key: str, rows: list[dict], also: tuple[str, ...] = 
 
 
 def _file_digest(path: Path) -> str:
+    """sha256 of a file, or of a folder's files with their names, read in chunks."""
     digest = hashlib.sha256()
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     for f in files:
-        digest.update(f.name.encode())
-        digest.update(f.read_bytes())
+        digest.update(f.name.encode("utf-8", "surrogateescape"))
+        with open(f, "rb") as stream:
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
     return digest.hexdigest()

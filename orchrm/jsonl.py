@@ -106,16 +106,16 @@ def split_lines(f: BinaryIO) -> Iterator[tuple[int, bytes | int]]:
     """(line number, the line's bytes without its end of line) for each line of a
     binary file; a line over `MAX_LINE_BYTES` is replaced by its size and not kept."""
     parts: list[bytes] = []
-    size, line_no = 0, 1
-    chunk = f.read(_CHUNK_BYTES).removeprefix(_BOM)
-    while chunk:
+    size, line_no, first = 0, 1, True
+    while chunk := f.read(_CHUNK_BYTES):
+        if first:
+            chunk, first = chunk.removeprefix(_BOM), False
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
             size = _keep(parts, size, chunk[start:end])
             yield line_no, size if size > MAX_LINE_BYTES else _joined(parts)
             parts, size, line_no, start = [], 0, line_no + 1, end + 1
         size = _keep(parts, size, chunk[start:])
-        chunk = f.read(_CHUNK_BYTES)
     if size:  # the last line has no newline
         yield line_no, size if size > MAX_LINE_BYTES else _joined(parts)
 

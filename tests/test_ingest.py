@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import random
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from orchrm.grading import grade
 from orchrm.jsonl import write_jsonl
+from orchrm.store.adapters import question_from_prompt
 from orchrm.store.db import Store
 from orchrm.store.ingest import IngestError, ingest_file
 from orchrm.world.generate import generate
@@ -264,3 +268,69 @@ def test_ingest_command_reports_every_file(tmp_path):
         timeout=120,
     )
     assert failed.returncode == 1 and "nothing ingested" in failed.stdout
+
+
+# --------------------------------------------------------------------------- hostile fields
+
+OLD_MARKERS = re.compile(r"(?:^|\n)\s*(?:Task|Question|Problem)\s*:\s*", re.IGNORECASE)
+
+
+def old_question_from_prompt(prompt: str) -> str:
+    """The regex `question_from_prompt` replaced: the reference for its results."""
+    found = list(OLD_MARKERS.finditer(prompt))
+    return prompt[found[-1].end() :].strip() if found else prompt.strip()
+
+
+def test_question_markers_read_as_the_regex_did():
+    atoms = ["\n", " ", "\t", "\r", "\u00a0", "Task", "task", "QUESTION", "Problem", ":", "x"]
+    rng = random.Random(0)
+    for _ in range(20_000):
+        prompt = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 12)))
+        assert question_from_prompt(prompt) == old_question_from_prompt(prompt), repr(prompt)
+    assert question_from_prompt("You plan.\nTask:\nWhat is 2+3?") == "What is 2+3?"
+    assert question_from_prompt("Task:\nTask: x") == "Task: x"  # as the regex read it
+
+
+def test_question_markers_are_found_in_linear_time():
+    # A quadratic scan takes seconds on 15,000 newlines and hours on these.
+    for prompt in ("\n" * 300_000, " \n" * 300_000, "\nTask" * 100_000, "\nTask:" * 100_000):
+        start = time.perf_counter()
+        question_from_prompt(prompt)
+        assert time.perf_counter() - start < 2
+
+
+def test_generic_and_diagram_fields_are_typed(store, tmp_path):
+    path = tmp_path / "custom.jsonl"
+    rows = [
+        {"q": "Half of one?", "plan": HIGH_DOM, "ok": True, "n": "3"},
+        {"q": "Half of one?", "plan": LOW_DOM, "ok": "yes"},
+        {"q": "Half of one?", "plan": LOW_DOM, "ok": "false"},
+        {"q": ["a list"], "plan": LOW_DOM},
+        {"q": "Half of one?", "plan": LOW_DOM, "n": -1},
+    ]
+    write_jsonl(rows, path)
+    mapping = {"question": "q", "orchestration": "plan", "correct": "ok", "sample_index": "n"}
+    summary = ingest_file(store, path, "generic", options={"map": mapping})
+    assert (summary.added, summary.malformed) == (1, 4)
+    assert [p["message"] for p in summary.problems] == [
+        "correct (mapped from ok): expected true or false, found text 'yes'",
+        "correct (mapped from ok): expected true or false, found text 'false'",
+        "question (mapped from q): expected text, found an array",
+        "sample_index (mapped from n): expected an integer from 0 to 2147483647, found integer -1",
+    ]
+    assert store.db.execute("SELECT sample_index FROM orchestrations").fetchall() == [(3,)]
+    diagram = tmp_path / "diagram.jsonl"
+    write_jsonl([{"question": 7, "mas_code": "x"}, {"question": "q", "thinking": ["no"]}], diagram)
+    summary = ingest_file(store, diagram)
+    assert summary.adapter == "diagram" and summary.malformed == 2
+    assert [p["reason"] for p in summary.problems] == ["bad_field", "bad_field"]
+
+
+def test_a_broken_step_file_counts_once_and_the_next_step_is_read(store, tmp_path):
+    folder = tmp_path / "qwen_run"
+    write_steps(folder)
+    (folder / "generated_code" / "step_20_generated_code.json").write_bytes(b'[{"a": "\xff"}]')
+    (folder / "generated_code" / "step_30_generated_code.json").write_text("[" * 10_000)
+    summary = ingest_file(store, folder)
+    assert (summary.records, summary.added, summary.malformed) == (5, 2, 3)
+    assert [p["reason"] for p in summary.problems] == ["not_utf8", "too_deep", "missing_field"]

@@ -8,8 +8,10 @@ process that gets a real SIGTERM.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
+import logging
 import os
 import signal
 import socket
@@ -28,8 +30,11 @@ from orchrm.rm.config import default_backbone
 from orchrm.rm.model import OrchRM, load_backbone, save_model
 from orchrm.runtime.prompts import orchestrator
 from orchrm.serve.app import create_app, uvicorn_config
+from orchrm.serve.batcher import MicroBatcher
 from orchrm.serve.config import ServeConfig, is_loopback
+from orchrm.serve.guard import LogLimiter
 from orchrm.serve.openrlhf import question_of, read_query
+from orchrm.serve.workers import WorkerBusy, WorkerFailed, WorkerPool, WorkerTimeout
 from orchrm.world.orchestrators import orchestrators
 from orchrm.world.tasks import generate_tasks
 
@@ -283,6 +288,8 @@ def test_every_refusal_is_a_clear_json_error(server, world):
 
     assert refused(raw=b'{"question": "q", "orchestrations": [')[:2] == (400, "malformed_json")
     assert refused(raw=b"\xff\xfe\x00")[:2] == (400, "malformed_json")
+    deep = b'{"question": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert refused(raw=deep)[:2] == (400, "malformed_json")
     five = {"question": question, "orchestrations": [text] * 5}
     assert refused(five) == (422, "too_many_items", "orchestrations")
     long = {"question": question, "orchestrations": [text, "x" * 5001]}
@@ -343,6 +350,10 @@ def test_bearer_token_is_required_except_on_healthz(rm):
         assert s.call("GET", "/healthz")[0] == 200
         ok = s.call("POST", "/score", body, {"Authorization": "Bearer s3cret"})
         assert ok[0] == 200 and ok[1]["results"][0]["status"] == "unparseable"
+        for given in ("bearer s3cret", "BEARER  s3cret", " Bearer s3cret "):
+            assert s.call("POST", "/score", body, {"Authorization": given})[0] == 200, given
+        for given in ("Basic s3cret", "Bearers3cret", "Bearer S3CRET", "s3cret"):
+            assert s.call("POST", "/score", body, {"Authorization": given})[0] == 401, given
 
 
 def test_a_non_loopback_bind_needs_a_key_or_insecure():
@@ -354,6 +365,300 @@ def test_a_non_loopback_bind_needs_a_key_or_insecure():
     ServeConfig(host="0.0.0.0", insecure=True).check()
     with pytest.raises(ValueError, match="max_batch_size"):
         ServeConfig(max_batch_size=0).check()
+
+
+# --------------------------------------------------------------------------- hostile input
+
+
+def test_lone_surrogates_are_refused_naming_the_field_and_offset(server, world):
+    question, text = world[0]
+    cases = (
+        ("/score", {"question": question, "orchestrations": [text, "ab\ud800c"]}),
+        ("/score", {"question": "x\udfff", "orchestrations": [text]}),
+        ("/select", {"question": question, "orchestrations": [text + "\udc00"]}),
+        ("/get_reward", {"query": ["fine", "\ud83d"]}),
+        ("/get_reward", {"query": ["fine"], "prompts": ["\ud800"]}),
+    )
+    expected = (
+        ("orchestrations[1]", 2),
+        ("question", 1),
+        ("orchestrations[0]", len(text)),
+        ("query[1]", 0),
+        ("prompts[0]", 0),
+    )
+    for (path, body), (field, offset) in zip(cases, expected, strict=True):
+        raw = json.dumps(body).encode()  # ensure_ascii: the surrogate travels as \\udXXX
+        status, out, _ = server.call("POST", path, raw=raw)
+        assert (status, out["error"], out["field"]) == (422, "invalid_unicode", field), out
+        assert f"at character {offset}:" in out["message"]
+    pair = {"question": "\ud83d\ude00 " + question, "orchestrations": [text]}  # a valid pair
+    assert server.call("POST", "/score", raw=json.dumps(pair).encode())[0] == 200
+
+
+def fragile(rm: OrchRM):
+    """`rm.score_texts`, failing on any text holding "poison" (as a tokenizer or model
+    can fail on one input) with an internal message that must not reach clients."""
+
+    def score_texts(texts: list[str]) -> list[float]:
+        if any("poison" in t for t in texts):
+            raise RuntimeError("tokenizer exploded at 0xdeadbeef")
+        return rm.score_texts(texts)
+
+    return score_texts
+
+
+class Records(logging.Handler):
+    """Every record logged to `names` while in use."""
+
+    def __init__(self, *names: str):
+        super().__init__()
+        self.names, self.records = names, []
+
+    def emit(self, record) -> None:
+        self.records.append(record)
+
+    def __enter__(self) -> Records:
+        for name in self.names:
+            logging.getLogger(name).addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name in self.names:
+            logging.getLogger(name).removeHandler(self)
+
+
+def test_a_failing_item_fails_only_its_request_and_its_500_hides_the_error(rm, world):
+    bodies = [{"question": q, "orchestrations": [t]} for q, t in world[:6]]
+    bodies.insert(3, {"question": "poison", "orchestrations": [world[0][1]]})
+    with Server(rm, max_batch_size=16, max_wait_ms=300) as s:
+        s.app.state.batcher.run_batch = fragile(rm)
+        with Records("orchrm.serve") as logs:
+            answers = concurrently(s.port, bodies)
+        count, _ = batches(s.call("GET", "/metrics")[1])
+    assert [a[0] for a in answers] == [200] * 3 + [500] + [200] * 3
+    _, out, headers = answers[3]
+    assert out["error"] == "internal" and out["request_id"] == headers["x-request-id"]
+    assert "0xdeadbeef" not in json.dumps(out) and "RuntimeError" not in json.dumps(out)
+    logged = [r for r in logs.records if out["request_id"] in r.getMessage()]
+    assert logged and "0xdeadbeef" in logged[0].getMessage()
+    expected = [rm.score(q, [t])[0] for q, t in world[:6]]
+    got = [a[1]["results"][0]["score"] for i, a in enumerate(answers) if i != 3]
+    assert got == pytest.approx(expected, abs=1e-4)
+    assert count < 7  # they did share a batch, which failed, then ran one by one
+
+
+def test_a_large_request_does_not_go_first_for_all_its_items():
+    async def scenario() -> list[str]:
+        order: list[str] = []
+
+        def run(items):
+            order.extend(items)
+            return items
+
+        batcher = MicroBatcher(run, max_batch_size=4, max_wait_s=0.05)
+        batcher.start()
+        big = asyncio.ensure_future(batcher.submit([f"big{i}" for i in range(12)]))
+        await asyncio.sleep(0)
+        small = asyncio.ensure_future(batcher.submit(["small"]))
+        assert await small == ["small"] and len(await big) == 12
+        await batcher.close()
+        return order
+
+    order = asyncio.run(scenario())
+    assert order.index("small") < 8  # in the next batch, not after all twelve big items
+
+
+def test_the_event_loop_answers_while_a_request_runs_past_its_budget(rm, world):
+    question, text = world[0]
+    padding = "The plan weighs each step with care before the agents run. " * 330
+    heavy = text.replace("<thinking>", "<thinking>" + padding, 1)  # ~20 KB each
+    body = {"question": question, "orchestrations": [heavy] * 1024}  # ~20 MB of text
+    with Server(rm, max_request_seconds=0.5, max_text_chars=30_000) as s:
+        result: list = []
+        client = threading.Thread(target=lambda: result.append(s.call("POST", "/score", body)))
+        start = time.monotonic()
+        client.start()
+        waits = []
+        while client.is_alive() and time.monotonic() - start < 30:
+            before = time.monotonic()
+            assert s.call("GET", "/healthz")[0] == 200
+            waits.append(time.monotonic() - before)
+        client.join(30)
+        elapsed = time.monotonic() - start
+        status, out, _ = result[0]
+        assert (status, out["error"]) == (503, "over_budget"), out
+        assert "max_request_seconds (0.5 s)" in out["message"]
+        assert elapsed < 10 and waits and max(waits) < 2.0
+        small = {"question": question, "orchestrations": [text]}
+        assert s.call("POST", "/score", small)[0] == 200  # the worker is back (or replaced)
+
+
+def test_a_job_past_its_deadline_is_answered_at_once_and_its_worker_replaced():
+    async def scenario() -> None:
+        restarts: list[int] = []
+        pool = WorkerPool(1, max_queued=1, on_restart=lambda: restarts.append(1))
+        await pool.start()
+        loop = asyncio.get_running_loop()
+        pid = pool._workers[0].process.pid
+        start = loop.time()
+        with pytest.raises(WorkerTimeout):
+            await pool.run(time.monotonic() + 0.3, time.sleep, 60)
+        assert loop.time() - start < 2.0  # answered at the deadline, not after 60 s
+        assert await pool.run(time.monotonic() + 30, sum, [1, 2, 3]) == 6
+        assert restarts == [1] and pool._workers[0].process.pid != pid
+        # one job running, one waiting: a third is turned away at once
+        running = asyncio.ensure_future(pool.run(time.monotonic() + 0.5, time.sleep, 0.3))
+        await asyncio.sleep(0.05)
+        waiting = asyncio.ensure_future(pool.run(time.monotonic() + 5, sum, [1]))
+        await asyncio.sleep(0.05)
+        with pytest.raises(WorkerBusy):
+            await pool.run(time.monotonic() + 5, sum, [2])
+        assert await running is None and await waiting == 1
+        with pytest.raises(WorkerFailed, match="invalid literal"):
+            await pool.run(time.monotonic() + 5, int, "x")
+        await pool.close()
+
+    asyncio.run(scenario())
+
+
+def test_repeated_log_messages_are_rate_limited_with_a_summary():
+    limiter = LogLimiter(burst=3, every_s=0.3)
+    logger = logging.getLogger("orchrm.test.flood")
+    logger.addFilter(limiter)
+    with Records("orchrm.test.flood") as logs:
+        for i in range(50):
+            logger.warning("bad request from client %d", i)
+        logger.warning("another kind")
+        time.sleep(0.4)
+        logger.warning("bad request from client %d", 99)
+    logger.removeFilter(limiter)
+    messages = [r.getMessage() for r in logs.records]
+    assert messages[:3] == [f"bad request from client {i}" for i in range(3)]
+    assert messages[3:] == [
+        "another kind",
+        "bad request from client 99 (suppressed 47 similar messages)",
+    ]
+
+
+def test_openapi_pages_are_served_only_when_asked(server, rm):
+    for path in ("/openapi.json", "/docs", "/redoc"):
+        assert server.call("GET", path)[0] == 404
+    with Server(rm, openapi=True) as s:
+        status, out, _ = s.call("GET", "/openapi.json")
+        assert status == 200 and "/score" in out["paths"]
+        assert s.call("GET", "/docs")[0] == 200
+
+
+# --------------------------------------------------------------------------- hostile clients
+
+
+def slow_headers(port: int) -> socket.socket:
+    """A connection that has sent part of a request head and no more."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"POST /score HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    return sock
+
+
+def slow_upload(port: int, sent: int = 10, length: int = 1000) -> socket.socket:
+    """A connection that has sent a request head and `sent` of `length` body bytes."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    head = f"POST /score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {length}\r\n\r\n"
+    sock.sendall(head.encode() + b"{" * sent)
+    return sock
+
+
+def until_closed(sock: socket.socket, seconds: float, trickle: bytes = b"") -> tuple:
+    """(seconds until the server closed `sock` or None, bytes it sent), sending `trickle`
+    every 0.2 s meanwhile."""
+    start, received = time.monotonic(), b""
+    sock.settimeout(0.2)
+    while time.monotonic() - start < seconds:
+        try:
+            data = sock.recv(65536)
+            if not data:
+                return time.monotonic() - start, received
+            received += data
+        except TimeoutError:
+            pass
+        except ConnectionResetError:
+            return time.monotonic() - start, received
+        if trickle:
+            try:
+                sock.sendall(trickle)
+            except (BrokenPipeError, ConnectionResetError):
+                return time.monotonic() - start, received
+    return None, received
+
+
+@pytest.fixture(scope="module")
+def strict(rm):
+    """A server with 1 s header and body deadlines."""
+    with Server(rm, header_timeout_s=1.0, body_timeout_s=1.0) as s:
+        yield s
+
+
+def test_a_slow_client_is_closed_within_the_header_and_body_deadlines(strict):
+    with slow_headers(strict.port) as sock:  # a byte every 0.2 s: still too slow
+        closed, received = until_closed(sock, 8, trickle=b"X")
+    assert closed is not None and 0.8 < closed < 5 and received == b""
+    with slow_upload(strict.port) as sock:
+        closed, received = until_closed(sock, 8, trickle=b" ")
+    assert closed is not None and 0.8 < closed < 5
+    assert received.startswith(b"HTTP/1.1 408 ") and b'"body_timeout"' in received
+    with socket.create_connection(("127.0.0.1", strict.port), timeout=10) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # then slow on keep-alive
+        closed, received = until_closed(sock, 8, trickle=b"G")
+    assert closed is not None and closed < 5 and b"200 OK" in received
+    text = strict.call("GET", "/metrics")[1]
+    assert 'orchrm_connections_closed_total{reason="header_timeout"} 2' in text
+
+
+def test_a_client_leaving_mid_body_is_not_an_error(strict):
+    with Records("uvicorn.error", "orchrm.serve") as logs:
+        sock = slow_upload(strict.port)
+        time.sleep(0.2)
+        sock.close()
+        deadline = time.monotonic() + 10
+        while "orchrm_client_disconnects_total 1" not in strict.call("GET", "/metrics")[1]:
+            assert time.monotonic() < deadline, "the disconnect was not counted"
+            time.sleep(0.1)
+    text = strict.call("GET", "/metrics")[1]
+    assert 'status="500"' not in text
+    assert not [r for r in logs.records if r.levelno >= logging.WARNING or r.exc_info]
+
+
+def test_the_connection_cap_evicts_waiting_clients_then_refuses(rm):
+    with Server(rm, max_connections=3, header_timeout_s=30, body_timeout_s=30) as s:
+        idle = [socket.create_connection(("127.0.0.1", s.port), timeout=10) for _ in range(3)]
+        time.sleep(0.2)
+        assert s.call("GET", "/healthz")[0] == 200  # made room: the oldest idle one went
+        assert until_closed(idle[0], 5)[0] is not None
+        for sock in idle:
+            sock.close()
+        uploads = [slow_upload(s.port) for _ in range(3)]  # in a request: not evictable
+        time.sleep(0.2)
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sock:
+            closed, received = until_closed(sock, 5)
+        assert closed is not None and received.startswith(b"HTTP/1.1 503 ")
+        assert b'"too_many_connections"' in received
+        for sock in uploads:
+            sock.close()
+        time.sleep(0.3)
+        text = s.call("GET", "/metrics")[1]
+        assert 'orchrm_connections_closed_total{reason="evicted"} 1' in text
+        assert 'orchrm_connections_closed_total{reason="refused"} 1' in text
+
+
+def test_shutdown_does_not_wait_for_slow_clients(rm):
+    s = Server(rm, shutdown_timeout_s=30, header_timeout_s=30, body_timeout_s=30)
+    clients = [slow_headers(s.port), slow_upload(s.port)]
+    time.sleep(0.2)
+    start = time.monotonic()
+    s.stop()
+    assert time.monotonic() - start < 8  # well under the 30 s shutdown timeout
+    for sock in clients:
+        assert until_closed(sock, 5)[0] is not None
+        sock.close()
 
 
 # --------------------------------------------------------------------------- shutdown
@@ -394,6 +699,7 @@ def test_orchrm_serve_process_refuses_open_binds_and_drains_on_sigterm(rm_dir, w
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     args = ["serve", "--rm", str(rm_dir), "--port", str(port), "--max-wait-ms", "1500"]
+    args += ["--shutdown-timeout", "20"]
     log = (tmp_path / "serve.log").open("w")
     process = subprocess.Popen(
         [*command, *args],
@@ -420,12 +726,17 @@ def test_orchrm_serve_process_refuses_open_binds_and_drains_on_sigterm(rm_dir, w
             target=lambda: result.append(call(port, "POST", "/score", body, auth))
         )
         client.start()
+        slow_head, slow_body = slow_headers(port), slow_upload(port)  # never finish
         time.sleep(0.5)  # the request is now waiting in the 1.5 s batch window
         process.send_signal(signal.SIGTERM)
+        start = time.monotonic()
         client.join(30)
         assert result and result[0][0] == 200, result
-        # uvicorn re-raises the signal it caught once it has shut down cleanly.
+        # uvicorn re-raises the signal it caught once it has shut down cleanly; the slow
+        # clients do not hold it for the 20 s shutdown timeout.
         assert process.wait(30) in (0, -signal.SIGTERM)
+        assert time.monotonic() - start < 12
+        slow_head.close(), slow_body.close()
         assert "Application shutdown complete" in Path(log.name).read_text()
     finally:
         if process.poll() is None:

@@ -136,14 +136,15 @@ LOG_EVERY_S = 6.0
 
 class LogLimiter(logging.Filter):
     """A token bucket per kind of message (logger, message template, exception type):
-    a flood of one kind is cut to `LOG_BURST` then one per `LOG_EVERY_S`, and the next
-    message let through says how many similar ones were suppressed."""
+    a flood of one kind is cut to `burst` messages, then one per `every_s` seconds, and
+    the next message let through says how many similar ones were suppressed."""
 
     MAX_KINDS = 1024
 
-    def __init__(self) -> None:
+    def __init__(self, burst: int = LOG_BURST, every_s: float = LOG_EVERY_S) -> None:
         super().__init__()
-        self._lock = threading.Lock()
+        self.burst, self.every_s = burst, every_s
+        self._lock = threading.Lock()  # handlers may log from any thread
         self._buckets: dict[tuple, list[float]] = {}  # kind -> [tokens, last, suppressed]
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -152,10 +153,10 @@ class LogLimiter(logging.Filter):
         with self._lock:
             bucket = self._buckets.get(kind)
             if bucket is None:
-                if len(self._buckets) >= self.MAX_KINDS:
+                if len(self._buckets) >= self.MAX_KINDS:  # forget the longest-quiet kind
                     del self._buckets[min(self._buckets, key=lambda k: self._buckets[k][1])]
-                bucket = self._buckets[kind] = [float(LOG_BURST), now, 0]
-            bucket[0] = min(LOG_BURST, bucket[0] + (now - bucket[1]) / LOG_EVERY_S)
+                bucket = self._buckets[kind] = [float(self.burst), now, 0]
+            bucket[0] = min(self.burst, bucket[0] + (now - bucket[1]) / self.every_s)
             bucket[1] = now
             if bucket[0] < 1:
                 bucket[2] += 1

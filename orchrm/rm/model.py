@@ -45,8 +45,28 @@ def bf16_supported(device: torch.device) -> bool:
         return False
 
 
-def token_counter(tokenizer):
-    """A `count_tokens` for `render_for_rm`: tokens of a text without special tokens."""
+class TokenizerCounter:
+    """Tokens of a text without special tokens, by a Hugging Face fast tokenizer, with
+    where each ends (`offset_mapping`): an `OffsetTokenCounter` for `render_for_rm`, which
+    then tokenizes each piece it cuts once."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def token_ends(self, text: str) -> list[int]:
+        """The character offset just after each token of `text`."""
+        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [end for _, end in encoded["offset_mapping"]]
+
+
+def token_counter(tokenizer) -> TokenCounter:
+    """A `count_tokens` for `render_for_rm`: tokens of a text without special tokens. A
+    fast tokenizer's counter also gives token ends; a slow one's only counts."""
+    if getattr(tokenizer, "is_fast", False):
+        return TokenizerCounter(tokenizer)
 
     def count(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])

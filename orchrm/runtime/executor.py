@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orchrm.orchestration import REFERENCE_PATTERN, Orchestration, validate
+from orchrm.orchestration import Orchestration, replace_references, validate
 from orchrm.progress import progress_bar
 from orchrm.runtime import prompts
 from orchrm.runtime.agents import SUB_AGENTS, AgentContext, AgentOutput
@@ -103,7 +103,7 @@ def _failed(task: asyncio.Task) -> bool:
 
 def _substitute(template: str, outputs: dict[str, str]) -> str:
     """`${id}` -> the output of agent `id` (whitespace inside the braces allowed)."""
-    return REFERENCE_PATTERN.sub(lambda m: outputs.get(m.group(1), m.group(0)), template)
+    return replace_references(template, outputs.get)
 
 
 @dataclass(frozen=True)

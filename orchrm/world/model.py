@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from orchrm.orchestration import REFERENCE_PATTERN, Orchestration, validate
+from orchrm.orchestration import Orchestration, replace_references, validate
 from orchrm.runtime.config import RunConfig
 from orchrm.world.tasks import TOPICS, WorldTask
 
@@ -62,7 +62,7 @@ def views(o: Orchestration) -> dict[str, AgentView]:
         a.id: AgentView(
             a.type,
             tuple(a.debate_roles or ()),
-            " ".join(REFERENCE_PATTERN.sub(" ", a.input).split()),
+            " ".join(replace_references(a.input, lambda _: " ").split()),
             sum(1 for e in set(o.edges) if e.target == a.id),
         )
         for a in o.agents

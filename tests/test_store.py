@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -238,6 +239,39 @@ def test_a_sqlite_file_fails_fast_and_never_reaches_duckdb(tmp_path, monkeypatch
     with pytest.raises(duckdb.Error, match="disabled"):
         connect(path, read_only=True)
     assert time.perf_counter() - started < 10
+
+
+def _strace_works() -> bool:
+    if shutil.which("strace") is None:
+        return False
+    probe = subprocess.run(["strace", "-qq", "-o", os.devnull, "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _strace_works(), reason="needs strace (system calls are watched)")
+def test_opening_a_sqlite_file_opens_no_network_socket(tmp_path):
+    path = tmp_path / "s.sqlite"
+    _sqlite(path)
+    script = """
+import sys
+from orchrm.store.db import Store, connect
+for attempt in (lambda: Store(sys.argv[1]), lambda: connect(sys.argv[1], read_only=True)):
+    try:
+        attempt()
+    except Exception as err:
+        print(type(err).__name__)
+"""
+    log = tmp_path / "calls.txt"
+    watch = ["strace", "-f", "-qq", "-e", "trace=socket,connect", "-o", str(log)]
+    done = subprocess.run(
+        [*watch, sys.executable, "-c", script, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.split() == ["StoreError", "PermissionException"], done.stderr[-2000:]
+    calls = log.read_text()
+    assert "AF_INET" not in calls, calls  # no DNS look-up, no download
 
 
 def test_a_second_store_in_the_same_process_shares_the_open_file(tmp_path):

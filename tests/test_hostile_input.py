@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from collections import Counter
@@ -175,3 +176,39 @@ def test_score_command_scores_the_good_lines_and_summarizes_the_rest(tmp_path):
     assert [r["line"] for r in rows if r["score"] is not None] == [1, 7, 8, 9, 10, 12, 17, 18]
     assert "8 of 18 records scored; 2 bad_field; 1 bad_json; 2 invalid_json" in done.stderr
     assert "no such file" in done.stderr and "1 file(s) could not be read" in done.stderr
+
+
+WEIRD = [None, True, 0, -1, 1e30, 2**70, 1.5, float("nan"), "", "12", "yes", "\ud800", "\x00"]
+WEIRD += [[], {}, [1, [2]], {"a": {}}]
+
+
+def mutated(record: dict, rng: random.Random, depth: int = 0) -> dict:
+    """The record with one to three fields (nested ones too) set to odd JSON values."""
+    out = dict(record)
+    for _ in range(rng.randint(1, 3)):
+        key = rng.choice(list(out))
+        if isinstance(out[key], dict) and out[key] and depth < 2 and rng.random() < 0.5:
+            out[key] = mutated(out[key], rng, depth + 1)
+        else:
+            out[key] = rng.choice(WEIRD)
+    return out
+
+
+@pytest.mark.parametrize("adapter", ["orchrm", "generic"])
+def test_records_with_odd_field_values_are_each_added_or_counted(tmp_path, adapter):
+    rng = random.Random(adapter)
+    names = ("question", "orchestration", "correct", "answer", "task_id", "orchestrator")
+    mapping = {**{n: n for n in names}, "truth": "ground_truth", "step": "sample_index"}
+    options = (
+        {"map": {**mapping, "logprob": "orchestrator_logprob"}} if adapter == "generic" else {}
+    )
+    path = tmp_path / "odd.jsonl"
+    good = good_records()
+    for trial in range(5):
+        path.write_text("\n".join(json.dumps(mutated(rng.choice(good), rng)) for _ in range(40)))
+        with Store(tmp_path / f"s{trial}.duckdb") as store:
+            summary = ingest_file(store, path, adapter, options=options)
+            assert summary.records == 40
+            assert summary.added + summary.duplicates + summary.malformed == 40
+            assert store.counts()["orchestrations"] == summary.added
+        assert summarize_file(path).records == len(list(score_inputs(path))) == 40

@@ -115,16 +115,24 @@ def _exit_if_unreadable(unreadable: list) -> None:
 
 
 def _print_problems(
-    problems: list[tuple[str, int, str, str]], limit: int | None, *, to=None
+    problems: list[tuple[str, int, str, str]],
+    limit: int | None,
+    *,
+    to: Console | None = None,
+    rest: str = "all: --details",
 ) -> None:
     """`file:line: code: message` for the first `limit` problems (all when None), the
-    messages cut to one screen line."""
+    messages cut to one screen line; `rest` says where the others are."""
     shown = problems if limit is None else problems[:limit]
     if not shown:
         return
     out = to or console
     if limit is not None:
-        out.print(f"first {len(shown)} of {len(problems)} problem(s) (all: --details):")
+        out.print(
+            f"first {len(shown)} of {len(problems)} problem(s) ({rest}):",
+            markup=False,
+            highlight=False,
+        )
     for path, line, code, message in shown:
         text = message if limit is None or len(message) <= 160 else message[:157] + "..."
         out.print(f"{path}:{line}: {code}: {text}", markup=False, highlight=False)
@@ -722,7 +730,7 @@ def score_command(
         markup=False,
         highlight=False,
     )
-    _print_problems(problems, EXAMPLES, to=err_console)
+    _print_problems(problems, EXAMPLES, to=err_console, rest="each row carries its reason")
     _exit_if_unreadable(unreadable)
 
 

@@ -10,11 +10,20 @@ Forms read here:
 - whole log records (`parse_record`), dispatched on their fields.
 
 Each parser raises `ParseError` (reason code, message, character offset) on malformed
-input and nothing else. Whether a parsed graph obeys the rules is `validate`'s business.
+input and nothing else, in time linear in the input: text over `MAX_ORCHESTRATION_CHARS`
+is refused unread and literals nested deeper than `MAX_LITERAL_DEPTH` are refused.
+Whether a parsed graph obeys the rules is `validate`'s business.
 """
 
 from orchrm.parse.error import ParseError
-from orchrm.parse.harmony import FINAL_MARKER, extract_thinking, parse_harmony, parse_roles
+from orchrm.parse.harmony import (
+    FINAL_MARKER,
+    MAX_LITERAL_DEPTH,
+    MAX_ORCHESTRATION_CHARS,
+    extract_thinking,
+    parse_harmony,
+    parse_roles,
+)
 from orchrm.parse.mas_code import parse_mas_code
 from orchrm.parse.records import (
     TEXT_FIELDS,
@@ -29,6 +38,8 @@ from orchrm.parse.records import (
 
 __all__ = [
     "FINAL_MARKER",
+    "MAX_LITERAL_DEPTH",
+    "MAX_ORCHESTRATION_CHARS",
     "TEXT_FIELDS",
     "ParseError",
     "ParseSummary",

@@ -3,8 +3,9 @@
 Handles prose around the XML, code fences, the gpt-oss `analysis ... assistantfinal`
 prefix (the XML after the last marker is read), missing closing tags, ids padded with
 whitespace, an empty or missing `<edge>` block for a single agent, and debate roles as a
-JSON, Python or comma-separated list. The text is scanned once for the known tags, so
-parsing is linear in its length whatever an LLM wrote.
+JSON, Python or comma-separated list. The text is scanned once for the known tags, and
+each block's end is looked up rather than searched for, so parsing is linear in its
+length whatever an LLM wrote; text over `MAX_ORCHESTRATION_CHARS` is refused unread.
 """
 
 from __future__ import annotations
@@ -12,23 +13,26 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
+from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 
 from orchrm.orchestration import (
     FINAL_MARKERS,
-    HARMONY_TAGS,
     LOW_DOM_DEFAULT_ID,
     Agent,
     DoM,
     Edge,
     Orchestration,
+    harmony_tags,
+    replace_surrogates,
 )
 from orchrm.parse.error import ParseError
 
 FINAL_MARKER = FINAL_MARKERS[0]
 _ANALYSIS_STARTS = ("analysis", "<|channel|>analysis")
-_TAG_RE = re.compile(r"<\s*(/?)\s*(" + "|".join(HARMONY_TAGS) + r")\s*>", re.IGNORECASE)
 _FENCE_RE = re.compile(r"```[A-Za-z]*")
+_BRACKET_RE = re.compile(r"[\[\](){}]")
 _AGENT_FIELDS = (
     "agent_name",
     "agent_id",
@@ -38,6 +42,15 @@ _AGENT_FIELDS = (
     "agent_output_id",
 )
 _BLOCK_STARTS = {"agent", "edge", "answer", "thinking"}
+
+MAX_ORCHESTRATION_CHARS = 2_000_000
+"""Longest text `parse_harmony` and `parse_mas_code` read, in characters; longer text is
+a `ParseError` (`too_long`) before any work. Real orchestrator outputs, reasoning trace
+included, are tens of thousands of characters."""
+
+MAX_LITERAL_DEPTH = 100
+"""Deepest nesting of brackets a debate-role list (or a `mas_code` literal) may have;
+deeper is a `ParseError`, so reading it never exhausts the interpreter's stack."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,7 @@ def parse_harmony(text: str) -> Orchestration:
         raise ParseError(
             "not_text", f"expected a string, got {type(text).__name__}", None, "harmony"
         )
+    check_length(text, "harmony")
     if not text.strip():
         raise ParseError("empty", "the text is empty", 0, "harmony")
     if _final_start(text) is None and text.lstrip().startswith(_ANALYSIS_STARTS):
@@ -127,6 +141,18 @@ class _Scan:
     first_tag: int = 0
 
 
+def check_length(text: str, source: str) -> None:
+    """Raise `ParseError` (`too_long`) when `text` is over `MAX_ORCHESTRATION_CHARS`."""
+    if len(text) > MAX_ORCHESTRATION_CHARS:
+        raise ParseError(
+            "too_long",
+            f"{len(text):,} characters, over the {MAX_ORCHESTRATION_CHARS:,} an orchestration "
+            "may have",
+            MAX_ORCHESTRATION_CHARS,
+            source,
+        )
+
+
 def _final_start(text: str) -> int | None:
     """Offset just after the last final-channel marker, or None when there is none."""
     ends = [text.rfind(m) + len(m) for m in FINAL_MARKERS if m in text]
@@ -138,9 +164,12 @@ def _scan(text: str) -> _Scan:
     # Code fences are replaced by spaces of the same length so offsets stay true.
     body = _FENCE_RE.sub(lambda m: " " * len(m.group(0)), text[base:])
     tags = [
-        _Tag(m.start() + base, m.end() + base, bool(m.group(1)), m.group(2).lower())
-        for m in _TAG_RE.finditer(body)
+        _Tag(start + base, end + base, closing, name)
+        for start, end, closing, name in harmony_tags(body)
     ]
+    # Where each <thinking> ends is looked up in these, not searched for from every opening.
+    thinking_ends = [j for j, t in enumerate(tags) if t.closing and t.name == "thinking"]
+    agent_starts = [j for j, t in enumerate(tags) if not t.closing and t.name == "agent"]
     scan = _Scan(first_tag=tags[0].start if tags else base)
     i = 0
     while i < len(tags):
@@ -151,9 +180,9 @@ def _scan(text: str) -> _Scan:
         if tag.name == "thinking":
             # Prose inside thinking may mention "<edge>" or "<agent_input>"; without a
             # closing tag, thinking runs to the first <agent> (or the end).
-            end = _find(tags, i + 1, lambda t: t.closing and t.name == "thinking")
+            end = _next_index(thinking_ends, i + 1)
             if end is None:
-                end = _find(tags, i + 1, lambda t: not t.closing and t.name == "agent")
+                end = _next_index(agent_starts, i + 1)
                 stop = tags[end].start if end is not None else len(text)
                 i = end if end is not None else len(tags)
             else:
@@ -161,34 +190,43 @@ def _scan(text: str) -> _Scan:
                 i = end + 1
             scan.thinking = text[tag.end : stop].strip()
             continue
-        end = _block_end(tags, i, tag.name)
-        stop = tags[end].start if end < len(tags) else len(text)
-        inner = tags[i + 1 : end]
-        if tag.name == "answer":
-            if scan.answer is not None:
-                raise ParseError(
-                    "duplicate_answer", "more than one <answer> block", tag.start, "harmony"
-                )
-            scan.answer = text[tag.end : stop].strip()
-        elif tag.name == "agent":
-            agent, agent_id = _agent(text, tag, inner, stop)
-            scan.agents.append(agent)
-            scan.ids.append(agent_id)
-            scan.offsets.append(tag.start)
-        else:
-            scan.edge_blocks += 1
-            if scan.edge_blocks > 1:
-                raise ParseError(
-                    "duplicate_edge_block", "more than one <edge> block", tag.start, "harmony"
-                )
-            scan.edges = _edges(text, inner, stop)
-        closes = end < len(tags) and tags[end].closing and tags[end].name == tag.name
-        i = end + 1 if closes else end
+        i = _block(text, tags, i, scan)
     return scan
 
 
-def _find(tags: list[_Tag], start: int, pred) -> int | None:
-    return next((j for j in range(start, len(tags)) if pred(tags[j])), None)
+def _block(text: str, tags: list[_Tag], i: int, scan: _Scan) -> int:
+    """Read the <answer>, <agent> or <edge> block opened by tags[i] into `scan`; the
+    index of the first tag after it."""
+    tag = tags[i]
+    end = _block_end(tags, i, tag.name)
+    stop = tags[end].start if end < len(tags) else len(text)
+    inner = tags[i + 1 : end]
+    if tag.name == "answer":
+        if scan.answer is not None:
+            raise ParseError(
+                "duplicate_answer", "more than one <answer> block", tag.start, "harmony"
+            )
+        scan.answer = text[tag.end : stop].strip()
+    elif tag.name == "agent":
+        agent, agent_id = _agent(text, tag, inner, stop)
+        scan.agents.append(agent)
+        scan.ids.append(agent_id)
+        scan.offsets.append(tag.start)
+    else:
+        scan.edge_blocks += 1
+        if scan.edge_blocks > 1:
+            raise ParseError(
+                "duplicate_edge_block", "more than one <edge> block", tag.start, "harmony"
+            )
+        scan.edges = _edges(text, inner, stop)
+    closes = end < len(tags) and tags[end].closing and tags[end].name == tag.name
+    return end + 1 if closes else end
+
+
+def _next_index(indices: list[int], start: int) -> int | None:
+    """The first of the sorted `indices` at or after `start`, or None."""
+    k = bisect_left(indices, start)
+    return indices[k] if k < len(indices) else None
 
 
 def _block_end(tags: list[_Tag], i: int, name: str) -> int:
@@ -265,6 +303,14 @@ def parse_roles(raw: str, offset: int = 0) -> tuple[str, ...]:
     if not body:
         return ()
     if body.startswith("["):
+        depth = literal_depth(body)
+        if depth > MAX_LITERAL_DEPTH:
+            raise ParseError(
+                "bad_debate_roles",
+                f"debate roles nest brackets {depth} deep (at most {MAX_LITERAL_DEPTH})",
+                offset,
+                "harmony",
+            )
         value = None
         try:
             value = json.loads(body)
@@ -281,10 +327,28 @@ def parse_roles(raw: str, offset: int = 0) -> tuple[str, ...]:
     return tuple(r.strip().strip("\"'") for r in re.split(r"[,\n]", body) if r.strip())
 
 
+def literal_depth(text: str) -> int:
+    """How deep brackets (`[`, `(`, `{`) nest in `text`, quotes not considered: an upper
+    bound on the nesting of any literal written in it."""
+    depth = deepest = 0
+    for m in _BRACKET_RE.finditer(text):
+        if m.group() in "[({":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif depth:
+            depth -= 1
+    return deepest
+
+
 def safe_literal(source: str | ast.AST):
     """`ast.literal_eval` of text or a node; None for anything it cannot read. It only
-    reads literals and never executes anything."""
+    reads literals and never executes anything; lone surrogates in text read as U+FFFD.
+    Callers bound the nesting first (`MAX_LITERAL_DEPTH`)."""
+    if isinstance(source, str):
+        source = replace_surrogates(source)
     try:
-        return ast.literal_eval(source)
+        with warnings.catch_warnings():  # e.g. invalid escapes in data, not our code
+            warnings.simplefilter("ignore")
+            return ast.literal_eval(source)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None

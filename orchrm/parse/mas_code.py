@@ -3,7 +3,9 @@
 MAS-Orchestra turns an orchestration into a Python `forward` function. Single-agent code
 assigns `agent_calls` (plus `agent_id` under the high-DoM prompt, `agent_output_id` under
 the low-DoM one); multi-agent code assigns `agents_config` and `edges`. Only those
-literal assignments are read, with `ast.literal_eval`.
+literal assignments are read, with `ast.literal_eval`. Code over
+`MAX_ORCHESTRATION_CHARS` is refused unread; a literal nested deeper than
+`MAX_LITERAL_DEPTH` is a `ParseError`, as is code Python's own parser finds too deep.
 """
 
 from __future__ import annotations
@@ -11,9 +13,16 @@ from __future__ import annotations
 import ast
 import warnings
 
-from orchrm.orchestration import LOW_DOM_DEFAULT_ID, Agent, DoM, Edge, Orchestration
+from orchrm.orchestration import (
+    LOW_DOM_DEFAULT_ID,
+    Agent,
+    DoM,
+    Edge,
+    Orchestration,
+    replace_surrogates,
+)
 from orchrm.parse.error import ParseError
-from orchrm.parse.harmony import parse_roles, safe_literal
+from orchrm.parse.harmony import MAX_LITERAL_DEPTH, check_length, parse_roles, safe_literal
 
 _MAS_CODE_NAMES = {
     "agents_config",
@@ -37,12 +46,14 @@ def parse_mas_code(code: str) -> Orchestration:
         raise ParseError(
             "not_text", f"expected a string, got {type(code).__name__}", None, "mas_code"
         )
+    check_length(code, "mas_code")
     if not code.strip():
         raise ParseError("empty", "mas_code is empty", 0, "mas_code")
     try:
         with warnings.catch_warnings():  # e.g. invalid escapes in data, not our code
             warnings.simplefilter("ignore")
-            tree = ast.parse(code)
+            # Python cannot parse lone surrogates; U+FFFD keeps every offset in place.
+            tree = ast.parse(replace_surrogates(code))
     except (SyntaxError, ValueError, MemoryError, RecursionError) as err:
         offset = _line_offset(code, getattr(err, "lineno", None))
         raise ParseError("mas_code_syntax", f"not Python: {err}", offset, "mas_code") from None
@@ -52,7 +63,9 @@ def parse_mas_code(code: str) -> Orchestration:
             target = node.targets[0]
             wanted = isinstance(target, ast.Name) and target.id in _MAS_CODE_NAMES
             if wanted and target.id not in found:  # the first assignment is the literal
-                found[target.id] = (safe_literal(node.value), _line_offset(code, node.lineno))
+                offset = _line_offset(code, node.lineno)
+                _check_depth(node.value, target.id, offset)
+                found[target.id] = (safe_literal(node.value), offset)
     if "agents_config" in found:
         return _mas_graph(found)
     if "agent_calls" in found:
@@ -63,6 +76,22 @@ def parse_mas_code(code: str) -> Orchestration:
         0,
         "mas_code",
     )
+
+
+def _check_depth(node: ast.AST, name: str, offset: int) -> None:
+    """Raise `ParseError` when the expression assigned to `name` nests deeper than
+    `MAX_LITERAL_DEPTH` (walked without recursion)."""
+    stack = [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if depth > MAX_LITERAL_DEPTH:
+            raise ParseError(
+                "mas_code_too_deep",
+                f"{name} nests more than {MAX_LITERAL_DEPTH} levels deep",
+                offset,
+                "mas_code",
+            )
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(current))
 
 
 def _line_offset(code: str, lineno: int | None) -> int:

@@ -78,38 +78,76 @@ def request_id(request: Request) -> str | None:
     return request.scope.get("state", {}).get("request_id")
 
 
+class _Scoring:
+    """A request's way to its scores: prepared in a worker process, scored in the
+    micro-batcher, both by the request's deadline."""
+
+    def __init__(self, rm, config: ServeConfig, metrics: Metrics):
+        self.config, self.metrics = config, metrics
+        self.batcher = MicroBatcher(
+            rm.score_texts, config.max_batch_size, config.max_wait_ms / 1000, metrics.batch
+        )
+        self.limits = Limits(
+            max_items=config.max_items,
+            max_text_chars=config.max_text_chars,
+            invalid_penalty=config.invalid_penalty,
+            max_tokens=rm.budget[0],
+            max_length=rm.max_length,
+            max_request_seconds=config.max_request_seconds,
+        )
+        self.pool = WorkerPool(
+            config.prepare_workers,
+            config.max_queued_requests,
+            initializer=(install_tokenizer, (tokenizer_spec(rm.tokenizer), rm.max_length)),
+            on_restart=self._restarted,
+        )
+
+    def _restarted(self) -> None:
+        self.metrics.worker_restarts += 1
+
+    async def results(self, request: Request, route: str) -> list[Scored]:
+        """The scored items of `request`'s body for `route`, in input order."""
+        items, deadline = await self._prepared(request, route)
+        texts = [item.text for item in items if isinstance(item, Rendered)]
+        try:
+            async with asyncio.timeout_at(deadline):
+                scores = iter(await self.batcher.submit(texts))
+        except TimeoutError:
+            raise over_budget(self.config.max_request_seconds, "with its forward passes") from None
+        except BatcherClosed as err:
+            raise ApiError(503, "shutting_down", str(err)) from None
+        results = [i.scored(next(scores)) if isinstance(i, Rendered) else i for i in items]
+        for r in results:
+            self.metrics.items[r.status] += 1
+        return results
+
+    async def _prepared(self, request: Request, route: str) -> tuple[list, float]:
+        """The request's items, prepared by a worker, and the request's deadline."""
+        body = await read_body(request, self.config)
+        deadline = time.monotonic() + self.config.max_request_seconds  # the loop's clock
+        try:
+            items = await self.pool.run(
+                deadline, prepare_request, route, body, self.limits, deadline
+            )
+        except WorkerBusy as err:
+            raise ApiError(503, "overloaded", f"the service is busy ({err}); retry later") from None
+        except WorkerTimeout:
+            raise over_budget(self.config.max_request_seconds, "to be prepared") from None
+        return items, deadline
+
+
 def create_app(rm, config: ServeConfig, metrics: Metrics | None = None) -> FastAPI:
     """The FastAPI app serving `rm` (an `OrchRM`) under `config`'s limits and key."""
     metrics = metrics or Metrics()
-    batcher = MicroBatcher(
-        rm.score_texts, config.max_batch_size, config.max_wait_ms / 1000, metrics.batch
-    )
-    limits = Limits(
-        max_items=config.max_items,
-        max_text_chars=config.max_text_chars,
-        invalid_penalty=config.invalid_penalty,
-        max_tokens=rm.budget[0],
-        max_length=rm.max_length,
-        max_request_seconds=config.max_request_seconds,
-    )
-
-    def restarted() -> None:
-        metrics.worker_restarts += 1
-
-    pool = WorkerPool(
-        config.prepare_workers,
-        config.max_queued_requests,
-        initializer=(install_tokenizer, (tokenizer_spec(rm.tokenizer), rm.max_length)),
-        on_restart=restarted,
-    )
+    scoring = _Scoring(rm, config, metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        await pool.start()
-        batcher.start()
+        await scoring.pool.start()
+        scoring.batcher.start()
         yield
-        await batcher.close()  # uvicorn has let in-flight requests finish by now
-        await pool.close()
+        await scoring.batcher.close()  # uvicorn has let in-flight requests finish by now
+        await scoring.pool.close()
 
     docs = config.openapi
     app = FastAPI(
@@ -119,7 +157,7 @@ def create_app(rm, config: ServeConfig, metrics: Metrics | None = None) -> FastA
         docs_url="/docs" if docs else None,
         redoc_url="/redoc" if docs else None,
     )
-    app.state.metrics, app.state.batcher, app.state.pool = metrics, batcher, pool
+    app.state.metrics, app.state.batcher = metrics, scoring.batcher
     app.add_middleware(_Gate, metrics=metrics, api_key=config.api_key)
 
     @app.exception_handler(ApiError)
@@ -131,43 +169,20 @@ def create_app(rm, config: ServeConfig, metrics: Metrics | None = None) -> FastA
         code = {404: "not_found", 405: "method_not_allowed"}.get(err.status_code, "http_error")
         return error_response(ApiError(err.status_code, code, str(err.detail)), request_id(request))
 
-    async def prepared(request: Request, route: str) -> tuple[list[Scored | Rendered], float]:
-        """The request's items, prepared by a worker, and the request's deadline."""
-        body = await read_body(request, config)
-        deadline = time.monotonic() + config.max_request_seconds  # the event loop's clock
-        try:
-            items = await pool.run(deadline, prepare_request, route, body, limits, deadline)
-        except WorkerBusy as err:
-            message = f"the service is busy ({err}); retry later"
-            raise ApiError(503, "overloaded", message) from None
-        except WorkerTimeout:
-            raise over_budget(config.max_request_seconds, "to be prepared") from None
-        return items, deadline
+    _add_routes(app, scoring, rm, config)
+    return app
 
-    async def scored(items: list[Scored | Rendered], deadline: float) -> list[Scored]:
-        """Every item's score: the model's for the rendered ones, by `deadline`."""
-        texts = [item.text for item in items if isinstance(item, Rendered)]
-        try:
-            async with asyncio.timeout_at(deadline):
-                scores = iter(await batcher.submit(texts))
-        except TimeoutError:
-            raise over_budget(config.max_request_seconds, "with its forward passes") from None
-        except BatcherClosed as err:
-            raise ApiError(503, "shutting_down", str(err)) from None
-        results = [i.scored(next(scores)) if isinstance(i, Rendered) else i for i in items]
-        for r in results:
-            metrics.items[r.status] += 1
-        return results
 
+def _add_routes(app: FastAPI, scoring: _Scoring, rm, config: ServeConfig) -> None:
     @app.post("/score")
     async def score(request: Request) -> JSONResponse:
-        results = await scored(*await prepared(request, "score"))
+        results = await scoring.results(request, "score")
         tokens = sum(r.tokens for r in results)
         return JSONResponse({"results": [asdict(r) for r in results], "tokens": tokens})
 
     @app.post("/select")
     async def select(request: Request) -> JSONResponse:
-        results = await scored(*await prepared(request, "select"))
+        results = await scoring.results(request, "select")
         parseable = [i for i, r in enumerate(results) if r.status != "unparseable"]
         chosen = max(parseable, key=lambda i: (results[i].score, -i)) if parseable else None
         return JSONResponse(
@@ -181,7 +196,7 @@ def create_app(rm, config: ServeConfig, metrics: Metrics | None = None) -> FastA
 
     @app.post("/get_reward")
     async def get_reward(request: Request) -> JSONResponse:
-        results = await scored(*await prepared(request, "get_reward"))
+        results = await scoring.results(request, "get_reward")
         rewards = [r.score for r in results]
         extra_logs = {
             "orchrm_parsed": [float(r.status != "unparseable") for r in results],
@@ -203,9 +218,8 @@ def create_app(rm, config: ServeConfig, metrics: Metrics | None = None) -> FastA
 
     @app.get("/metrics")
     async def metrics_route() -> PlainTextResponse:
-        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
-
-    return app
+        text = scoring.metrics.render()
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
 
 async def read_body(request: Request, config: ServeConfig) -> bytes:

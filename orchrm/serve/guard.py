@@ -58,74 +58,87 @@ def _refusal() -> bytes:
     return head.encode() + body
 
 
-def guarded_h11(config: ServeConfig, metrics: Metrics) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with the guards of the module docstring, for `config`."""
-    cap, header_timeout = connection_cap(config.max_connections), config.header_timeout_s
+class GuardedH11(H11Protocol):
+    """uvicorn's h11 protocol with the guards of the module docstring; `guarded_h11`
+    makes the subclass that carries one service's settings."""
+
+    cap = 512
+    header_timeout = 10.0
+    metrics = Metrics()
     refusal = _refusal()
+    waiting_since = 0.0
+    _timer = None
 
-    class GuardedH11(H11Protocol):
-        waiting_since = 0.0
-        _timer = None
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.cap and not self._evict_one():
+            self.metrics.connections_closed["refused"] += 1
+            log.warning("connection limit (%d) reached: refused a connection", self.cap)
+            transport.write(self.refusal)
+            transport.close()
+            return
+        self._await_headers(None)
 
-        def connection_made(self, transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            if len(self.connections) > cap and not self._evict_one():
-                metrics.connections_closed["refused"] += 1
-                log.warning("connection limit (%d) reached: refused a connection", cap)
-                transport.write(refusal)
-                transport.close()
-                return
-            self._await_headers(None)
+    def connection_lost(self, exc) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        super().connection_lost(exc)
 
-        def connection_lost(self, exc) -> None:
-            if self._timer is not None:
-                self._timer.cancel()
-            super().connection_lost(exc)
+    def on_response_complete(self) -> None:
+        completed = self.cycle
+        super().on_response_complete()
+        if self.cycle is completed and not self.transport.is_closing():
+            self._await_headers(completed)  # keep-alive: the next request's headers
 
-        def on_response_complete(self) -> None:
-            completed = self.cycle
-            super().on_response_complete()
-            if self.cycle is completed and not self.transport.is_closing():
-                self._await_headers(completed)  # keep-alive: the next request's headers
+    def shutdown(self) -> None:
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete and cycle.more_body:
+            self.transport.close()  # its body is still arriving: do not wait for it
+            return
+        super().shutdown()
 
-        def shutdown(self) -> None:
-            cycle = self.cycle
-            if cycle is not None and not cycle.response_complete and cycle.more_body:
-                self.transport.close()  # its body is still arriving: do not wait for it
-                return
-            super().shutdown()
+    def awaiting_headers(self) -> bool:
+        """No request in progress: connected or kept alive, headers not complete."""
+        idle = self.cycle is None or self.cycle.response_complete
+        return idle and self.conn.their_state is h11.IDLE
 
-        def awaiting_headers(self) -> bool:
-            """No request in progress: connected or kept alive, headers not complete."""
-            idle = self.cycle is None or self.cycle.response_complete
-            return idle and self.conn.their_state is h11.IDLE
+    def _await_headers(self, cycle) -> None:
+        """Close the connection unless a request newer than `cycle` has its headers in
+        `header_timeout` seconds."""
+        self.waiting_since = time.monotonic()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.loop.call_later(self.header_timeout, self._header_deadline, cycle)
 
-        def _await_headers(self, cycle) -> None:
-            self.waiting_since = time.monotonic()
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = self.loop.call_later(header_timeout, self._header_deadline, cycle)
+    def _header_deadline(self, cycle) -> None:
+        if self.cycle is cycle and not self.transport.is_closing():
+            self.metrics.connections_closed["header_timeout"] += 1
+            self.transport.close()
 
-        def _header_deadline(self, cycle) -> None:
-            if self.cycle is cycle and not self.transport.is_closing():
-                metrics.connections_closed["header_timeout"] += 1
-                self.transport.close()
+    def _evict_one(self) -> bool:
+        """Close the connection that has waited longest for request headers, if any."""
+        waiting = [
+            p
+            for p in self.connections
+            if p is not self and isinstance(p, GuardedH11) and p.awaiting_headers()
+        ]
+        if not waiting:
+            return False
+        oldest = min(waiting, key=lambda p: p.waiting_since)
+        self.connections.discard(oldest)
+        oldest.transport.close()
+        self.metrics.connections_closed["evicted"] += 1
+        return True
 
-        def _evict_one(self) -> bool:
-            waiting = [
-                p
-                for p in self.connections
-                if p is not self and isinstance(p, GuardedH11) and p.awaiting_headers()
-            ]
-            if not waiting:
-                return False
-            oldest = min(waiting, key=lambda p: p.waiting_since)
-            self.connections.discard(oldest)
-            oldest.transport.close()
-            metrics.connections_closed["evicted"] += 1
-            return True
 
-    return GuardedH11
+def guarded_h11(config: ServeConfig, metrics: Metrics) -> type[GuardedH11]:
+    """`GuardedH11` for one service: its connection cap, header deadline and metrics."""
+    settings = {
+        "cap": connection_cap(config.max_connections),
+        "header_timeout": config.header_timeout_s,
+        "metrics": metrics,
+    }
+    return type("GuardedH11", (GuardedH11,), settings)
 
 
 LOG_BURST = 10

@@ -7,6 +7,10 @@ the `math-verify` package for LaTeX, fractions and expressions. The real benchma
 checkers (`orchrm.loaders` builds their tasks) are here too: HotpotQA exact match (and
 F1), BrowseComp-Plus short-answer match, GPQA option letters. Register more graders in
 `GRADERS`.
+
+Answers are LLM output: every grader runs in time linear in the answer's length. Numbers
+with an exponent beyond `MAX_EXPONENT` are compared as text, and `math-verify` only sees
+answers of at most `MATH_VERIFY_MAX_CHARS` characters.
 """
 
 from __future__ import annotations
@@ -17,7 +21,16 @@ from collections import Counter
 from collections.abc import Callable
 from fractions import Fraction
 
-_BOXED_RE = re.compile(r"\\boxed\{(.*)\}", re.DOTALL)
+_BOXED = "\\boxed{"
+_EXPONENT_RE = re.compile(r"[eE][-+]?([\d_]+)")
+
+MAX_EXPONENT = 4300
+"""Largest decimal exponent (`1e4300`) `as_number` reads: building the exact value of
+`1e10000000` takes seconds, so larger ones are not read as numbers."""
+
+MATH_VERIFY_MAX_CHARS = 2000
+"""Longest answer (and truth) `math_correct` hands to `math-verify`, whose parsing time
+grows quickly with the length and nesting of its input; a final answer is far shorter."""
 _FRAC_RE = re.compile(r"^\\d?frac\{(-?\d+)\}\{(-?\d+)\}$")
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 
@@ -26,18 +39,32 @@ def as_number(text: str) -> Fraction | None:
     """The exact value of a plain numeric answer (`204`, `-3.5`, `1,000`, `3/4`,
     `\\frac{3}{4}`, `$25$`, `\\boxed{25}`), or None when it is not one."""
     t = text.strip()
-    boxed = _BOXED_RE.search(t)
-    if boxed:
-        t = boxed.group(1)
+    start, end = t.find(_BOXED), t.rfind("}")
+    if start >= 0 and end >= start + len(_BOXED):  # from the first \boxed{ to the last }
+        t = t[start + len(_BOXED) : end]
     t = t.strip().strip("$").strip().rstrip(".").replace(",", "").replace(" ", "")
+    if _huge_exponent(t):
+        return None
     frac = _FRAC_RE.match(t)
-    if frac:
-        num, den = int(frac.group(1)), int(frac.group(2))
-        return Fraction(num, den) if den else None
-    try:
+    try:  # int() refuses more than 4300 digits with ValueError
+        if frac:
+            num, den = int(frac.group(1)), int(frac.group(2))
+            return Fraction(num, den) if den else None
         return Fraction(t)
     except (ValueError, ZeroDivisionError):
         return None
+
+
+def _huge_exponent(text: str) -> bool:
+    """Whether `text` writes a number with an exponent beyond `MAX_EXPONENT` (`1e9999999`)."""
+    return any(_exponent_value(m.group(1)) > MAX_EXPONENT for m in _EXPONENT_RE.finditer(text))
+
+
+def _exponent_value(digits: str) -> int:
+    """The size of a written exponent (`1_000`, `0005`), capped just above `MAX_EXPONENT`
+    so a long one is never converted."""
+    digits = digits.replace("_", "").lstrip("0")
+    return int(digits) if len(digits) <= len(str(MAX_EXPONENT)) else MAX_EXPONENT + 1
 
 
 def normalize_text(text: str) -> str:
@@ -68,6 +95,8 @@ def math_correct(answer: str | None, truth: str | int | float | None) -> bool | 
         return plain
     if as_number(str(answer)) is not None and as_number(str(truth)) is not None:
         return False  # two plain numbers are compared exactly (and fast: no parsing)
+    if any(len(t) > MATH_VERIFY_MAX_CHARS or _huge_exponent(t) for t in (str(answer), str(truth))):
+        return False
     try:
         from math_verify import parse, verify
 
@@ -138,8 +167,10 @@ _MARKUP_RE = re.compile(r"[*_`]")
 # "B", "(B)", "B.", "B) text", "(b): text": the reply opens with the option's label.
 _LEADING_RE = re.compile(r"^\s*\(?([A-Da-d])(?:\)|\.|:|\s*$)")
 # "the answer is (B)", "answer: B", "option B", "choice (c)".
+# Possessive runs of whitespace: three adjacent `\s*` would split one long run every way.
 _PHRASE_RE = re.compile(
-    r"\b(?i:answer|option|choice)\s*(?i:is|would be)?\s*:?\s*\(?([A-D]|(?<=\()[a-d])\)?(?!\w)"
+    r"\b(?i:answer|option|choice)\s*+(?:(?i:is|would be)\s*+)?(?::\s*+)?"
+    r"\(?([A-D]|(?<=\()[a-d])\)?(?!\w)"
 )
 _MARKER_RE = re.compile(r"\(([A-D])\)|(?<![\w(])([A-D])\)")
 _BARE_RE = re.compile(r"(?<![\w(])([A-D])(?![\w)])")

@@ -8,8 +8,6 @@ the simulated world included, so prompts are data: plain strings and small build
 
 from __future__ import annotations
 
-import re
-
 ANSWER_LINE = "Answer:"
 
 SOLVER_SYSTEM = (
@@ -189,20 +187,59 @@ def orchestrator(question: str, dom: str) -> list[dict]:
     ]
 
 
-_ANSWER_RE = re.compile(r"^\s*\**\s*answer\s*\**\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
-
-
 def extract_answer(text: str) -> str:
     """The final answer in a sub-agent reply: the last `Answer:` line, else the last
-    `\\boxed{...}`, else the last non-empty line."""
-    found = _ANSWER_RE.findall(text)
-    if found:
-        return found[-1].strip().rstrip(".").strip("*").strip()
+    `\\boxed{...}`, else the last non-empty line. Linear in the reply's length.
+
+    An `Answer:` line may be bold (`**Answer:** 25`) and in any case; when nothing
+    follows its colon, the answer is the next non-blank line.
+    """
+    found = _last_answer_line(text)
+    if found is not None:
+        return found.rstrip(".").strip("*").strip()
     boxed = _last_boxed(text)
     if boxed is not None:
         return boxed.strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else ""
+
+
+def _last_answer_line(text: str) -> str | None:
+    """What the last `Answer:` line of `text` gives, stripped; None when there is none.
+
+    One pass over the lines: a label line with nothing after its colon takes the next
+    non-blank line, and the scan goes on after that line.
+    """
+    lines = text.split("\n")
+    found = None
+    i = 0
+    while i < len(lines):
+        rest = _after_answer_label(lines[i])
+        i += 1
+        if rest is None:
+            continue
+        if rest.strip():
+            found = rest.strip()
+            continue
+        blank = bool(rest)  # whitespace after the colon reads as an empty answer
+        while i < len(lines) and not lines[i].strip():
+            blank = blank or bool(lines[i])
+            i += 1
+        if i < len(lines):
+            found = lines[i].strip()
+            i += 1
+        elif blank:
+            found = ""
+    return found
+
+
+def _after_answer_label(line: str) -> str | None:
+    """The text after `Answer:` (`**Answer:**`, any case) when `line` opens with it."""
+    head = line.lstrip().lstrip("*").lstrip()
+    if head[:6].lower() != "answer":
+        return None
+    head = head[6:].lstrip().lstrip("*").lstrip()
+    return head[1:] if head.startswith(":") else None
 
 
 def _last_boxed(text: str) -> str | None:

@@ -198,34 +198,39 @@ def read_text(path: str | Path) -> str | BadLine:
 
 # --------------------------------------------------------------------------- checks
 
-_STRUCTURE = re.compile(r'["\[\]{}]')
 _STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)  # possessive: no backtracking
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _too_deep_at(text: str, limit: int) -> int | None:
-    """Where JSON text first nests deeper than `limit`, or None: one left-to-right pass
-    over the brackets, each string skipped whole (escapes included) by one possessive,
-    anchored match, so nothing is scanned twice."""
+    """Where the running depth of JSON text (openers minus closers outside strings)
+    first passes `limit`, or None. One left-to-right pass: each string is skipped whole
+    (escapes included) by one possessive, anchored match; the text between strings is
+    counted at C speed when it cannot reach the limit, character by character when it
+    might. Text the decoder would refuse earlier may be called too deep: refused either
+    way."""
     if text.count("[") + text.count("{") <= limit:
         return None
     depth, pos = 0, 0
-    while found := _STRUCTURE.search(text, pos):
-        at, char = found.start(), found.group()
-        if char == '"':
-            string = _STRING.match(text, at)
-            if string is None:  # unterminated: the decoder stops there
-                return None
-            pos = string.end()
-            continue
-        depth += 1 if char in "[{" else -1
-        if depth > limit:
-            return at
-        if depth < 0:  # a stray closer: the decoder stops there
+    while True:
+        quote = text.find('"', pos)
+        segment = text[pos:] if quote < 0 else text[pos:quote]
+        opens = segment.count("[") + segment.count("{")
+        if depth + opens <= limit:
+            depth += opens - segment.count("]") - segment.count("}")
+        else:
+            for at, char in enumerate(segment):
+                if char in "[{":
+                    depth += 1
+                    if depth > limit:
+                        return pos + at
+                elif char in "]}":
+                    depth -= 1
+        string = _STRING.match(text, quote) if quote >= 0 else None
+        if string is None:  # the end, or an unterminated string: the decoder stops there
             return None
-        pos = at + 1
-    return None
+        pos = string.end()
 
 
 def lone_surrogate(value: object, where: str = "") -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import time
 
 import pytest
@@ -140,3 +141,31 @@ def test_an_over_long_line_is_not_held_in_memory(tmp_path, monkeypatch):
         tracemalloc.stop()
     assert reasons(items) == [(1, "too_large"), (2, {"a": 1})]
     assert peak < 8_000_000  # a few read chunks, not the 30 MB line
+
+
+def reference_too_deep_at(text: str, limit: int) -> int | None:
+    """The running depth (openers minus closers outside strings) read character by
+    character, strings skipped as the decoder skips them."""
+    depth, i = 0, 0
+    while i < len(text):
+        if text[i] == '"':
+            i += 1
+            while i < len(text) and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            if i >= len(text):
+                return None
+        elif text[i] in "[{":
+            depth += 1
+            if depth > limit:
+                return i
+        elif text[i] in "]}":
+            depth -= 1
+        i += 1
+    return None
+
+
+def test_the_depth_check_agrees_with_a_character_by_character_reading():
+    rng = random.Random(0)
+    for _ in range(20_000):
+        text = "".join(rng.choice('[]{}"\\a,') for _ in range(rng.randint(0, 16)))
+        assert jsonl._too_deep_at(text, 3) == reference_too_deep_at(text, 3), repr(text)

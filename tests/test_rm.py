@@ -430,7 +430,7 @@ def _train_and_save(out: Path, steps: list[int], keep: int = 10) -> dict[int, to
         model(torch.ones(2, 4)).sum().backward()
         optimizer.step()
         scheduler.step()
-        save_checkpoint(out, model, optimizer, scheduler, TrainState(step=step), keep=keep)
+        save_checkpoint(out, model, optimizer, scheduler, state=TrainState(step=step), keep=keep)
         saved[step] = model.weight.detach().clone()
     return saved
 

@@ -125,7 +125,9 @@ def checkpoint_folders(out: Path, say: Callable[[str], None] | None = None) -> l
     return sorted(found, key=lambda p: int(p.name.split("-")[1]))
 
 
-def save_checkpoint(out: Path, model, optimizer, scheduler, state: TrainState, *, keep: int):
+def save_checkpoint(
+    out: Path, model, optimizer, scheduler, *, state: TrainState, keep: int
+) -> Path:
     """Write OUT/checkpoints/step-N atomically (temporary folder, fsync, rename), then
     delete all but the `keep` newest checkpoints up to this step."""
     folder = Path(out) / "checkpoints"

@@ -221,7 +221,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
                 accelerator.unwrap_model(model),
                 optimizer,
                 scheduler,
-                state,
+                state=state,
                 keep=config.keep_checkpoints,
             )
         flag = [stop]

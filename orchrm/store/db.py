@@ -188,20 +188,21 @@ def _stored_version(db: duckdb.DuckDBPyConnection, path: Path) -> int | None:
 
 
 def _check_size(db: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Refuse a file shorter than the blocks its header counts (a cut-off copy).
-    Skipped while a write-ahead log is pending: its replay may count blocks the file
-    does not hold yet."""
+    """Refuse a file shorter than the blocks in use, or not a whole number of blocks
+    (a cut-off copy). Free blocks are not counted: DuckDB drops free blocks at the end
+    of the file, so the header's total may exceed the file. Skipped while a write-ahead
+    log is pending: its replay may count blocks the file does not hold yet."""
     if Path(f"{path}.wal").exists():
         return
-    block_size, blocks = db.execute(
-        "SELECT block_size, total_blocks FROM pragma_database_size() "
+    block_size, used = db.execute(
+        "SELECT block_size, used_blocks FROM pragma_database_size() "
         "WHERE database_name = current_database()"
     ).fetchone()
-    expected, actual = _HEADER_BYTES + block_size * blocks, path.stat().st_size
-    if actual < expected:
+    expected, actual = _HEADER_BYTES + block_size * used, path.stat().st_size
+    if actual < expected or (actual - _HEADER_BYTES) % block_size:
         raise StoreError(
-            f"{path} is damaged: the file has {actual} bytes, its header counts {expected} "
-            "(truncated?)"
+            f"{path} is damaged: the file has {actual} bytes, its blocks in use need "
+            f"{expected} (truncated?)"
         )
 
 

@@ -629,10 +629,18 @@ def test_a_client_leaving_mid_body_is_not_an_error(strict):
 
 def test_the_connection_cap_evicts_waiting_clients_then_refuses(rm):
     with Server(rm, max_connections=3, header_timeout_s=30, body_timeout_s=30) as s:
-        idle = [socket.create_connection(("127.0.0.1", s.port), timeout=10) for _ in range(3)]
+        served = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)  # keep-alive
+        served.request("GET", "/healthz")
+        assert served.getresponse().read()
+        idle = [socket.create_connection(("127.0.0.1", s.port), timeout=10) for _ in range(2)]
         time.sleep(0.2)
-        assert s.call("GET", "/healthz")[0] == 200  # made room: the oldest idle one went
+        # at the cap, a new connection makes room: the idle one that never sent a request
+        # goes first, not the older one that has completed a request
+        assert s.call("GET", "/healthz")[0] == 200
         assert until_closed(idle[0], 5)[0] is not None
+        served.request("GET", "/healthz")
+        assert served.getresponse().status == 200
+        served.close()
         for sock in idle:
             sock.close()
         uploads = [slow_upload(s.port) for _ in range(3)]  # in a request: not evictable

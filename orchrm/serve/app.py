@@ -362,7 +362,7 @@ def uvicorn_config(app: FastAPI, config: ServeConfig):
     import uvicorn
     import uvicorn.config
 
-    from orchrm.serve.guard import guarded_h11, limit_logs
+    from orchrm.serve.guard import connection_limits, guarded_h11, limit_logs
 
     log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     log_config["loggers"]["orchrm.serve"] = {"handlers": ["default"], "level": "INFO"}
@@ -379,7 +379,7 @@ def uvicorn_config(app: FastAPI, config: ServeConfig):
         timeout_keep_alive=config.keep_alive_timeout_s,
         timeout_graceful_shutdown=config.shutdown_timeout_s,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-        backlog=2048,
+        backlog=connection_limits(config.max_connections)[1],
     )
     limit_logs()  # after uvicorn.Config, which configures logging
     return settings

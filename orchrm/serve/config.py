@@ -66,9 +66,10 @@ class ServeConfig:
     keep_alive_timeout_s: float = 5.0
     """How long an idle keep-alive connection stays open."""
     max_connections: int = 512
-    """Most connections open at once (kept below the process's descriptor limit). At the
-    limit the oldest connection still waiting for request headers is closed to make
-    room; with none, a new connection gets 503 and is closed."""
+    """Most connections open at once (lowered to stay below the process's descriptor
+    limit). At the limit a connection still waiting for request headers is closed to
+    make room, one that never completed a request first, then the longest waiting; with
+    none, a new connection gets 503 and is closed."""
     shutdown_timeout_s: float = 30.0
     """On SIGTERM/SIGINT, how long in-flight requests may take to finish; requests whose
     body is still arriving are closed at once."""

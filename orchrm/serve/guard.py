@@ -7,9 +7,10 @@ sends resets that timer), and it takes connections until the process runs out of
 descriptors. `guarded_h11` adds:
 - a header deadline: a connection must complete each request's headers within
   `header_timeout_s` of connecting or of its previous response, else it is closed;
-- a connection cap: past `max_connections` (kept below the descriptor limit), the oldest
-  connection still waiting for request headers is closed to make room; when there is
-  none, the new connection gets a 503 and is closed;
+- a connection cap: past `max_connections` (lowered to stay below the descriptor limit,
+  `connection_limits`), a connection still waiting for request headers is closed to make
+  room (one that never completed a request first, then the longest waiting); when there
+  is none, the new connection gets a 503 and is closed;
 - on shutdown, a request whose body is still arriving is closed at once (its client sees
   the connection drop) instead of holding the shutdown until its body deadline.
 """
@@ -32,14 +33,21 @@ log = logging.getLogger("orchrm.serve")
 
 RESERVED_FDS = 64
 """Descriptors kept free of client connections (model files, worker sockets, logs)."""
+MAX_ACCEPT_BURST = 2048
+"""Most connections accepted in one event-loop turn (and the listen backlog)."""
 
 
-def connection_cap(max_connections: int) -> int:
-    """`max_connections`, lowered to leave `RESERVED_FDS` of the soft descriptor limit."""
+def connection_limits(max_connections: int) -> tuple[int, int]:
+    """(connection cap, accept burst) that keep the process below its soft descriptor
+    limit, `RESERVED_FDS` aside: the event loop accepts up to a burst of connections
+    before their protocols can close any over the cap, so a burst or two in flight must
+    fit beside the cap. The burst is also the listen backlog."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
-        return max_connections
-    return max(1, min(max_connections, soft - RESERVED_FDS))
+        return max_connections, MAX_ACCEPT_BURST
+    available = max(soft - RESERVED_FDS, 16)
+    cap = max(1, min(max_connections, available * 3 // 4))
+    return cap, max(4, min(MAX_ACCEPT_BURST, (available - cap) // 3))
 
 
 def _refusal() -> bytes:
@@ -67,6 +75,7 @@ class GuardedH11(H11Protocol):
     metrics = Metrics()
     refusal = _refusal()
     waiting_since = 0.0
+    served = 0  # responses completed on this connection
     _timer = None
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
@@ -86,6 +95,7 @@ class GuardedH11(H11Protocol):
 
     def on_response_complete(self) -> None:
         completed = self.cycle
+        self.served += 1
         super().on_response_complete()
         if self.cycle is completed and not self.transport.is_closing():
             self._await_headers(completed)  # keep-alive: the next request's headers
@@ -116,7 +126,8 @@ class GuardedH11(H11Protocol):
             self.transport.close()
 
     def _evict_one(self) -> bool:
-        """Close the connection that has waited longest for request headers, if any."""
+        """Close a connection waiting for request headers, if any: one that has never
+        completed a request first (slow clients never do), the longest waiting first."""
         waiting = [
             p
             for p in self.connections
@@ -124,7 +135,7 @@ class GuardedH11(H11Protocol):
         ]
         if not waiting:
             return False
-        oldest = min(waiting, key=lambda p: p.waiting_since)
+        oldest = min(waiting, key=lambda p: (p.served > 0, p.waiting_since))
         self.connections.discard(oldest)
         oldest.transport.close()
         self.metrics.connections_closed["evicted"] += 1
@@ -134,7 +145,7 @@ class GuardedH11(H11Protocol):
 def guarded_h11(config: ServeConfig, metrics: Metrics) -> type[GuardedH11]:
     """`GuardedH11` for one service: its connection cap, header deadline and metrics."""
     settings = {
-        "cap": connection_cap(config.max_connections),
+        "cap": connection_limits(config.max_connections)[0],
         "header_timeout": config.header_timeout_s,
         "metrics": metrics,
     }
@@ -161,7 +172,9 @@ class LogLimiter(logging.Filter):
         self._buckets: dict[tuple, list[float]] = {}  # kind -> [tokens, last, suppressed]
 
     def filter(self, record: logging.LogRecord) -> bool:
-        kind = (record.name, str(record.msg)[:200], record.exc_info and record.exc_info[0])
+        # the first line names the kind; later ones (asyncio's context) vary per message
+        first = str(record.msg).partition("\n")[0][:200]
+        kind = (record.name, first, record.exc_info and record.exc_info[0])
         now = time.monotonic()
         with self._lock:
             bucket = self._buckets.get(kind)

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from orchrm import __version__
 from orchrm.jsonl import printable
@@ -267,7 +268,9 @@ def _print_run_summary(records: list[dict], out: Path) -> None:
 
 
 def _fail(message: str) -> None:
-    console.print(f"[red]error:[/red] {message}")
+    """A user error: one unwrapped line on stderr (the message is not read as markup,
+    so paths with brackets print as they are), exit status 2."""
+    err_console.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
     raise typer.Exit(2)
 
 

@@ -396,3 +396,37 @@ def test_rm_text_is_a_shared_prompt_plus_the_orchestration_part():
     # The question keeps its head within half the budget; the plan gets the rest.
     assert approx_token_count(prompt) <= 128 and prompt.startswith("question: Find the value.")
     assert prompt.endswith("...\n")
+
+
+@pytest.mark.parametrize("budget", [1, 24, 48, 80, 200])
+def test_cutting_by_token_ends_gives_the_text_counting_gives(budget):
+    """The default counter cuts by its token ends; a plain callable counting the same
+    tokens cuts by a search over word prefixes. Both give one text."""
+    long_question = "Which prime follows 100, and why? " * 20
+
+    def plain(text: str) -> int:
+        return approx_token_count(text)
+
+    for o in (DEBATE, chain("A", "B", "C")):
+        assert render_for_rm(long_question, o, budget, plain) == render_for_rm(
+            long_question, o, budget
+        )
+
+
+def test_a_tokenizers_offsets_cut_where_its_counts_cut():
+    from transformers import AutoTokenizer
+
+    from orchrm.rm.config import default_backbone
+    from orchrm.rm.model import TokenizerCounter
+
+    tokenizer = AutoTokenizer.from_pretrained(default_backbone())
+    with_ends = TokenizerCounter(tokenizer)
+    assert with_ends.token_ends("a dog's bone") == [1, 5, 6, 7, 12]
+
+    def plain(text: str) -> int:
+        return with_ends(text)
+
+    for budget in (1, 30, 60, 120):
+        assert render_for_rm(QUESTION * 9, DEBATE, budget, with_ends) == render_for_rm(
+            QUESTION * 9, DEBATE, budget, plain
+        )

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import torch
 
 from orchrm.jsonl import read_jsonl
+from orchrm.orchestration import replace_surrogates
 
 REQUIRED = ("prompt", "chosen", "rejected")
 
@@ -87,8 +88,9 @@ def data_hash(records: list[dict]) -> str:
 
 def tokenize(records: list[dict], tokenizer, max_length: int) -> Pairs:
     """Token ids of both sides of every pair (fast tokenizer, batched)."""
-    texts = [r["prompt"] + r["chosen"] for r in records]
-    texts += [r["prompt"] + r["rejected"] for r in records]
+    # A pair file may hold lone surrogates (JSON can escape them); tokenizers reject them.
+    texts = [replace_surrogates(r["prompt"] + r["chosen"]) for r in records]
+    texts += [replace_surrogates(r["prompt"] + r["rejected"]) for r in records]
     # (fast tokenizers fail on an empty batch: an export without a validation split)
     full = tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"] if texts else []
     truncated = sum(len(ids) > max_length for ids in full)

@@ -22,7 +22,13 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from orchrm.orchestration import RM_RENDER_VERSION, Orchestration, TokenCounter, render_for_rm
+from orchrm.orchestration import (
+    RM_RENDER_VERSION,
+    Orchestration,
+    TokenCounter,
+    render_for_rm,
+    replace_surrogates,
+)
 from orchrm.parse import ParseError, parse_harmony
 from orchrm.rm.data import collate
 
@@ -232,7 +238,8 @@ class OrchRM:
         """Raw reward of each text (already rendered), in input order."""
         if not texts:
             return []
-        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
+        clean = [replace_surrogates(t) for t in texts]  # tokenizers reject lone surrogates
+        encoded = self.tokenizer(clean, truncation=True, max_length=self.max_length)["input_ids"]
         return rewards(
             self.model,
             encoded,

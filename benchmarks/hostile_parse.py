@@ -1,0 +1,64 @@
+"""Worst time of parsing, validation, rendering and answer extraction on hostile text.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/hostile_parse.py [--sizes 10000,100000,1000000]
+
+Runs every generator of `tests/test_hostile_parse.py` (long runs of each kind of
+whitespace after `${`, `<` and `Answer:`, brackets, unclosed and repeated tags, deep
+nesting, lone surrogates, and orchestrations of thousands of agents) at each size, once
+per stage, and prints for each stage and size the worst time over the generators and
+which generator it was. A stage that raises anything but `ParseError` stops the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# The generators live with the test; the repository root is on the path for them.
+from tests.test_hostile_parse import (
+    GRAPH_GENERATORS,
+    GRAPH_STAGES,
+    STAGES,
+    TEXT_GENERATORS,
+    timed,
+)
+
+
+def worst_times(sizes: list[int]) -> dict[tuple[str, int], tuple[float, str]]:
+    """(stage, size) -> (worst seconds, generator name) over all generators."""
+    worst: dict[tuple[str, int], tuple[float, str]] = {}
+    runs = [(STAGES, TEXT_GENERATORS, ""), (GRAPH_STAGES, GRAPH_GENERATORS, "graph ")]
+    for stages, generators, prefix in runs:
+        for name, make in generators.items():
+            for size in sizes:
+                subject = make(size)
+                for stage, fn in stages.items():
+                    seconds = timed(fn, subject)
+                    key = (f"{prefix}{stage}", size)
+                    if seconds > worst.get(key, (-1.0, ""))[0]:
+                        worst[key] = (seconds, name)
+    return worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sizes", default="10000,100000,1000000", help="characters, comma-separated"
+    )
+    sizes = [int(s) for s in parser.parse_args().sizes.split(",")]
+    worst = worst_times(sizes)
+    n_text, n_graph = len(TEXT_GENERATORS), len(GRAPH_GENERATORS)
+    print(f"worst seconds over {n_text} hostile texts and {n_graph} orchestration shapes")
+    print("| stage | " + " | ".join(f"{s:,} chars" for s in sizes) + " | worst at the largest |")
+    print("| --- |" + " ---: |" * len(sizes) + " --- |")
+    stages = dict.fromkeys(stage for stage, _ in worst)
+    for stage in stages:
+        cells = " | ".join(f"{worst[stage, s][0]:.3f}" for s in sizes)
+        print(f"| {stage} | {cells} | {worst[stage, sizes[-1]][1]} |")
+
+
+if __name__ == "__main__":
+    main()

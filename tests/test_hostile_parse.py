@@ -1,0 +1,478 @@
+"""Hostile and degenerate text through parsing, validation, rendering and answer extraction.
+
+Each generator writes text of a given size that once made a parser, the validator, the
+reward-model rendering or the answer extractor backtrack or recurse: long runs of every
+kind of whitespace after `${`, `<` or `</`, brackets, unclosed and repeated tags, deep
+nesting, lone surrogates, thousands of agents. At 10 KB, 100 KB and 1 MB every stage must
+raise nothing but `ParseError` and take time that grows linearly: the 100 KB and 1 MB runs
+may take at most `SCALE` times the linear share of the 10 KB run, or a small absolute
+floor (the machine may be loaded), and a run that passes `HARD_CAP_S` is stopped.
+`benchmarks/hostile_parse.py` prints the same measurements as a table.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from orchrm.grading import as_number, gpqa_letter, math_correct
+from orchrm.orchestration import (
+    Agent,
+    DoM,
+    Edge,
+    Orchestration,
+    approx_token_count,
+    harmony_tags,
+    reference_spans,
+    render_for_rm,
+    replace_references,
+    rm_completion,
+    to_harmony,
+    validate,
+)
+from orchrm.parse import (
+    MAX_LITERAL_DEPTH,
+    MAX_ORCHESTRATION_CHARS,
+    ParseError,
+    extract_thinking,
+    parse_harmony,
+    parse_mas_code,
+)
+from orchrm.runtime.prompts import extract_answer
+
+SIZES = (10_000, 100_000, 1_000_000)
+SCALE = 3.0
+"""How far above linear growth a stage may be (10 KB -> 1 MB linear is 100x)."""
+FLOOR_S = {100_000: 0.5, 1_000_000: 3.0}
+"""Times that always pass at each size, whatever the 10 KB run took."""
+HARD_CAP_S = 20.0
+
+WHITESPACE = {
+    "space": " ",
+    "tab": "\t",
+    "newline": "\n",
+    "cr": "\r",
+    "crlf": "\r\n",
+    "vtab": "\x0b",
+    "formfeed": "\x0c",
+    "nel": "\x85",
+    "nbsp": "\u00a0",
+    "line-sep": "\u2028",
+    "para-sep": "\u2029",
+    "ideographic": "\u3000",
+}
+AGENT_OPEN = "<agent><agent_id>a</agent_id><agent_name>CoTAgent</agent_name>"
+DEBATE_OPEN = "<agent><agent_name>DebateAgent</agent_name><debate_roles>"
+CHAIN_AGENT = 220  # characters of harmony text per agent of `chain`, about
+
+
+def repeat(prefix: str, unit: str, suffix: str = "") -> Callable[[int], str]:
+    """A generator: `prefix`, then `unit` repeated to `size` characters, then `suffix`."""
+
+    def make(size: int) -> str:
+        return prefix + unit * max(1, (size - len(prefix) - len(suffix)) // len(unit)) + suffix
+
+    return make
+
+
+def _whitespace_runs(ws: str) -> Callable[[int], str]:
+    """Three long runs of `ws`: after `Answer:`, after `${` in an agent input, after `<`."""
+
+    def make(size: int) -> str:
+        run = ws * max(1, size // 3 // len(ws))
+        return f"Answer:{run}\n{AGENT_OPEN}<agent_input>${{{run}<{run}"
+
+    return make
+
+
+def _text_generators() -> dict[str, Callable[[int], str]]:
+    gens: dict[str, Callable[[int], str]] = {}
+    for name, ws in WHITESPACE.items():
+        gens[f"runs-of-{name}"] = _whitespace_runs(ws)
+    gens |= {
+        "lt-slash-spaces": repeat("</", " "),
+        "lt-spaces-tag": repeat("<", " ", "agent"),
+        "lt-run": repeat("", "<"),
+        "tag-name-run": repeat("<", "a"),
+        "close-run": repeat("", "</"),
+        "ref-run": repeat("", "${"),
+        "ref-space-run": repeat("", "${ "),
+        "ref-open-brace-run": repeat("", "${ {", "}"),
+        "ref-unclosed-names": repeat("<agent_input>", "${a "),
+        "brackets-square": repeat(DEBATE_OPEN, "["),
+        "brackets-curly": repeat("agents_config = ", "{"),
+        "brackets-mixed": repeat(DEBATE_OPEN, "[{("),
+        "thinking-unclosed": repeat("", "<thinking>x "),
+        "thinking-then-agent": repeat(
+            "", "<thinking>x<agent><agent_name>CoTAgent</agent_name></agent>"
+        ),
+        "agent-input-unclosed": repeat(AGENT_OPEN, "<agent_input>"),
+        "agent-fields-open": repeat(AGENT_OPEN, "<agent_input>x</agent_input></agent>"),
+        "edge-pairs-open": repeat(AGENT_OPEN + "</agent><edge>", "<from>a<to>a"),
+        "answer-lines": repeat("", "Answer: 1\n"),
+        "answer-label-blank": repeat("", "**Answer:**\n \n"),
+        "boxed-open": repeat("", "\\boxed{"),
+        "fences": repeat("", "```"),
+        "final-markers": repeat("", "assistantfinal"),
+        "surrogates": repeat("<thinking>", "\ud800"),
+        "surrogates-mixed": repeat(AGENT_OPEN + "<agent_input>", "a\udc00 ${\ud83d}"),
+        "mas-unary": repeat("agents_config = ", "-", "1"),
+        "mas-sum": repeat("agents_config = 1", "+1"),
+        "mas-big-literal": repeat("agent_calls = [", "'a', ", "]"),
+    }
+    return gens
+
+
+TEXT_GENERATORS = _text_generators()
+"""Hostile text of a given size, by name."""
+
+
+def chain(size: int) -> Orchestration:
+    """A valid chain of about size / CHAIN_AGENT agents, each reading its predecessor."""
+    n = max(2, size // CHAIN_AGENT)
+    agents = tuple(
+        Agent(
+            f"a{i}",
+            "DebateAgent" if i % 3 == 0 else "CoTAgent",
+            description=f"step {i} of the plan, checked twice",
+            input=f"use ${{a{i - 1}}} and go on" if i else "",
+            debate_roles=("Algebraist", "Geometer") if i % 3 == 0 else None,
+        )
+        for i in range(n)
+    )
+    edges = tuple(Edge(f"a{i - 1}", f"a{i}") for i in range(1, n))
+    return Orchestration(agents, edges, DoM.HIGH, " ".join(["why"] * n), f"a{n - 1}")
+
+
+def fan_in(size: int) -> Orchestration:
+    """Thousands of start agents feeding one sink whose input names them all."""
+    n = max(2, size // 120)
+    starts = [Agent(f"s{i}", "CoTAgent", description="look it up") for i in range(n)]
+    sink = Agent("sink", "SCAgent", input=" ".join(f"${{s{i}}}" for i in range(n)))
+    edges = tuple(Edge(f"s{i}", "sink") for i in range(n))
+    return Orchestration((*starts, sink), edges, DoM.HIGH, "", "sink")
+
+
+def broken(size: int) -> Orchestration:
+    """Thousands of agents breaking every rule: duplicate ids, cycles, unknown references."""
+    n = max(2, size // 100)
+    agents = tuple(
+        Agent(f"a{i % 50}", "PlannerAgent", input=f"${{a{i + 1}}} ${{zz}}") for i in range(n)
+    )
+    edges = tuple(Edge(f"a{i % 50}", f"a{(i + 1) % 50}") for i in range(n))
+    return Orchestration(agents, edges, DoM.LOW, "", "nobody")
+
+
+GRAPH_GENERATORS: dict[str, Callable[[int], Orchestration]] = {
+    "chain": chain,
+    "fan-in": fan_in,
+    "broken": broken,
+}
+"""Orchestrations whose harmony text is about a given size, by name."""
+
+
+def _text_plan(text: str) -> Orchestration:
+    """An orchestration carrying hostile text in its thinking, description and input (the
+    parts rendering cuts), and its head in a debate role and the answer."""
+    agent = Agent("a", "DebateAgent", text, text, (text[:100], "b"))
+    return Orchestration((agent,), (), DoM.HIGH, text, text[:100])
+
+
+def _render(text: str) -> str:
+    """The reward-model text of a question and an orchestration that share `text`: a
+    quarter each in the question, thinking, description and input."""
+    q = len(text) // 4
+    parts = [text[:q], text[q : 2 * q], text[2 * q : 3 * q], text[3 * q :]]
+    agent = Agent("a", "DebateAgent", parts[2], parts[3], (text[:100], "b"))
+    return render_for_rm(parts[0], Orchestration((agent,), (), DoM.HIGH, parts[1], text[:100]))
+
+
+def _parse(text: str) -> None:
+    for parser in (parse_harmony, parse_mas_code):
+        with suppress(ParseError):
+            parser(text)
+
+
+STAGES: dict[str, Callable[[str], object]] = {
+    "parse": _parse,
+    "validate": lambda text: validate(_text_plan(text)),
+    "render": _render,
+    "extract": extract_answer,
+}
+"""What is timed on hostile text: the parsers, validation of an orchestration holding the
+text, the reward-model rendering of a question and orchestration made of it, and the
+sub-agent answer extractor."""
+
+
+def _graph_parse(o: Orchestration) -> None:
+    with suppress(ParseError):  # a low-DoM text of many agents has no ids to read back
+        parse_harmony(to_harmony(o))
+
+
+GRAPH_STAGES: dict[str, Callable[[Orchestration], object]] = {
+    "parse": _graph_parse,
+    "validate": validate,
+    "render": lambda o: render_for_rm("What is the plan?", o),
+}
+
+
+class TooSlow(Exception):
+    """A stage ran past `HARD_CAP_S`."""
+
+
+@contextmanager
+def hard_cap(seconds: float) -> Iterator[None]:
+    """Stop the block with `TooSlow` after `seconds` (SIGALRM reaches into regex matching
+    too); an outer alarm (pytest-timeout's) is put back afterwards."""
+
+    def stop(*_):
+        raise TooSlow(f"over {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer:
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 0.01))
+
+
+def timed(fn: Callable[[object], object], arg: object, repeats: int = 1) -> float:
+    """Best wall time of `repeats` calls of `fn(arg)`, each under `hard_cap`."""
+    best = float("inf")
+    for _ in range(repeats):
+        with hard_cap(HARD_CAP_S):
+            start = time.perf_counter()
+            fn(arg)
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
+def scaling_times(
+    fn: Callable[[object], object], make: Callable[[int], object]
+) -> dict[int, float]:
+    """Seconds of `fn` on `make(size)` for each of `SIZES` (the smallest: best of 3)."""
+    return {size: timed(fn, make(size), 3 if size == SIZES[0] else 1) for size in SIZES}
+
+
+def assert_linear(times: dict[int, float], what: str) -> None:
+    small = times[SIZES[0]]
+    for size in SIZES[1:]:
+        budget = max(FLOOR_S[size], SCALE * small * size / SIZES[0])
+        assert times[size] < budget, (
+            f"{what}: {times[size]:.3f} s at {size:,} characters, over {budget:.3f} s "
+            f"({small * 1000:.2f} ms at {SIZES[0]:,})"
+        )
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_GENERATORS))
+def test_hostile_text_is_handled_in_linear_time(name):
+    make = TEXT_GENERATORS[name]
+    for stage, fn in STAGES.items():
+        assert_linear(scaling_times(fn, make), f"{stage} of {name}")
+
+
+@pytest.mark.parametrize("name", sorted(GRAPH_GENERATORS))
+def test_thousands_of_agents_are_handled_in_linear_time(name):
+    make = GRAPH_GENERATORS[name]
+    big = make(SIZES[-1])
+    assert len(big.agents) >= 4000 and len(to_harmony(big)) > 500_000
+    for stage, fn in GRAPH_STAGES.items():
+        assert_linear(scaling_times(fn, make), f"{stage} of {name}")
+
+
+def test_a_valid_graph_of_thousands_of_agents_survives_parsing_and_validation():
+    o = chain(SIZES[-1])
+    assert parse_harmony(to_harmony(o)) == o
+    assert validate(o) == []
+    text = render_for_rm("What is the plan?", o)
+    assert approx_token_count(text) > 512  # the structure alone is over the budget...
+    assert all(f"agent a{i} = " in text for i in (0, len(o.agents) - 1))  # ...and kept
+
+
+def test_a_graph_breaking_every_rule_gets_every_violation_listed():
+    rules = {v.rule.value for v in validate(broken(20_000))}
+    assert {"duplicate_agent_id", "cycle", "unknown_reference", "unknown_agent_type"} <= rules
+    assert {"low_dom_agent_count", "answer_mismatch", "duplicate_edge"} <= rules
+
+
+# --------------------------------------------------------------------------- precise errors
+
+
+def test_deeply_nested_debate_roles_are_a_parse_error_not_a_recursion_error():
+    text = DEBATE_OPEN + "[" * 5000 + "</debate_roles></agent><answer>agent</answer>"
+    with pytest.raises(ParseError) as err:
+        parse_harmony(text)
+    assert err.value.reason == "bad_debate_roles" and str(MAX_LITERAL_DEPTH) in err.value.message
+    shallow = DEBATE_OPEN + '[["a"], "b"]</debate_roles></agent>'
+    with pytest.raises(ParseError, match="not a list of strings"):
+        parse_harmony(shallow)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "agents_config = " + "[" * 5000 + "]" * 5000,
+        "agents_config = " + "-" * 100_000 + "1",
+        "agents_config = 1" + "+1" * 200_000,
+        "agents_config = [" + "{'a': " * 150 + "1" + "}" * 150 + "]",
+        "agent_calls = x" + ".y" * 200_000,
+    ],
+)
+def test_deep_mas_code_is_a_parse_error(code):
+    with pytest.raises(ParseError) as err:
+        parse_mas_code(code)
+    assert err.value.reason in ("mas_code_syntax", "mas_code_too_deep")
+    assert err.value.source == "mas_code"
+
+
+@pytest.mark.parametrize("parser", [parse_harmony, parse_mas_code])
+def test_text_over_the_size_bound_is_refused_before_any_work(parser):
+    text = "<" + " " * MAX_ORCHESTRATION_CHARS
+    start = time.perf_counter()
+    with pytest.raises(ParseError) as err:
+        parser(text)
+    assert err.value.reason == "too_long" and "2,000,001 characters" in err.value.message
+    assert time.perf_counter() - start < 0.5
+
+
+# --------------------------------------------------------------------------- lone surrogates
+
+
+SURROGATE_PLAN = (
+    "<thinking>why \ud800</thinking>\n<agent><agent_id>a\udc00</agent_id>"
+    "<agent_name>DebateAgent</agent_name><agent_description>d\ud800</agent_description>"
+    '<agent_input>use ${b} \udfff</agent_input><debate_roles>["x\ud800", "y"]</debate_roles>'
+    "</agent>\n<agent><agent_id>b</agent_id><agent_name>CoTAgent</agent_name></agent>"
+    "<edge><from>b</from><to>a\udc00</to></edge><answer>a\udc00</answer>"
+)
+
+
+def test_lone_surrogates_parse_validate_and_render_to_text_a_tokenizer_accepts():
+    from transformers import AutoTokenizer
+
+    from orchrm.rm.config import default_backbone
+    from orchrm.rm.model import token_counter
+
+    o = parse_harmony(SURROGATE_PLAN)
+    assert o.agents[0].debate_roles == ("x\ud800", "y")
+    assert [v.rule.value for v in validate(o)] == ["invalid_agent_id"]
+    tokenizer = AutoTokenizer.from_pretrained(default_backbone())
+    for count in (None, token_counter(tokenizer)):
+        text = render_for_rm("q \ud800 \ud83d\ude00", o, 64, count)
+        text.encode("utf-8")  # raises on a surrogate
+        assert "\ufffd" in text and tokenizer(text)["input_ids"]
+    code = "agent_calls = [{'agent_name': 'CoTAgent\ud800', 'required_arguments': {}}]"
+    assert parse_mas_code(code).agents[0].type == "CoTAgent\ufffd"
+    assert extract_answer("Answer: \ud800") == "\ud800"
+
+
+# --------------------------------------------------------------------------- same answers
+
+
+# The patterns the linear scans replace, kept here as the definition they must agree with on
+# input too small to make them backtrack for long.
+OLD_REFERENCE = re.compile(r"\$\{\s*([^{}]*?)\s*\}")
+OLD_TAG = re.compile(
+    r"<\s*(/?)\s*(thinking|agent|agent_name|agent_id|agent_description|required_arguments"
+    r"|agent_input|debate_roles|agent_output_id|answer|edge|from|to)\s*>",
+    re.IGNORECASE,
+)
+OLD_ANSWER = re.compile(r"^\s*\**\s*answer\s*\**\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+
+pieces = st.lists(
+    st.sampled_from(
+        [
+            *("${", "$", "{", "}", " ", "\t", "\n", "\u00a0", "a", "b_1", "<", "/", ">", "</"),
+            *("Agent", "edge", "thinking", "to", "from", "answer", "Answer:", "**", ":", "5"),
+            *(".", "\r"),
+        ]
+    ),
+    max_size=24,
+).map("".join)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces)
+def test_references_and_tags_are_read_as_the_patterns_define_them(text):
+    assert [name for _, _, name in reference_spans(text)] == OLD_REFERENCE.findall(text)
+    assert replace_references(text, lambda name: f"<{name}>") == OLD_REFERENCE.sub(
+        lambda m: f"<{m.group(1)}>", text
+    )
+    old = [
+        (m.start(), m.end(), bool(m.group(1)), m.group(2).lower()) for m in OLD_TAG.finditer(text)
+    ]
+    assert list(harmony_tags(text)) == old
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces)
+def test_answer_lines_are_read_as_the_pattern_defines_them(text):
+    # Where a label is split over two lines ("answer\n:") the pattern matched across them;
+    # the line scan reads labels on one line only.
+    if re.search(r"answer\s*\**\s*\n", text, re.IGNORECASE) or re.search(r"\*\s*\n", text):
+        return
+    found = OLD_ANSWER.findall(text)
+    if found:
+        assert extract_answer(text) == found[-1].strip().rstrip(".").strip("*").strip()
+
+
+hostile_piece = st.sampled_from(
+    [
+        *WHITESPACE.values(),
+        *("<", "</", ">", "${", "}", "{", "[", "]", "(", ")", "\ud800", "```", "a", "x"),
+        *("<thinking>", "</thinking>", "<agent>", "</agent>", "<agent_input>", "<agent_name>"),
+        *("CoTAgent", "</agent_name>", "<edge>", "<from>", "<to>", "<answer>", "Answer:"),
+        *("<debate_roles>", "assistantfinal", "agents_config = [", "\\boxed{"),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(hostile_piece, st.integers(1, 3000)), min_size=1, max_size=8))
+def test_random_runs_of_hostile_pieces_raise_only_parse_errors(runs):
+    text = "".join(piece * n for piece, n in runs)
+    with hard_cap(HARD_CAP_S):
+        _parse(text)
+        extract_thinking(text)
+        validate(_text_plan(text))
+        rendered = render_for_rm(text, _text_plan(text), 256)
+        assert approx_token_count(rm_completion(_text_plan(text), 10**9)) >= 0
+        assert isinstance(extract_answer(text), str)
+    rendered.encode("utf-8")
+
+
+# --------------------------------------------------------------------------- grading
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["1e10000000", "1e0000000010000000", "1e1_000_000", "\\frac{" + "1" * 5000 + "}{1}"],
+)
+def test_huge_numbers_are_not_built(answer):
+    start = time.perf_counter()
+    assert as_number(answer) is None
+    assert math_correct(answer, "5") is False
+    assert time.perf_counter() - start < 0.5
+
+
+def test_grading_degenerate_answers_takes_linear_time():
+    assert as_number("\\boxed{25}.") == 25
+    assert gpqa_letter("the answer is (b)") == "B"
+    for make in (repeat("", "\\boxed{"), repeat("answer", " "), repeat("answer is", "\t")):
+        for size in (10_000, 1_000_000):
+            with hard_cap(HARD_CAP_S):
+                start = time.perf_counter()
+                as_number(make(size))
+                gpqa_letter(make(size))
+                assert time.perf_counter() - start < max(1.0, size / 1_000_000)

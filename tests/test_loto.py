@@ -77,4 +77,4 @@ def test_cross_validate_command_with_folds_by_hash(store_file, tmp_path):
         text=True,
         timeout=600,
     )
-    assert missing.returncode == 2 and "no task in the store has 99 candidates" in missing.stdout
+    assert missing.returncode == 2 and "no task in the store has 99 candidates" in missing.stderr

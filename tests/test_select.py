@@ -281,7 +281,7 @@ def test_eval_command_writes_the_report(tmp_path):
         text=True,
         timeout=300,
     )
-    assert missing.returncode == 2 and "no task in the logs has 9 samples" in missing.stdout
+    assert missing.returncode == 2 and "no task in the logs has 9 samples" in missing.stderr
 
 
 def test_store_tasks_match_log_tasks_and_hold_out_trained_ones(tmp_path):
@@ -355,4 +355,4 @@ def test_eval_command_reads_a_store_and_writes_a_table_per_domain(tmp_path):
         text=True,
         timeout=300,
     )
-    assert both.returncode == 2 and "either log files or --store" in both.stdout
+    assert both.returncode == 2 and "either log files or --store" in both.stderr

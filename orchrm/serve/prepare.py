@@ -11,13 +11,13 @@ that does not parse is never an error: it gets the configured penalty.
 
 from __future__ import annotations
 
-import json
 import pickle
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from orchrm.orchestration import render_for_rm, validate
+from orchrm.jsonl import BadLine, loads
+from orchrm.orchestration import TokenCounter, render_for_rm, validate
 from orchrm.parse import ParseError, parse_harmony
 from orchrm.serve.openrlhf import read_query
 
@@ -99,11 +99,34 @@ class Tokens:
             return len(self.fast.encode(text, add_special_tokens=False).ids)
         return len(self.slow(text, add_special_tokens=False)["input_ids"])
 
+    def token_ends(self, text: str) -> list[int]:
+        """Where each token of `text` ends (a fast tokenizer's offsets)."""
+        return [end for _, end in self.fast.encode(text, add_special_tokens=False).offsets]
+
     def model_input(self, text: str) -> int:
         """Tokens the model reads for `text`: special tokens added, cut to `max_length`."""
         if self.fast is not None:
             return min(len(self.fast.encode(text).ids), self.max_length)
         return len(self.slow(text, truncation=True, max_length=self.max_length)["input_ids"])
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The `count_tokens` to render with: with token ends for a fast tokenizer, so a
+        cut piece is tokenized once (as `orchrm.rm.model.token_counter` gives)."""
+        return _OffsetCounter(self) if self.fast is not None else self.count
+
+
+class _OffsetCounter:
+    """`Tokens` of a fast tokenizer as an `OffsetTokenCounter`."""
+
+    def __init__(self, tokens: Tokens):
+        self.tokens = tokens
+
+    def __call__(self, text: str) -> int:
+        return self.tokens.count(text)
+
+    def token_ends(self, text: str) -> list[int]:
+        return self.tokens.token_ends(text)
 
 
 def tokenizer_spec(tokenizer) -> tuple[str, Any]:
@@ -169,20 +192,23 @@ def prepare_item(question: str, text: str, limits: Limits, tokens: Tokens) -> Sc
     except ParseError as err:
         return Scored(limits.invalid_penalty, "unparseable", err.reason, err.message, 0)
     broken = tuple(sorted({str(v.rule) for v in validate(o)}))
-    rendered = render_for_rm(question, o, limits.max_tokens, tokens.count)
+    rendered = render_for_rm(question, o, limits.max_tokens, tokens.counter)
     return Rendered(rendered, tokens.model_input(rendered), broken)
 
 
 def decode(body: bytes) -> dict:
-    """The body as a JSON object (400 when it is not JSON, 422 when not an object)."""
+    """The body as a JSON object (400 when it is not UTF-8 JSON or nests deeper than
+    `orchrm.jsonl.MAX_JSON_DEPTH`, refused before the decoder could recurse; 422 when
+    not an object)."""
     try:
-        value = json.loads(body)
-    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
-        raise ApiError(400, "malformed_json", f"the body is not valid JSON: {err}") from None
-    except RecursionError:  # the C decoder bounds nesting by the recursion limit
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
         raise ApiError(
-            400, "malformed_json", "the body is not valid JSON: arrays or objects nest too deep"
+            400, "malformed_json", f"the body is not UTF-8: byte {err.start} is invalid"
         ) from None
+    value = loads(text, surrogates=False)  # lone surrogates: `check_text` names the field
+    if isinstance(value, BadLine):
+        raise ApiError(400, "malformed_json", f"the body is not valid JSON: {value.message}")
     if not isinstance(value, dict):
         raise ApiError(422, "wrong_type", f"the body must be a JSON object, got {kind(value)}")
     return value

@@ -9,6 +9,7 @@ process that gets a real SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import http.client
 import json
 import logging
@@ -762,3 +763,19 @@ def test_forward_passes_are_cut_to_limit_padding_on_a_cpu():
     assert forward_batch_size(ServeConfig(rm="x", forward_batch_size=16), "cpu") == 16
     with pytest.raises(ValueError, match="forward_batch_size"):
         ServeConfig(rm="x", forward_batch_size=0).check()
+
+
+def test_prepare_workers_render_as_the_model_does_with_one_tokenization_per_cut(rm, world):
+    from orchrm.orchestration import OffsetTokenCounter, render_for_rm
+    from orchrm.rm.model import token_counter
+    from orchrm.serve.prepare import Tokens, tokenizer_spec
+
+    tokens = Tokens(tokenizer_spec(rm.tokenizer), 96)
+    assert isinstance(tokens.counter, OffsetTokenCounter)  # cuts read token ends
+    for question, text in world:
+        o = parse_harmony(text)
+        long = dataclasses.replace(o, thinking="Ça va, naïve café. " * 200)
+        for plan in (o, long):
+            for budget in (40, 94):
+                expected = render_for_rm(question, plan, budget, token_counter(rm.tokenizer))
+                assert render_for_rm(question, plan, budget, tokens.counter) == expected

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -109,18 +108,7 @@ def test_score_reads_every_hostile_line_exactly(tmp_path):
     assert all(isinstance(i.question, str) for i in inputs if not i.reason)
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    command = [str(ORCHRM)] if ORCHRM.exists() else [sys.executable, "-m", "orchrm"]
-    return subprocess.run(
-        [*command, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200", "HF_HUB_OFFLINE": "1"},
-    )
-
-
-def test_a_bad_file_before_a_good_one_does_not_stop_ingest(tmp_path):
+def test_a_bad_file_before_a_good_one_does_not_stop_ingest(tmp_path, orchrm_cli):
     good = tmp_path / "good.jsonl"
     good.write_text("\n".join(json.dumps(r) for r in good_records()) + "\n")
     folder = tmp_path / "not_steps"
@@ -129,7 +117,9 @@ def test_a_bad_file_before_a_good_one_does_not_stop_ingest(tmp_path):
     unknown.write_bytes(b"\xff\n[1]\n")  # no record of a known format
     store = str(tmp_path / "s.duckdb")
     missing = str(tmp_path / "absent.jsonl")
-    done = run("ingest", "--store", store, "--json", missing, str(folder), str(unknown), str(good))
+    done = orchrm_cli(
+        "ingest", "--store", store, "--json", missing, str(folder), str(unknown), str(good)
+    )
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     summaries = json.loads(done.stdout)
@@ -137,39 +127,43 @@ def test_a_bad_file_before_a_good_one_does_not_stop_ingest(tmp_path):
     assert [bool(s["error"]) for s in summaries] == [True, True, True, False]
     assert (summaries[3]["records"], summaries[3]["added"]) == (8, 8)
     assert "3 file(s) not ingested" in done.stderr
-    table = run("ingest", "--store", store, "--adapter", "orchrm", str(folder), str(good))
+    table = orchrm_cli("ingest", "--store", store, "--adapter", "orchrm", str(folder), str(good))
     assert table.returncode == 1 and "cannot read" in table.stderr
     assert "Is a directory" in table.stderr and "good.jsonl" in table.stdout
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
-def test_a_file_without_read_permission_is_reported(tmp_path):
+def test_a_file_without_read_permission_is_reported(tmp_path, orchrm_cli):
     locked = tmp_path / "locked.jsonl"
     locked.write_text(json.dumps(good_records()[0]) + "\n")
     locked.chmod(0)
-    done = run("ingest", "--store", str(tmp_path / "s.duckdb"), "--adapter", "orchrm", str(locked))
+    done = orchrm_cli(
+        "ingest", "--store", str(tmp_path / "s.duckdb"), "--adapter", "orchrm", str(locked)
+    )
     assert done.returncode == 1 and "Permission denied" in done.stderr
 
 
-def test_parse_and_ingest_print_counts_by_reason_and_the_first_examples(tmp_path):
+def test_parse_and_ingest_print_counts_by_reason_and_the_first_examples(tmp_path, orchrm_cli):
     path = hostile_file(tmp_path / "hostile.jsonl")
-    parsed = run("parse", str(tmp_path / "absent.jsonl"), str(path))
+    parsed = orchrm_cli("parse", str(tmp_path / "absent.jsonl"), str(path))
     assert parsed.returncode == 1 and "no such file" in parsed.stderr
     assert "Traceback" not in parsed.stderr
     assert "first 5 of 9 problem(s)" in parsed.stdout
     assert f"{path}:2: unparseable not_utf8: line: not_utf8 at offset 0" in parsed.stdout
-    ingested = run("ingest", "--store", str(tmp_path / "s.duckdb"), str(path))
+    ingested = orchrm_cli("ingest", "--store", str(tmp_path / "s.duckdb"), str(path))
     assert ingested.returncode == 0, ingested.stderr
     assert f"{path}: 5 malformed (bad_field)" in ingested.stdout
     assert f"{path}:4: too_deep: JSON nested deeper than 128 levels" in ingested.stdout
     assert "first 5 of 13 problem(s)" in ingested.stdout
 
 
-def test_score_command_scores_the_good_lines_and_summarizes_the_rest(tmp_path):
+def test_score_command_scores_the_good_lines_and_summarizes_the_rest(tmp_path, orchrm_cli):
     from orchrm.rm.config import default_backbone
 
     path = hostile_file(tmp_path / "hostile.jsonl")
-    done = run("score", str(path), str(tmp_path / "absent.jsonl"), "--rm", default_backbone())
+    done = orchrm_cli(
+        "score", str(path), str(tmp_path / "absent.jsonl"), "--rm", default_backbone()
+    )
     assert done.returncode == 1, done.stderr[-2000:]
     rows = [json.loads(x) for x in done.stdout.splitlines()]
     assert len(rows) == 18

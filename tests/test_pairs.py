@@ -458,12 +458,13 @@ def test_export_can_cut_by_the_reward_models_own_tokenizer(world, tmp_path):
     assert sum(fits) / len(fits) > 0.95
 
 
-def test_pairs_export_command_cuts_by_a_tokenizer_and_names_one_it_cannot_load(world_log, tmp_path):
+def test_pairs_export_command_cuts_by_a_tokenizer_and_names_one_it_cannot_load(
+    world_log, tmp_path, orchrm_cli
+):
     from transformers import AutoTokenizer
 
     from orchrm.rm.config import default_backbone
     from orchrm.rm.model import token_counter
-    from tests.test_cli import run
 
     db = tmp_path / "cli.duckdb"
     with Store(db) as store:
@@ -471,10 +472,10 @@ def test_pairs_export_command_cuts_by_a_tokenizer_and_names_one_it_cannot_load(w
         mine(store, MineConfig(specialized=("specialized",), base=("base",)))
     args = ("pairs", "export", "--store", str(db), "--max-tokens", "64")
     missing = tmp_path / "no-such-model"
-    bad = run(*args, "--out", str(tmp_path / "bad"), "--tokenizer", str(missing))
+    bad = orchrm_cli(*args, "--out", str(tmp_path / "bad"), "--tokenizer", str(missing))
     assert bad.returncode == 2 and str(missing) in bad.stdout + bad.stderr
     assert not (tmp_path / "bad").exists()  # nothing half-written
-    good = run(*args, "--out", str(tmp_path / "good"), "--tokenizer", default_backbone())
+    good = orchrm_cli(*args, "--out", str(tmp_path / "good"), "--tokenizer", default_backbone())
     assert good.returncode == 0, good.stdout + good.stderr
     rows = [r for _, r in read_jsonl(tmp_path / "good" / "train.jsonl")]
     # MiniLM adds 2 special tokens; the question gets half of the 62 left.

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from orchrm.evaluate import tasks_from_logs
+from orchrm.bestofn.metrics import tasks_from_logs
 from orchrm.orchestration import AGENT_TYPES, Orchestration, render_for_rm
 from orchrm.rm.model import OrchRM
 from orchrm.world.model import views

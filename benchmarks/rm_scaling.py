@@ -31,19 +31,19 @@ from pathlib import Path
 from rm_ceiling import chosen_p, cue_gap, fit_features, linear_scores
 from world_pairs import SAMPLES, world_pairs
 
-from orchrm.bestofn import evaluate_tasks
-from orchrm.demo import DemoConfig
-from orchrm.evaluate import evaluate
-from orchrm.report import points
-from orchrm.rm.config import TrainConfig
-from orchrm.rm.model import OrchRM, backbone_budget
-from orchrm.rm.train import train
-from orchrm.select import (
+from orchrm.bestofn.lineup import evaluate_tasks
+from orchrm.bestofn.metrics import evaluate
+from orchrm.bestofn.report import points
+from orchrm.bestofn.selectors import (
     RewardModelSelector,
     bayes_selector,
     majority_selector,
     random_selector,
 )
+from orchrm.demo import DemoConfig
+from orchrm.rm.config import TrainConfig
+from orchrm.rm.model import OrchRM, backbone_budget
+from orchrm.rm.train import train
 
 MAX_LENGTH = 128
 

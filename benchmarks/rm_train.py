@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def make_pairs(folder: Path, tasks: int) -> Path:
     """World `math` pairs exported to folder/export (train/validation/test JSONL)."""
     from orchrm.jsonl import write_jsonl
-    from orchrm.pairs import MineConfig, export, mine
     from orchrm.store.db import Store
     from orchrm.store.ingest import ingest_file
+    from orchrm.store.pairs import MineConfig, export, mine
     from orchrm.world.generate import generate
 
     log = folder / "math.jsonl"

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from orchrm.jsonl import write_jsonl
-from orchrm.pairs import MineConfig, mine
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
+from orchrm.store.pairs import MineConfig, mine
 from orchrm.world.generate import generate
 
 GOAL_INGEST_S, GOAL_MINE_S = 60.0, 30.0

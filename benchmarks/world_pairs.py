@@ -7,15 +7,15 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchrm.evaluate import tasks_from_logs
+from orchrm.bestofn.metrics import tasks_from_logs
+from orchrm.bestofn.reruns import with_reruns
+from orchrm.bestofn.selectors import Task
 from orchrm.jsonl import write_jsonl
-from orchrm.pairs import MineConfig, MineSummary, export, mine
-from orchrm.select import Task
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
+from orchrm.store.pairs import MineConfig, MineSummary, export, mine
 from orchrm.world.generate import generate
 from orchrm.world.orchestrators import orchestrators
-from orchrm.world.reruns import with_reruns
 from orchrm.world.tasks import Preset
 
 SAMPLES = 8

@@ -180,7 +180,7 @@ def run_command(
         None,
         "--benchmark",
         help="Read --tasks as this benchmark's official file: aime, hotpotqa, browsecomp-plus, "
-        "gpqa (orchrm.loaders).",
+        "gpqa (orchrm.tasks.loaders).",
     ),
     context: str = typer.Option(
         "question",
@@ -193,11 +193,11 @@ def run_command(
     import asyncio
 
     from orchrm.jsonl import write_jsonl
-    from orchrm.loaders import load_benchmark, load_benchmark_corpus
     from orchrm.runtime.config import RunConfig
     from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
     from orchrm.runtime.retrieval import load_corpus
     from orchrm.runtime.run import load_tasks, run_tasks
+    from orchrm.tasks.loaders import load_benchmark, load_benchmark_corpus
 
     if backend != "openai":
         _fail(f"unknown backend {backend!r}: choose openai")
@@ -529,7 +529,7 @@ def pairs_mine(
     pairs, cap them per task, mix them, and split them by task."""
     from dataclasses import asdict
 
-    from orchrm.pairs import MineConfig, mine
+    from orchrm.store.pairs import MineConfig, mine
 
     try:
         sob, soo, coi = (float(x) for x in ratio.split(":"))
@@ -587,7 +587,7 @@ def pairs_export(
 ) -> None:
     """Export a dataset as preference data (prompt/chosen/rejected, one file per split) or
     in the OrchRM-datasets format (input/chosen/rejected/source)."""
-    from orchrm.pairs import export, export_orchrm_datasets
+    from orchrm.store.pairs import export, export_orchrm_datasets
 
     with _open_store(store, read_only=True) as db:
         try:
@@ -792,9 +792,9 @@ def eval_command(
     """Best-of-N on held-out logs or a store: a Markdown table per domain (accuracy with
     95% CI, normalized advantage, verification and total tokens), PNG plots and a JSON of
     every number."""
-    from orchrm.bestofn import by_domain, evaluate_tasks, selectors, world_judge
-    from orchrm.evaluate import tasks_from_logs, tasks_from_store
-    from orchrm.report import markdown, write_report
+    from orchrm.bestofn.lineup import by_domain, evaluate_tasks, selectors, world_judge
+    from orchrm.bestofn.metrics import tasks_from_logs, tasks_from_store
+    from orchrm.bestofn.report import markdown, write_report
     from orchrm.rm.model import ModelError, OrchRM
     from orchrm.store.db import StoreError
 
@@ -817,7 +817,7 @@ def eval_command(
         _fail(str(err))
     judge = None
     if world_tasks:
-        from orchrm.world.reruns import with_reruns
+        from orchrm.bestofn.reruns import with_reruns
 
         judge = world_judge(list(world_tasks))
         try:
@@ -864,11 +864,11 @@ def cross_validate_command(
 ) -> None:
     """Best-of-N under leave-one-task-out (or k-fold) cross-validation, for logs too small
     to hold out tasks: each task is scored by a reward model trained on the others."""
-    from orchrm.loto import LotoConfig, cross_validate
-    from orchrm.pairs import MineConfig
-    from orchrm.report import markdown, write_report
+    from orchrm.bestofn.crossval import LotoConfig, cross_validate
+    from orchrm.bestofn.report import markdown, write_report
     from orchrm.rm.config import TrainConfig
     from orchrm.rm.model import ModelError
+    from orchrm.store.pairs import MineConfig
 
     config = LotoConfig(
         out=str(out),

@@ -13,19 +13,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchrm.bestofn import evaluate_tasks, selectors, world_judge
-from orchrm.evaluate import tasks_from_logs
+from orchrm.bestofn.lineup import evaluate_tasks, selectors, world_judge
+from orchrm.bestofn.metrics import tasks_from_logs
+from orchrm.bestofn.report import markdown, points, write_report
+from orchrm.bestofn.reruns import with_reruns
+from orchrm.bestofn.selectors import RewardModelSelector
 from orchrm.jsonl import write_jsonl
-from orchrm.pairs import MineConfig, export, mine
-from orchrm.report import markdown, points, write_report
 from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS, TrainConfig
 from orchrm.rm.model import OrchRM, backbone_budget
 from orchrm.rm.train import train
-from orchrm.select import RewardModelSelector
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
+from orchrm.store.pairs import MineConfig, export, mine
 from orchrm.world.generate import generate
-from orchrm.world.reruns import with_reruns
 
 PRESETS = ("math", "multihop")
 
@@ -62,7 +62,7 @@ class DemoConfig:
     """Seeds the world, the pair splits and training."""
     reruns: int = 20
     """Re-executions of every held-out candidate, from which majority and the weighted
-    vote get an expected accuracy (`orchrm.world.reruns`); 0: none."""
+    vote get an expected accuracy (`orchrm.bestofn.reruns`); 0: none."""
 
 
 def _gap_share(at: dict, measure: str) -> str:

@@ -1,10 +1,10 @@
-"""orchrm.grading: numeric answers compare as numbers, text answers after normalization."""
+"""orchrm.tasks.grading: numeric answers compare as numbers, text answers after normalization."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchrm.grading import grade, is_correct
+from orchrm.tasks.grading import grade, is_correct
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchrm.grading import as_number, gpqa_letter, math_correct
 from orchrm.orchestration import (
     Agent,
     DoM,
@@ -46,6 +45,7 @@ from orchrm.parse import (
     parse_mas_code,
 )
 from orchrm.runtime.prompts import extract_answer
+from orchrm.tasks.grading import as_number, gpqa_letter, math_correct
 
 SIZES = (10_000, 100_000, 1_000_000)
 SCALE = 3.0

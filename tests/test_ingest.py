@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from orchrm.grading import grade
 from orchrm.jsonl import write_jsonl
 from orchrm.store.adapters import question_from_prompt
 from orchrm.store.db import Store
 from orchrm.store.ingest import IngestError, ingest_file
+from orchrm.tasks.grading import grade
 from orchrm.world.generate import generate
 from tests.test_parse import DATA, HIGH_DOM, LOW_DOM
 

@@ -1,4 +1,4 @@
-"""orchrm.loaders and the benchmark checkers in orchrm.grading: official files in, tasks
+"""orchrm.tasks.loaders and the benchmark checkers in orchrm.tasks.grading: official files in, tasks
 graded by their benchmark's rule out, through `orchrm run --benchmark` too."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from orchrm.grading import (
+from orchrm.tasks.grading import (
     GRADERS,
     browsecomp_correct,
     gpqa_letter,
@@ -22,7 +22,7 @@ from orchrm.grading import (
     hotpotqa_correct,
     hotpotqa_f1,
 )
-from orchrm.loaders import (
+from orchrm.tasks.loaders import (
     GPQA_INSTRUCTION,
     gpqa_options,
     load_benchmark,

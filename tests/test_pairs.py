@@ -1,4 +1,4 @@
-"""orchrm.pairs: which pairs are mined (CoI, SoB, SoO), which never are, the cap, the
+"""orchrm.store.pairs: which pairs are mined (CoI, SoB, SoO), which never are, the cap, the
 mixing ratio, task-level splits, and exports that reward-model trainers read as they are."""
 
 from __future__ import annotations
@@ -12,11 +12,18 @@ import pytest
 
 from orchrm.jsonl import read_jsonl, write_jsonl
 from orchrm.orchestration import Agent, DoM, Orchestration, render_for_rm, to_harmony
-from orchrm.pairs import SPLITS, MineConfig, export, export_orchrm_datasets, mine, preference_rows
 from orchrm.parse import from_dict
 from orchrm.runtime.run import RUN_SCHEMA
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
+from orchrm.store.pairs import (
+    SPLITS,
+    MineConfig,
+    export,
+    export_orchrm_datasets,
+    mine,
+    preference_rows,
+)
 from orchrm.world.generate import generate
 
 SOB = {"specialized": ("specialized",), "base": ("base",)}

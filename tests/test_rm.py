@@ -18,7 +18,6 @@ from transformers import AutoModelForSequenceClassification
 
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import render_for_rm
-from orchrm.pairs import MineConfig, export, mine
 from orchrm.parse import parse_harmony
 from orchrm.rm.config import TrainConfig
 from orchrm.rm.data import length_grouped_batches
@@ -26,6 +25,7 @@ from orchrm.rm.model import ModelError, OrchRM, bf16_supported, token_counter
 from orchrm.rm.train import train
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
+from orchrm.store.pairs import MineConfig, export, mine
 from orchrm.world.generate import generate
 from tests.test_parse import HIGH_DOM, LOW_DOM
 

@@ -1,4 +1,4 @@
-"""orchrm.select, judge, evaluate and report: best-of-N choices and what they cost."""
+"""orchrm.bestofn.selectors, judge, evaluate and report: best-of-N choices and what they cost."""
 
 from __future__ import annotations
 
@@ -7,14 +7,10 @@ import statistics
 
 import pytest
 
-from orchrm.bestofn import evaluate_logs, selectors, world_judge
-from orchrm.evaluate import evaluate
-from orchrm.jsonl import write_jsonl
-from orchrm.orchestration import Agent, DoM, Orchestration
-from orchrm.report import write_report
-from orchrm.rm.config import default_backbone
-from orchrm.rm.model import OrchRM
-from orchrm.select import (
+from orchrm.bestofn.lineup import evaluate_logs, selectors, world_judge
+from orchrm.bestofn.metrics import evaluate
+from orchrm.bestofn.report import write_report
+from orchrm.bestofn.selectors import (
     Candidate,
     RewardModelSelector,
     Task,
@@ -24,6 +20,10 @@ from orchrm.select import (
     oracle_selector,
     random_selector,
 )
+from orchrm.jsonl import write_jsonl
+from orchrm.orchestration import Agent, DoM, Orchestration
+from orchrm.rm.config import default_backbone
+from orchrm.rm.model import OrchRM
 from orchrm.world.generate import generate
 
 
@@ -126,7 +126,7 @@ def test_world_judges_read_plans_or_trajectories_and_count_tokens(tmp_path):
     assert at["majority"].expected_accuracy is None and at["judge-traj"].expected_accuracy is None
     lo, hi = at["bayes"].expected_accuracy_ci
     assert lo <= at["bayes"].expected_accuracy <= hi
-    from orchrm.report import markdown
+    from orchrm.bestofn.report import markdown
 
     assert "| majority | " in markdown(ev) and "expected accuracy % (95% CI)" in markdown(ev)
 
@@ -154,8 +154,8 @@ def test_votes_get_an_expected_accuracy_from_reruns():
 
 
 def test_world_reruns_fill_every_candidate(tmp_path):
-    from orchrm.evaluate import tasks_from_logs
-    from orchrm.world.reruns import with_reruns
+    from orchrm.bestofn.metrics import tasks_from_logs
+    from orchrm.bestofn.reruns import with_reruns
 
     generated = generate("math", 6, 4, seed=2, progress=False)
     log = tmp_path / "log.jsonl"
@@ -203,8 +203,8 @@ def test_evaluation_intervals_and_report(tmp_path):
 def test_selectors_are_compared_with_the_baseline_task_by_task():
     """Plan 0 is right on 60 of 100 tasks and plan 1 on 50 of them, always the same
     ones: the marginal intervals overlap, the paired one of the 10-point gain does not."""
-    from orchrm.report import markdown
-    from orchrm.select import Selection
+    from orchrm.bestofn.report import markdown
+    from orchrm.bestofn.selectors import Selection
 
     tasks = [
         Task(f"t{i}", "q", task(["a", "b"], [i % 10 < 6, i % 10 < 5], ps=[0.9, 0.1]).candidates)
@@ -285,10 +285,10 @@ def test_eval_command_writes_the_report(tmp_path):
 
 
 def test_store_tasks_match_log_tasks_and_hold_out_trained_ones(tmp_path):
-    from orchrm.evaluate import tasks_from_logs, tasks_from_store
-    from orchrm.pairs import MineConfig, mine
+    from orchrm.bestofn.metrics import tasks_from_logs, tasks_from_store
     from orchrm.store.db import Store
     from orchrm.store.ingest import ingest_file
+    from orchrm.store.pairs import MineConfig, mine
 
     generated = generate("math", 12, 4, seed=5, progress=False)
     log = tmp_path / "log.jsonl"

@@ -145,9 +145,9 @@ def build_policy(config: RLConfig, logs: WorldLogs, say=print) -> Path:
 
 def _mined_store(config: RLConfig, logs: WorldLogs):
     """The store at OUT/orchrm.duckdb with the log ingested and the pairs mined."""
-    from orchrm.pairs import MineConfig, mine
     from orchrm.store.db import Store
     from orchrm.store.ingest import ingest_file
+    from orchrm.store.pairs import MineConfig, mine
 
     store = Store(Path(config.out) / "orchrm.duckdb")
     ingest_file(store, logs.path)
@@ -168,10 +168,10 @@ def _mined_store(config: RLConfig, logs: WorldLogs):
 def build_rm(config: RLConfig, logs: WorldLogs, say=print) -> Path:
     """A reward model in OUT/rm/model trained as `orchrm demo` trains its per-domain ones
     (MiniLM, `rm_steps` steps of 16 pairs); reused when present."""
-    from orchrm.pairs import export
     from orchrm.rm.config import TrainConfig
     from orchrm.rm.model import backbone_budget
     from orchrm.rm.train import train
+    from orchrm.store.pairs import export
 
     model_dir = Path(config.out) / "rm" / "model"
     if (model_dir / "config.json").exists():
@@ -204,7 +204,7 @@ def dpo_rows(config: RLConfig, logs: WorldLogs) -> list[dict]:
     """DPO's preference rows in the policy's prompt format: the mined pairs' raw
     orchestrator texts (`orchrm.pairs.export_orchrm_datasets`), `prompt` = the policy
     prompt of the question."""
-    from orchrm.pairs import export_orchrm_datasets
+    from orchrm.store.pairs import export_orchrm_datasets
 
     path = Path(config.out) / "pairs" / "dpo.jsonl"
     with _mined_store(config, logs) as store:

@@ -19,12 +19,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from orchrm.evaluate import bootstrap_interval, bootstrap_resamples
-from orchrm.grading import grade
+from orchrm.bestofn.metrics import bootstrap_interval, bootstrap_resamples
+from orchrm.bestofn.selectors import Candidate, Task, majority_selector
 from orchrm.rl.policy import policy_prompt, sample
 from orchrm.rl.rewards import run_plans, runnable
 from orchrm.runtime.executor import RunItem
-from orchrm.select import Candidate, Task, majority_selector
+from orchrm.tasks.grading import grade
 from orchrm.world.backend import WorldBackend
 from orchrm.world.generate import world_config
 from orchrm.world.model import success_probability

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from orchrm.grading import grade
 from orchrm.rl.config import RLConfig
 from orchrm.rl.policy import load_policy, policy_prompt, sample, save_policy, sft
 from orchrm.rl.rewards import TokenLedger, run_plans, runnable
 from orchrm.runtime.backend import ChatBackend
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.executor import RunItem
+from orchrm.tasks.grading import grade
 
 
 def rft_round(

@@ -13,7 +13,6 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchrm.grading import grade
 from orchrm.jsonl import read_jsonl
 from orchrm.orchestration import Orchestration, validate
 from orchrm.parse import ParseError, parse_harmony
@@ -25,6 +24,7 @@ from orchrm.runtime.config import RunConfig
 from orchrm.runtime.executor import RunItem, execute_many
 from orchrm.runtime.retrieval import Retriever
 from orchrm.runtime.trace import RunResult
+from orchrm.tasks.grading import grade
 
 RUN_SCHEMA = "orchrm.run/1"
 QUESTION_FIELDS = ("question", "problem", "prompt")

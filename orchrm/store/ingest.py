@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from orchrm.grading import grade
 from orchrm.jsonl import BLANK, printable
 from orchrm.orchestration import Orchestration, render_for_rm, validate
 from orchrm.parse import ParseError, parse_harmony
@@ -32,6 +31,7 @@ from orchrm.store.adapters import (
     detect_adapter,
 )
 from orchrm.store.db import Store, content_hash
+from orchrm.tasks.grading import grade
 
 
 class IngestError(Exception):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchrm.evaluate import Evaluation
+from orchrm.bestofn.metrics import Evaluation
 
 DEFINITION = (
     "Normalized advantage = (accuracy - random) / (oracle - random), with random the mean "

@@ -1,4 +1,4 @@
-"""orchrm.loto: cross-validated best-of-N, each task scored by a model that never saw it."""
+"""orchrm.bestofn.crossval: cross-validated best-of-N, each task scored by an unseen model."""
 
 import json
 import subprocess
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from orchrm.bestofn.crossval import LotoConfig, cross_validate, fold_of
 from orchrm.jsonl import read_jsonl, write_jsonl
-from orchrm.loto import LotoConfig, cross_validate, fold_of
-from orchrm.pairs import MineConfig
 from orchrm.rm.config import TrainConfig
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
+from orchrm.store.pairs import MineConfig
 from orchrm.world.generate import generate
 
 

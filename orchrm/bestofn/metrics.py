@@ -16,9 +16,9 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
+from orchrm.bestofn.selectors import Candidate, Selector, Task
 from orchrm.jsonl import read_jsonl
 from orchrm.parse import from_dict
-from orchrm.select import Candidate, Selector, Task
 
 
 def tasks_from_logs(

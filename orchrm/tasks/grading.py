@@ -4,7 +4,7 @@ Used when a log has no correctness label of its own (`orchrm run`, ingest). `is_
 compares plain numbers exactly and other text after SQuAD-style normalization;
 `grade(answer, truth, domain)` picks the grader registered for a domain: math domains use
 the `math-verify` package for LaTeX, fractions and expressions. The real benchmarks'
-checkers (`orchrm.loaders` builds their tasks) are here too: HotpotQA exact match (and
+checkers (`orchrm.tasks.loaders` builds their tasks) are here too: HotpotQA exact match (and
 F1), BrowseComp-Plus short-answer match, GPQA option letters. Register more graders in
 `GRADERS`.
 

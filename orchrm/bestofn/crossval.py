@@ -14,12 +14,9 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchrm.bestofn import by_domain, evaluate_tasks
-from orchrm.evaluate import Evaluation, tasks_from_store
-from orchrm.jsonl import write_jsonl
-from orchrm.pairs import MineConfig, mine, preference_rows
-from orchrm.rm.config import TrainConfig
-from orchrm.select import (
+from orchrm.bestofn.lineup import by_domain, evaluate_tasks
+from orchrm.bestofn.metrics import Evaluation, tasks_from_store
+from orchrm.bestofn.selectors import (
     RewardModelSelector,
     Selection,
     Task,
@@ -28,7 +25,10 @@ from orchrm.select import (
     oracle_selector,
     random_selector,
 )
+from orchrm.jsonl import write_jsonl
+from orchrm.rm.config import TrainConfig
 from orchrm.store.db import Store
+from orchrm.store.pairs import MineConfig, mine, preference_rows
 
 
 @dataclass

@@ -13,11 +13,11 @@ import asyncio
 import json
 import re
 
+from orchrm.bestofn.selectors import Selection, Selector, Task
 from orchrm.orchestration import to_harmony
 from orchrm.runtime.backend import CallInfo, ChatBackend
 from orchrm.runtime.calls import CallFailed, call
 from orchrm.runtime.config import RunConfig
-from orchrm.select import Selection, Selector, Task
 
 CHOICE_RE = re.compile(r"Choice:\s*(\d+)", re.IGNORECASE)
 

@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from orchrm.grading import answer_key
 from orchrm.orchestration import Orchestration
+from orchrm.tasks.grading import answer_key
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Candidate:
     trajectory: str = ""  # the executed calls' outputs, for a trajectory-level judge
     reruns: tuple[tuple[str | None, bool], ...] = ()
     """World only: (answer, correct) of K more executions of the same plan (other seeds),
-    from which vote-based selectors get an expected accuracy (`orchrm.world.reruns`)."""
+    from which vote-based selectors get an expected accuracy (`orchrm.bestofn.reruns`)."""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ A selector that executes one candidate has an exact expected accuracy on world l
 candidate's true success probability. A vote (majority, the reward-weighted vote) reads
 the answers of all N executions, which have no closed form together; `with_reruns` runs
 each candidate's plan K more times on the world (seeds other than the log's) and stores
-the (answer, correct) pairs in `Candidate.reruns`. `orchrm.evaluate` then replays the
+the (answer, correct) pairs in `Candidate.reruns`. `orchrm.bestofn.metrics` then replays the
 vote on each of the K runs. With K = 20 the vote's expected accuracy on a task is known
 to within about +-0.1, and the noise of its mean over 100 tasks is dominated by the
 choice of tasks, as for the other selectors.
@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from orchrm.grading import grade
+from orchrm.bestofn.selectors import Task
 from orchrm.orchestration import validate
 from orchrm.runtime.executor import RunItem, execute_many
-from orchrm.select import Task
+from orchrm.tasks.grading import grade
 from orchrm.world.backend import WorldBackend
 from orchrm.world.generate import world_config
 from orchrm.world.tasks import WorldTask

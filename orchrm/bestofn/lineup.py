@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchrm.evaluate import Evaluation, evaluate, tasks_from_logs
-from orchrm.judge import llm_judge
-from orchrm.runtime.backend import ChatBackend
-from orchrm.select import (
+from orchrm.bestofn.judges import llm_judge
+from orchrm.bestofn.metrics import Evaluation, evaluate, tasks_from_logs
+from orchrm.bestofn.selectors import (
     RewardModelSelector,
     Selector,
     Task,
@@ -23,6 +22,7 @@ from orchrm.select import (
     oracle_selector,
     random_selector,
 )
+from orchrm.runtime.backend import ChatBackend
 
 
 def selectors(

@@ -1,0 +1,11 @@
+"""Best-of-N: choose one of N orchestrations before anything runs, and measure the choice.
+
+- `selectors`: the strategies (the reward model, majority vote, random, oracle, ...) and
+  the verification tokens each spends;
+- `judges`: LLM-as-a-judge at orchestration and at trajectory level;
+- `reruns`: the offline world's executions of the chosen plans;
+- `lineup`: the selectors an evaluation compares, built once for every command;
+- `metrics`: accuracy with bootstrap intervals, paired against a baseline;
+- `report`: the table, the notes and the plots;
+- `crossval`: leave-one-task-out and k-fold evaluation for logs too small to hold tasks out.
+"""

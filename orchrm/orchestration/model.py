@@ -16,7 +16,7 @@ AGENT_TYPES: tuple[str, ...] = (
     "ReflexionAgent",
     "WebSearchAgent",
 )
-"""The sub-agent types MAS-Orchestra defines (FORMAT.md section 1)."""
+"""The sub-agent types MAS-Orchestra defines (docs/formats.md#sub-agent-types)."""
 
 LOW_DOM_DEFAULT_ID = "agent"
 """The id a low-DoM agent gets when it declares no `<agent_output_id>`."""

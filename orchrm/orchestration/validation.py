@@ -10,7 +10,7 @@ from orchrm.orchestration.model import AGENT_TYPES, ID_PATTERN, DoM, Edge, Orche
 
 
 class Rule(StrEnum):
-    """The graph rules of FORMAT.md section 1, one value per way to break them."""
+    """The graph rules of docs/formats.md#graph-rules, one value per way to break them."""
 
     EMPTY = "empty"  # no agent and no direct answer
     UNKNOWN_AGENT_TYPE = "unknown_agent_type"
@@ -41,7 +41,7 @@ class Violation:
 
 
 def validate(o: Orchestration) -> list[Violation]:
-    """Every rule of FORMAT.md section 1 this orchestration breaks (empty list: valid).
+    """Every rule of docs/formats.md#graph-rules this orchestration breaks (empty list: valid).
 
     All violations are collected, not just the first, so a report can say, for example,
     that a graph has both a cycle and an unknown agent type. Time is linear in the size

@@ -1,4 +1,4 @@
-"""The five sub-agent types of FORMAT.md, written against the backend interface.
+"""The five sub-agent types (docs/formats.md#sub-agent-types) over the backend interface.
 
 Each sub-agent is an async function `(ctx, task) -> AgentOutput`; every LLM call goes
 through `ctx.call`, which applies the run's timeout and retry policy and records the

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 @dataclass
 class RunConfig:
     """How the executor and the sub-agents run. Defaults follow MAS-Orchestra where it
-    states a value (FORMAT.md section 1)."""
+    states a value (docs/formats.md#sub-agent-types)."""
 
     temperature: float = 0.5
     """Sampling temperature of every sub-agent call."""

@@ -3,7 +3,7 @@
 `execute` starts every agent as an asyncio task that waits only for its own inputs, so
 independent branches run concurrently and wall time follows the critical path, not the
 sum of the agents. It substitutes `${id}` with that agent's output, composes "original
-task + current sub-task" (FORMAT.md section 1), and turns any failure into a failed
+task + current sub-task" (docs/formats.md#sub-agent-input), and turns any failure into a failed
 `RunResult` with the error and the calls made so far: one bad run never takes down a
 batch. The model's output is interpreted as a graph, never executed as code.
 """

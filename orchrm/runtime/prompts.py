@@ -2,7 +2,7 @@
 
 Sub-agents end their replies with a line `Answer: <final answer>`, which
 `extract_answer` reads back; the orchestrator prompts state the harmony format and the
-graph rules of FORMAT.md section 1. Changing a prompt changes what every backend sees,
+graph rules of docs/formats.md#graph-rules. Changing a prompt changes what every backend sees,
 the simulated world included, so prompts are data: plain strings and small builders.
 """
 
@@ -18,7 +18,7 @@ SOLVER_SYSTEM = (
 
 def compose_task(question: str, sub_task: str) -> str:
     """The text a sub-agent works on: the question alone when its input is empty,
-    otherwise the original task plus the current sub-task (FORMAT.md section 1)."""
+    otherwise the original task plus the current sub-task (docs/formats.md#sub-agent-input)."""
     if not sub_task.strip():
         return question
     return (

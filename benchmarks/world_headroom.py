@@ -15,8 +15,8 @@ however well it is trained.
 
 A variant sets fields of the preset (`cue_rate=0.8`, `affinity_sd=0.9`, any field of
 `orchrm.world.tasks.Preset`) or of the specialized orchestrator (`follow=0.5`: how often
-it acts on the question's hint). No reward model is trained: a variant takes about 30 s
-on 2 CPU cores. The default seed (20) is neither the demo's (0, 1) nor rm_scaling's (10).
+it acts on the question's hint). No reward model is trained, so a variant is quick. The
+default seed (20) is neither the demo's (0, 1) nor rm_scaling's (10).
 """
 
 from __future__ import annotations

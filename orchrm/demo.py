@@ -32,15 +32,13 @@ PRESETS = ("math", "multihop")
 
 @dataclass
 class DemoConfig:
-    """Sizes of the demo; the defaults finish in about 7 minutes on two CPU cores with
-    AMX (bf16), and in about 13 held to AVX2 (fp32; see README)."""
+    """Sizes of the demo; docs/results.md#the-demo says how long the defaults take."""
 
     out: str = "orchrm-demo"
     """Folder for logs, store, pairs, models and the report."""
     train_tasks: int = 300
-    """World tasks per preset whose logs train the reward models. Twice the 150 it was:
-    at the same steps the model sees twice as many distinct pairs (world seed 10, 180
-    steps: Orch-RM 67.7 against 63.7, majority 60.6; `benchmarks/rm_scaling.py`)."""
+    """World tasks per preset whose logs train the reward models: at the same steps, more
+    tasks mean more distinct pairs (docs/results.md#training-tasks-and-steps)."""
     test_tasks: int = 100
     """Held-out world tasks per preset (another seed) for best-of-N."""
     samples: int = 8

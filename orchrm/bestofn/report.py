@@ -26,8 +26,8 @@ DEFINITION = (
 
 
 def points(value: float, ci: tuple[float, float]) -> str:
-    """A difference of two shares in signed points, with its interval: +5.2 (+0.4 to
-    +10.3)."""
+    """A difference of two shares in signed points, with its interval, e.g. `+5.0 (+1.0
+    to +9.0)`."""
     return f"{100 * value:+.1f} ({100 * ci[0]:+.1f} to {100 * ci[1]:+.1f})"
 
 

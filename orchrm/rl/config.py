@@ -142,7 +142,7 @@ class RLConfig:
     """DPO's temperature on the log-ratio margin."""
     dpo_lr: float = 5e-5
     """DPO's peak learning rate: at GRPO's, the tiny policy's likelihood of both sides
-    collapses within 50 steps (valid plans fell from 91% to 16% at 3e-4)."""
+    collapses within 50 steps (docs/results.md#why-the-defaults)."""
     dpo_sft_weight: float = 1.0
     """Weight of a negative log-likelihood term on the chosen side (RPO; TRL's `sft` loss
     type) beside the DPO loss, which keeps the plans well-formed; 0: plain DPO."""
@@ -150,8 +150,8 @@ class RLConfig:
     policy_config: PolicyConfig = field(default_factory=PolicyConfig)
     """The offline default policy, when it is built here."""
     num_threads: int = 1
-    """CPU threads for PyTorch. One: on shared cores, two spin-waiting threads measured
-    up to 10x slower per step than one."""
+    """CPU threads for PyTorch. One: on shared cores, spin-waiting threads slow every step
+    down (docs/results.md#why-the-defaults)."""
     progress: bool = True
     """Progress bars on stderr."""
 

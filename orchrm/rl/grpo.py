@@ -5,8 +5,8 @@ training questions, rewards them (`orchrm.rl.rewards`), and moves the policy alo
 group-relative advantage r(x, z_n) - mean_j r(x, z_j) (`scale_rewards="none"`, the
 paper's; `group` also divides by the group's spread). With the Orch-RM reward no
 sub-agent runs at all. Everything runs on the CPU here; on a GPU the same config takes
-`use_vllm=True` (`RLConfig.vllm`) and a LoRA `peft_config` (`RLConfig.lora_r`); see the
-README, "Training the orchestrator".
+`use_vllm=True` (`RLConfig.vllm`) and a LoRA `peft_config` (`RLConfig.lora_r`); see
+docs/rl.md.
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def train_run(config: RLConfig, prep: Prepared, say=print) -> RunReport:
             from orchrm.rm.model import OrchRM
 
             # Forward passes of 8: on a CPU, padding a bigger batch to its longest text costs
-            # more than batching saves (32 texts: 0.81 s in 8s, 1.01 s in one batch).
+            # more than batching saves (docs/results.md#why-the-defaults).
             rm = OrchRM.load(prep.rm_dir, device="cpu", batch_size=8)
             reward = OrchRMReward(rm, penalty, config.normalize_rm, ledger)
             data_tokens = prep.logs.execution_tokens if not config.rm else 0

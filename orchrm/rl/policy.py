@@ -13,7 +13,7 @@ they would Qwen2.5-7B-Instruct.
 The tiny policy reads a compact prompt (`policy_prompt`: the question and one line of
 instruction). A real orchestrator LLM reads the full orchestrator prompt of
 `orchrm.runtime.prompts.orchestrator` (format and graph rules spelled out), as in the
-README's GPU configuration; everything downstream (rewards, trainers, evaluation) only
+GPU configuration of docs/rl.md; everything downstream (rewards, trainers, evaluation) only
 sees the completion text, so nothing else changes.
 """
 

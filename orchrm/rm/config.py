@@ -53,7 +53,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     disable_dropout: bool = True
     """Turn dropout off, as TRL's reward trainer does by default: on a CPU it is also what
-    lets attention use its fast kernel (MiniLM: 8.2 vs 3.8 pairs/s measured)."""
+    lets attention use its fast kernel (docs/results.md#why-the-defaults)."""
     warmup_ratio: float = 0.1
     """Share of the steps spent warming up linearly; then linear decay to 0."""
     margin: bool = False

@@ -41,8 +41,7 @@ class ModelError(Exception):
 
 def bf16_supported(device: torch.device) -> bool:
     """Whether bfloat16 autocast is worth using here: CUDA with bf16, or a CPU with AMX
-    tiles. (On a CPU with only AVX-512 BF16 it measured slower than fp32: 2.9 vs 3.1
-    MiniLM training pairs/s.)"""
+    tiles; a CPU with only AVX-512 BF16 trains faster in fp32 (docs/results.md#why-the-defaults)."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     try:

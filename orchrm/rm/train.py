@@ -65,7 +65,7 @@ def evaluate(model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bo
     was_training = model.training
     model.eval()
     # A plan is in many pairs of its task (every right one against every wrong one):
-    # each distinct text is scored once (2-3x fewer forward passes on the demo's sets).
+    # each distinct text is scored once.
     distinct = list(dict.fromkeys(tuple(ids) for ids in pairs.chosen + pairs.rejected))
     scored = rewards(model, [list(ids) for ids in distinct], pad_id, batch_size * 2, device, bf16)
     reward_of = dict(zip(distinct, scored, strict=True))

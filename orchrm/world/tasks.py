@@ -170,9 +170,7 @@ TYPE_CUES: dict[str, tuple[str, ...]] = {
 words with the type's plain name in the reward model's text (`TYPE_NAMES` in
 `orchrm.orchestration`): the link from "slips are common" to "self-consistency" is
 knowledge a large reward model brings from pretraining and a small one does not, so the
-world states it in words. With phrases that shared no word with the plan, the demo's
-MiniLM did not read the hint at the demo's budget and only weakly after 10x as many
-steps (README, "What the default demo measures")."""
+world states it in words (docs/results.md#what-the-text-allows)."""
 
 
 def hinted_type(question: str) -> str | None:

@@ -85,8 +85,10 @@ def test_reward_model_selector_counts_its_input_tokens_and_scores_each_plan_once
     select(Task("t", t.question, t.candidates[:2]))  # a subset: nothing new to score
     assert len(select._seen) == scored
     calls: list[int] = []
-    real = rm.score_texts
-    monkeypatch.setattr(rm, "score_texts", lambda texts: calls.append(len(texts)) or real(texts))
+    real = rm.score_texts_with_tokens
+    monkeypatch.setattr(
+        rm, "score_texts_with_tokens", lambda texts: calls.append(len(texts)) or real(texts)
+    )
     weighted = RewardModelSelector(rm, weighted=True, share_scores_with=select)(t)
     assert weighted.verification_tokens == tokens + 300  # plus the N - 1 executions
     assert calls == []  # orchrm's scores, shared: nothing scored again

@@ -397,13 +397,14 @@ def test_lone_surrogates_are_refused_naming_the_field_and_offset(server, world):
 
 
 def fragile(rm: OrchRM):
-    """`rm.score_texts`, failing on any text holding "poison" (as a tokenizer or model
-    can fail on one input) with an internal message that must not reach clients."""
+    """The batcher's scoring ((score, tokens) per text), failing on any text holding
+    "poison" (as a tokenizer or model can fail on one input) with an internal message
+    that must not reach clients."""
 
-    def score_texts(texts: list[str]) -> list[float]:
+    def score_texts(texts: list[str]) -> list[tuple[float, int]]:
         if any("poison" in t for t in texts):
             raise RuntimeError("tokenizer exploded at 0xdeadbeef")
-        return rm.score_texts(texts)
+        return list(zip(*rm.score_texts_with_tokens(texts), strict=True))
 
     return score_texts
 

@@ -138,11 +138,9 @@ class RewardModelSelector:
         todo = [item for item in dict.fromkeys(items) if item not in self._seen]
         if todo:
             texts = [self.rm.render(question, o) for question, o in todo]
-            ids = self.rm.tokenizer(texts, truncation=True, max_length=self.rm.max_length)
-            for item, tokens, score in zip(
-                todo, ids["input_ids"], self.rm.score_texts(texts), strict=True
-            ):
-                self._seen[item] = (len(tokens), score)
+            scores, tokens = self.rm.score_texts_with_tokens(texts)
+            for item, count, score in zip(todo, tokens, scores, strict=True):
+                self._seen[item] = (count, score)
 
     def warm(self, tasks: list[Task]) -> None:
         """Score every plan of `tasks` now, in one pass of length-sorted batches, so that

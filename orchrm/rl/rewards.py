@@ -128,10 +128,9 @@ class OrchRMReward:
         }
         new = sorted({t for t in texts.values() if t not in self._cache})
         if new:
-            scores = self.rm.score_texts(new)
-            ids = self.rm.tokenizer(new, truncation=True, max_length=self.rm.max_length)
-            for text, score, tokens in zip(new, scores, ids["input_ids"], strict=True):
-                self._cache[text] = (score, len(tokens))
+            scores, tokens = self.rm.score_texts_with_tokens(new)
+            for text, score, count in zip(new, scores, tokens, strict=True):
+                self._cache[text] = (score, count)
         rewards, rm_tokens = [], 0
         for n in range(len(completions)):
             if n not in texts:

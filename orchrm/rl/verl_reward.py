@@ -57,11 +57,10 @@ def _setting(name: str, extra: dict, kwargs: dict, env: str, default=None):
 def _score_local(path: str, items: list[tuple[str, object]], normalize: bool):
     rm = _local_rm(path)
     texts = [rm.render(q, o) for q, o in items]
-    scores = rm.score_texts(texts)
+    scores, tokens = rm.score_texts_with_tokens(texts)
     if normalize:
         scores = rm.normalize(scores)
-    tokens = rm.tokenizer(texts, truncation=True, max_length=rm.max_length)["input_ids"]
-    return list(zip(scores, (len(t) for t in tokens), strict=True))
+    return list(zip(scores, tokens, strict=True))
 
 
 def _score_http(url: str, question: str, texts: list[str], timeout: float = 60.0):

@@ -235,11 +235,17 @@ class OrchRM:
 
     def score_texts(self, texts: list[str]) -> list[float]:
         """Raw reward of each text (already rendered), in input order."""
+        return self.score_texts_with_tokens(texts)[0]
+
+    def score_texts_with_tokens(self, texts: list[str]) -> tuple[list[float], list[int]]:
+        """(raw reward, input tokens) of each text (already rendered), in input order,
+        from one tokenization: the tokens are what the model read, special tokens
+        included, so they are the verification cost of scoring the text."""
         if not texts:
-            return []
+            return [], []
         clean = [replace_surrogates(t) for t in texts]  # tokenizers reject lone surrogates
         encoded = self.tokenizer(clean, truncation=True, max_length=self.max_length)["input_ids"]
-        return rewards(
+        scores = rewards(
             self.model,
             encoded,
             self.tokenizer.pad_token_id,
@@ -247,6 +253,7 @@ class OrchRM:
             self.device,
             self.bf16,
         )
+        return scores, [len(ids) for ids in encoded]
 
     def normalize(self, scores: list[float | None]) -> list[float | None]:
         """(score - mean) / std with the training-time reward statistics."""

@@ -33,7 +33,7 @@ import logging
 import secrets
 import time
 from contextlib import asynccontextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -78,6 +78,17 @@ def request_id(request: Request) -> str | None:
     return request.scope.get("state", {}).get("request_id")
 
 
+def _scored_with_tokens(rm):
+    """The batcher's work: (score, input tokens) of each rendered text, from one
+    tokenization by the model."""
+
+    def score(texts: list[str]) -> list[tuple[float, int]]:
+        scores, tokens = rm.score_texts_with_tokens(texts)
+        return list(zip(scores, tokens, strict=True))
+
+    return score
+
+
 class _Scoring:
     """A request's way to its scores: prepared in a worker process, scored in the
     micro-batcher, both by the request's deadline."""
@@ -85,7 +96,7 @@ class _Scoring:
     def __init__(self, rm, config: ServeConfig, metrics: Metrics):
         self.config, self.metrics = config, metrics
         self.batcher = MicroBatcher(
-            rm.score_texts, config.max_batch_size, config.max_wait_ms / 1000, metrics.batch
+            _scored_with_tokens(rm), config.max_batch_size, config.max_wait_ms / 1000, metrics.batch
         )
         self.limits = Limits(
             max_items=config.max_items,
@@ -116,7 +127,12 @@ class _Scoring:
             raise over_budget(self.config.max_request_seconds, "with its forward passes") from None
         except BatcherClosed as err:
             raise ApiError(503, "shutting_down", str(err)) from None
-        results = [i.scored(next(scores)) if isinstance(i, Rendered) else i for i in items]
+        results = []
+        for item in items:
+            if isinstance(item, Rendered):  # its tokens: what the model read to score it
+                score, tokens = next(scores)
+                item = replace(item.scored(score), tokens=tokens)
+            results.append(item)
         for r in results:
             self.metrics.items[r.status] += 1
         return results

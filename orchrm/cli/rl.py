@@ -1,4 +1,4 @@
-"""`orchrm rl`: the command-line face of `orchrm.rl.pipeline`."""
+"""`orchrm rl`: train the orchestrator (the command-line face of `orchrm.rl.pipeline`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`orchrm serve`: the command-line face of `orchrm.serve.app.serve`."""
+"""`orchrm serve`: the HTTP scoring service (the command-line face of `orchrm.serve.app.serve`)."""
 
 from __future__ import annotations
 

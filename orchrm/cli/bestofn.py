@@ -1,0 +1,142 @@
+"""`orchrm eval`, `orchrm cross-validate`: best-of-N selection on held-out tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from orchrm.cli.console import console, csv_values, fail
+from orchrm.cli.store import STORE_OPTION, open_store
+
+
+def eval_command(
+    logs: list[Path] = typer.Argument(None, help="orchrm.run/1 logs of the held-out tasks."),
+    store: Path = typer.Option(None, "--store", help="Read the tasks from a store instead."),
+    held_out_of: str = typer.Option(
+        None, "--held-out-of", help="Leave out tasks in this pair dataset's train/validation."
+    ),
+    rm: Path = typer.Option(None, "--rm", help="The Orch-RM reward model directory."),
+    external_rm: Path = typer.Option(None, "--external-rm", help="Any HF reward model dir."),
+    orchestrator: str = typer.Option(None, "--orchestrator", help="Whose samples (default all)."),
+    n: int = typer.Option(8, "--n", min=1, help="Candidates per task."),
+    world_tasks: list[Path] = typer.Option(
+        None, "--world-tasks", help="PRESET.tasks.jsonl: the world plays the judges."
+    ),
+    reruns: int = typer.Option(
+        20,
+        "--reruns",
+        min=0,
+        help="With --world-tasks: re-executions of every candidate, for the votes' expected "
+        "accuracy (0: none).",
+    ),
+    judge_base_url: str = typer.Option(None, "--judge-base-url", help="A real judge server."),
+    judge_model: str = typer.Option("default", "--judge-model"),
+    domain: str = typer.Option(
+        None, "--domain", help="Only this domain (default: every domain, a table each)."
+    ),
+    out: Path = typer.Option(Path("runs/eval"), "--out"),
+) -> None:
+    """Best-of-N on held-out logs or a store: a Markdown table per domain (accuracy with
+    95% CI, normalized advantage, verification and total tokens), PNG plots and a JSON of
+    every number."""
+    from orchrm.bestofn.lineup import by_domain, evaluate_tasks, selectors, world_judge
+    from orchrm.bestofn.metrics import tasks_from_logs, tasks_from_store
+    from orchrm.bestofn.report import markdown, write_report
+    from orchrm.rm.model import ModelError, OrchRM
+    from orchrm.store.db import StoreError
+
+    if bool(logs) == bool(store):
+        fail("give either log files or --store (one of them)")
+    if held_out_of and not store:
+        fail("--held-out-of needs --store (pair datasets live in the store)")
+    try:
+        if store:
+            with open_store(store, read_only=True) as db:
+                tasks = tasks_from_store(db, orchestrator, n, domain, held_out_of)
+        else:
+            tasks = tasks_from_logs([str(p) for p in logs], orchestrator, n, domain)
+    except (StoreError, ValueError, OSError) as err:
+        fail(str(err))
+    try:
+        model = OrchRM.load(rm) if rm else None
+        external = OrchRM.load(external_rm, check_version=False) if external_rm else None
+    except ModelError as err:
+        fail(str(err))
+    judge = None
+    if world_tasks:
+        from orchrm.bestofn.reruns import with_reruns
+
+        judge = world_judge(list(world_tasks))
+        try:
+            tasks = with_reruns(tasks, list(judge.tasks.values()), reruns)
+        except ValueError as err:
+            fail(str(err))
+    elif judge_base_url:
+        from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
+
+        judge = OpenAIBackend(OpenAIConfig(base_url=judge_base_url, model=judge_model))
+    chosen = selectors(rm=model, external_rm=external, judge=judge, world=bool(world_tasks))
+    evaluations = [
+        evaluate_tasks(group, chosen, n, name)
+        for name, group in by_domain(tasks).items()
+        if any(len(t.candidates) >= n for t in group)
+    ]
+    if not evaluations:
+        fail(
+            f"no task in the {'store' if store else 'logs'} has {n} samples"
+            + (f" from {orchestrator}" if orchestrator else "")
+        )
+    write_report(evaluations, out)
+    for ev in evaluations:
+        console.print(markdown(ev), highlight=False)
+    console.print(f"report -> {out}")
+
+
+def cross_validate_command(
+    store: Path = STORE_OPTION,
+    n: int = typer.Option(8, "--n", min=1, help="Candidates per task."),
+    orchestrator: str = typer.Option(None, "--orchestrator", help="Whose samples (default all)."),
+    folds: int = typer.Option(None, "--folds", min=2, help="Folds of tasks (default: one each)."),
+    specialized: str = typer.Option(None, "--specialized", help="Specialized orchestrator ids."),
+    base: str = typer.Option(None, "--base", help="Base orchestrator ids."),
+    step_threshold: int = typer.Option(
+        None, "--step-threshold", help="Checkpoints at/after this step are specialized."
+    ),
+    epochs: float = typer.Option(3.0, "--epochs", help="Reward-model epochs per fold."),
+    max_length: int = typer.Option(256, "--max-length"),
+    backbone: str = typer.Option("", "--backbone", help="HF model dir (default MiniLM)."),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path = typer.Option(Path("runs/loto"), "--out"),
+) -> None:
+    """Best-of-N under leave-one-task-out (or k-fold) cross-validation, for logs too small
+    to hold out tasks: each task is scored by a reward model trained on the others."""
+    from orchrm.bestofn.crossval import LotoConfig, cross_validate
+    from orchrm.bestofn.report import markdown, write_report
+    from orchrm.rm.config import TrainConfig
+    from orchrm.rm.model import ModelError
+    from orchrm.store.pairs import MineConfig
+
+    config = LotoConfig(
+        out=str(out),
+        n=n,
+        orchestrator=orchestrator,
+        folds=folds,
+        mine=MineConfig(
+            dataset="loto",
+            specialized=csv_values(specialized),
+            base=csv_values(base),
+            step_threshold=step_threshold,
+        ),
+        train=TrainConfig(epochs=epochs, max_length=max_length, backbone=backbone),
+        seed=seed,
+    )
+    with open_store(store) as db:
+        try:
+            evaluations = cross_validate(db, config, say=lambda m: console.print(m))
+        except (ValueError, ModelError) as err:
+            fail(str(err))
+    write_report(evaluations, out)
+    for ev in evaluations:
+        console.print(markdown(ev), highlight=False)
+    console.print(f"report -> {out}")

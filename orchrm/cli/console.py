@@ -1,0 +1,71 @@
+"""What every `orchrm` command prints with: the consoles, user errors, problem lists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+
+from orchrm.jsonl import printable
+
+console = Console()
+err_console = Console(stderr=True)
+
+EXAMPLES = 5
+"""Problems `parse`, `ingest` and `score` print without --details (the first ones)."""
+
+
+def fail(message: str) -> None:
+    """A user error: one unwrapped line on stderr (the message is not read as markup,
+    so paths with brackets print as they are), exit status 2."""
+    err_console.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def report_unreadable(path: Path, err: OSError) -> dict:
+    """Report a file that cannot be read at all (on stderr) and describe it for JSON."""
+    if isinstance(err, FileNotFoundError):
+        message = f"no such file: {printable(path)}"
+    else:
+        message = f"cannot read {printable(path)}: {err.strerror or err}"
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    return {"path": printable(path), "error": message}
+
+
+def exit_if_unreadable(unreadable: list) -> None:
+    """Exit 1, saying how many, when some file could not be read."""
+    if unreadable:
+        err_console.print(f"{len(unreadable)} file(s) could not be read", highlight=False)
+        raise typer.Exit(1)
+
+
+def print_problems(
+    problems: list[tuple[str, int, str, str]],
+    limit: int | None,
+    *,
+    to: Console | None = None,
+    rest: str = "all: --details",
+) -> None:
+    """`file:line: code: message` for the first `limit` problems (all when None), the
+    messages cut to one screen line; `rest` says where the others are."""
+    shown = problems if limit is None else problems[:limit]
+    if not shown:
+        return
+    out = to or console
+    if limit is not None:
+        out.print(
+            f"first {len(shown)} of {len(problems)} problem(s) ({rest}):",
+            markup=False,
+            highlight=False,
+        )
+    for path, line, code, message in shown:
+        text = message if limit is None or len(message) <= 160 else message[:157] + "..."
+        out.print(f"{path}:{line}: {code}: {text}", markup=False, highlight=False)
+
+
+def csv_values(value: str | None) -> tuple[str, ...]:
+    """The non-empty, stripped items of a comma-separated option."""
+    return tuple(v.strip() for v in (value or "").split(",") if v.strip())

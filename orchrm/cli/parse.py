@@ -1,0 +1,81 @@
+"""`orchrm parse`: count valid, invalid and unparseable orchestrations in files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from orchrm.cli.console import (
+    EXAMPLES,
+    console,
+    exit_if_unreadable,
+    print_problems,
+    report_unreadable,
+)
+from orchrm.parse import ParseSummary, summarize_file
+
+
+def parse_command(
+    files: list[Path] = typer.Argument(
+        ..., help="JSONL/JSON record files, or plain text files holding one harmony output."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+    details: bool = typer.Option(
+        False, "--details", help="List every invalid or unparseable record with its line."
+    ),
+) -> None:
+    """Parse and validate orchestrations in FILES and count the outcomes.
+
+    Every record is counted once: valid, parsed but invalid (by rule), or unparseable
+    (by reason). A file that cannot be read is reported and the others still are; the
+    exit status is then 1.
+    """
+    summaries, unreadable = [], []
+    for f in files:
+        try:
+            summaries.append(summarize_file(f))
+        except OSError as err:
+            unreadable.append(report_unreadable(f, err))
+    total = _total(summaries)
+    if as_json:
+        out = {"files": [s.to_dict() for s in summaries], "total": total.to_dict()}
+        print(json.dumps({**out, "unreadable": unreadable}, indent=2))
+        exit_if_unreadable(unreadable)
+        return
+    table = Table(title="orchestrations")
+    for column in ("file", "records", "valid", "invalid", "unparseable"):
+        table.add_column(column, justify="left" if column == "file" else "right", overflow="fold")
+    for s in [*summaries, total] if len(summaries) > 1 else summaries:
+        table.add_row(s.path, str(s.records), str(s.valid), str(s.invalid), str(s.unparseable))
+    console.print(table)
+    if total.invalid or total.unparseable:
+        causes = Table(title="why not valid")
+        for column in ("outcome", "code", "records"):
+            causes.add_column(column, justify="right" if column == "records" else "left")
+        for rule, n in sorted(total.invalid_by_rule.items()):
+            causes.add_row("invalid", rule, str(n))
+        for reason, n in sorted(total.unparseable_by_reason.items()):
+            causes.add_row("unparseable", reason, str(n))
+        console.print(causes)
+    problems = [
+        (s.path, p["line"], f"{p['kind']} {p['code']}", p["message"])
+        for s in summaries
+        for p in s.problems
+    ]
+    print_problems(problems, None if details else EXAMPLES)
+    exit_if_unreadable(unreadable)
+
+
+def _total(summaries: list[ParseSummary]) -> ParseSummary:
+    total = ParseSummary("total")
+    for s in summaries:
+        total.records += s.records
+        total.valid += s.valid
+        total.invalid += s.invalid
+        total.unparseable += s.unparseable
+        total.invalid_by_rule += s.invalid_by_rule
+        total.unparseable_by_reason += s.unparseable_by_reason
+    return total

@@ -1,0 +1,265 @@
+"""`orchrm ingest`, `orchrm store stats`, `orchrm pairs`: the artifact store and its pairs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from orchrm.cli.console import (
+    EXAMPLES,
+    console,
+    csv_values,
+    err_console,
+    fail,
+    print_problems,
+)
+from orchrm.jsonl import printable
+
+STORE_OPTION = typer.Option(
+    Path("orchrm.duckdb"), "--store", envvar="ORCHRM_STORE", help="The DuckDB store file."
+)
+
+
+def open_store(path: Path, read_only: bool = False):
+    from orchrm.store.db import Store, StoreError
+
+    if read_only and not path.exists():
+        fail(f"no store at {path}: ingest something first")
+    try:
+        return Store(path, read_only=read_only)
+    except StoreError as err:
+        fail(str(err))
+
+
+def ingest_command(
+    files: list[Path] = typer.Argument(..., help="Log files, or MAS-Orchestra step folders."),
+    store: Path = STORE_OPTION,
+    adapter: str = typer.Option(
+        "auto", "--adapter", help="auto, orchrm, diagram, steps, preference or generic."
+    ),
+    strict: bool = typer.Option(False, "--strict", help="A malformed record keeps a file out."),
+    domain: str = typer.Option(None, "--domain", help="Domain of records that name none."),
+    orchestrator: str = typer.Option(None, "--orchestrator", help="Orchestrator id (steps)."),
+    mapping: list[str] = typer.Option(
+        None, "--map", help="generic: FIELD=COLUMN, e.g. question=prompt (repeatable)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+    details: bool = typer.Option(False, "--details", help="List every malformed record."),
+) -> None:
+    """Ingest logs into the store. Every record is counted: added, already there
+    (duplicate) or malformed (with file, line and reason). A file that cannot be read
+    (or, with --strict, holds a malformed record) is reported and left out, the others
+    are still ingested, and the exit status is 1."""
+    from orchrm.store.ingest import IngestError, IngestSummary, ingest_file
+
+    pairs = [m.split("=", 1) for m in mapping or []]
+    if any(len(p) != 2 for p in pairs):
+        fail("--map takes FIELD=COLUMN")
+    given = {"domain": domain, "orchestrator": orchestrator, "map": dict(pairs) or None}
+    options = {k: v for k, v in given.items() if v}
+    summaries = []
+    with open_store(store) as db:
+        for path in files:
+            try:
+                summary = ingest_file(
+                    db, path, adapter, strict=strict, options=options, progress=not as_json
+                )
+            except IngestError as err:
+                summary = IngestSummary(printable(path), adapter, error=str(err))
+                err_console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
+            summaries.append(summary)
+    if as_json:
+        print(json.dumps([s.to_dict() for s in summaries], indent=2))
+    else:
+        _print_ingest(summaries, store, details)
+    failed = [s for s in summaries if s.error]
+    if failed:
+        err_console.print(f"{len(failed)} file(s) not ingested", highlight=False)
+        raise typer.Exit(1)
+
+
+def _print_ingest(summaries: list, store: Path, details: bool) -> None:
+    """The ingest table, malformed counts by reason, and the first (or every) problem."""
+    table = Table(title=f"ingested into {printable(store)}")
+    for column in ("file", "adapter", "records", "added", "duplicates", "malformed"):
+        table.add_column(
+            column, justify="left" if column in ("file", "adapter") else "right", overflow="fold"
+        )
+    for s in summaries:
+        counts = (s.records, s.added, s.duplicates, s.malformed)
+        table.add_row(s.path, s.adapter, *(("-",) * 4 if s.error else map(str, counts)))
+    console.print(table)
+    for s in summaries:
+        for reason, n in sorted(s.malformed_by_reason.items()):
+            console.print(f"  {s.path}: {n} malformed ({reason})", markup=False, highlight=False)
+        if s.blank_lines:
+            console.print(f"  {s.path}: {s.blank_lines} blank line(s)", markup=False)
+        if s.error:
+            console.print(f"  {s.path}: not ingested: {s.error}", markup=False, highlight=False)
+    problems = [
+        (s.path, p["line"], p["reason"], p["message"]) for s in summaries for p in s.problems
+    ]
+    print_problems(problems, None if details else EXAMPLES)
+
+
+store_app = typer.Typer(help="The artifact store.", no_args_is_help=True)
+
+
+@store_app.command("stats")
+def store_stats(
+    store: Path = STORE_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """What the store holds: rows per table, orchestrations per orchestrator and their
+    outcomes, pairs per dataset, kind and split."""
+    from orchrm.store.db import store_summary
+
+    with open_store(store, read_only=True) as db:
+        summary = store_summary(db)
+    if as_json:
+        print(json.dumps(summary, indent=2, default=str))
+        return
+    console.print(
+        f"store {store} (schema {summary['schema_version']}): "
+        + ", ".join(f"{n} {t}" for t, n in summary["counts"].items()),
+        highlight=False,
+    )
+    table = Table(title="orchestrations")
+    columns = [
+        "orchestrator",
+        "domain",
+        "step",
+        "total",
+        "valid",
+        "invalid",
+        "unparseable",
+        "executed",
+        "correct",
+    ]
+    for column in columns:
+        table.add_column(column, justify="right" if column not in columns[:2] else "left")
+    for row in summary["orchestrations"]:
+        table.add_row(*("" if row[c] is None else str(row[c]) for c in columns))
+    console.print(table)
+    if summary["pairs"]:
+        pairs = Table(title="pairs")
+        for column in ("dataset", "kind", "split", "pairs", "tasks"):
+            pairs.add_column(column, justify="right" if column in ("pairs", "tasks") else "left")
+        for row in summary["pairs"]:
+            pairs.add_row(*(str(row[c]) for c in ("dataset", "kind", "split", "pairs", "tasks")))
+        console.print(pairs)
+
+
+pairs_app = typer.Typer(help="Win/lose pairs: mine and export.", no_args_is_help=True)
+
+
+@pairs_app.command("mine")
+def pairs_mine(
+    store: Path = STORE_OPTION,
+    dataset: str = typer.Option("default", "--dataset"),
+    ratio: str = typer.Option("1:0:3", "--ratio", help="SoB:SoO:CoI mix."),
+    cap: int = typer.Option(16, "--cap", min=1, help="Most pairs of one kind per task."),
+    specialized: str = typer.Option(None, "--specialized", help="Specialized orchestrator ids."),
+    base: str = typer.Option(None, "--base", help="Base orchestrator ids."),
+    step_threshold: int = typer.Option(
+        None, "--step-threshold", help="Checkpoints at/after this step are specialized."
+    ),
+    specialized_for: list[str] = typer.Option(
+        None, "--specialized-for", help="ORCHESTRATOR=DOMAIN, for SoO pairs (repeatable)."
+    ),
+    no_invalid_rejected: bool = typer.Option(
+        False, "--no-invalid-rejected", help="Never pair a rule-breaking orchestration."
+    ),
+    domain: str = typer.Option(None, "--domain", help="Mine one domain only."),
+    split: str = typer.Option("0.8,0.1,0.1", "--split", help="Train,validation,test shares."),
+    seed: int = typer.Option(0, "--seed"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Mine correct-over-incorrect, specialized-over-base and specialized-over-other-domain
+    pairs, cap them per task, mix them, and split them by task."""
+    from dataclasses import asdict
+
+    from orchrm.store.pairs import MineConfig, mine
+
+    try:
+        sob, soo, coi = (float(x) for x in ratio.split(":"))
+        shares = tuple(float(x) for x in split.split(","))
+        targets = dict(x.split("=", 1) for x in specialized_for or [])
+    except ValueError:
+        fail("--ratio is SoB:SoO:CoI, --split three shares, --specialized-for ORCH=DOMAIN")
+    config = MineConfig(
+        dataset=dataset,
+        ratio={"sob": sob, "soo": soo, "coi": coi},
+        cap_per_task=cap,
+        specialized=csv_values(specialized),
+        base=csv_values(base),
+        step_threshold=step_threshold,
+        specialized_for=targets,
+        allow_invalid_rejected=not no_invalid_rejected,
+        domain=domain,
+        split=shares,
+        seed=seed,
+    )
+    with open_store(store) as db:
+        try:
+            summary = mine(db, config)
+        except ValueError as err:
+            fail(str(err))
+    if as_json:
+        print(json.dumps(asdict(summary), indent=2))
+        return
+    console.print(
+        f"dataset {summary.dataset!r}: kept {summary.kept} of available "
+        f"{summary.available}; pairs by split {summary.by_split}; tasks by split "
+        f"{summary.tasks_by_split}",
+        highlight=False,
+    )
+    for kind in summary.left_out:
+        console.print(
+            f"  no {kind} pair available: left out of the mix (see --specialized, "
+            "--base, --step-threshold, --specialized-for)",
+            highlight=False,
+        )
+
+
+@pairs_app.command("export")
+def pairs_export(
+    out: Path = typer.Option(
+        ..., "--out", help="Folder (jsonl, parquet) or file (orchrm-datasets)."
+    ),
+    store: Path = STORE_OPTION,
+    dataset: str = typer.Option("default", "--dataset"),
+    fmt: str = typer.Option("jsonl", "--format", help="jsonl, parquet or orchrm-datasets."),
+    max_tokens: int = typer.Option(512, "--max-tokens", help="Reward-model text budget."),
+    tokenizer: str = typer.Option(
+        None, "--tokenizer", help="Count the budget with this model's tokenizer (dir or id)."
+    ),
+) -> None:
+    """Export a dataset as preference data (prompt/chosen/rejected, one file per split) or
+    in the OrchRM-datasets format (input/chosen/rejected/source)."""
+    from orchrm.store.pairs import export, export_orchrm_datasets
+
+    with open_store(store, read_only=True) as db:
+        try:
+            if fmt == "orchrm-datasets":
+                n = export_orchrm_datasets(db, out, dataset)
+                console.print(f"{n} pairs -> {out}")
+                return
+            count = None
+            if tokenizer:
+                from orchrm.rm.model import ModelError, backbone_budget
+
+                try:
+                    max_tokens, count = backbone_budget(tokenizer, max_tokens)
+                except ModelError as err:
+                    fail(str(err))
+
+            written = export(db, out, dataset, fmt, max_tokens, count)
+        except ValueError as err:
+            fail(str(err))
+    for part, path in written.items():
+        console.print(f"{part}: {path}")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from orchrm.errors import OrchrmError
 
-class ParseError(ValueError):
+
+class ParseError(OrchrmError, ValueError):
     """An input that is not an orchestration: why (`reason`), where (`offset`), from what.
 
     `reason` is a stable snake_case code for counting and tests; `offset` is a character

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from orchrm.errors import OrchrmError
 from orchrm.orchestration import (
     RM_RENDER_VERSION,
     Orchestration,
@@ -35,7 +36,7 @@ from orchrm.rm.data import collate
 METADATA = "orchrm.json"
 
 
-class ModelError(Exception):
+class ModelError(OrchrmError):
     """A reward model cannot be loaded or used as asked."""
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from orchrm.errors import OrchrmError
+
 ROLES = ("orchestrator", "subagent", "judge")
 """Who is calling: the orchestrator writing a plan, a sub-agent, or a judge."""
 
@@ -54,7 +56,7 @@ class Completion:
     model: str = ""
 
 
-class BackendError(Exception):
+class BackendError(OrchrmError):
     """A backend call failed. `transient` errors (timeouts, 5xx, 429, lost connections)
     are worth retrying; others (bad request, auth, malformed reply) are not."""
 

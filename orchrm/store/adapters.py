@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchrm.errors import OrchrmError
 from orchrm.jsonl import BLANK, BadLine, lone_surrogate, read_document, read_values
 from orchrm.orchestration import Orchestration
 from orchrm.parse import (
@@ -45,7 +46,7 @@ from orchrm.store.fields import (
 )
 
 
-class FormatError(Exception):
+class FormatError(OrchrmError):
     """A file or folder is not in a format an adapter reads, or options are missing."""
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import duckdb
 
+from orchrm.errors import OrchrmError
+
 SCHEMA_VERSION = 1
 DEFAULT_PATH = "orchrm.duckdb"
 
@@ -109,7 +111,7 @@ _SIGNATURES = (
 )
 
 
-class StoreError(Exception):
+class StoreError(OrchrmError):
     """The store cannot be opened or used as asked (wrong version, locked, corrupt)."""
 
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import math
 
+from orchrm.errors import OrchrmError
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 _MAX_DIGITS = 19  # INT64_MAX has 19 digits: a longer digit string cannot fit
 
 
-class FieldError(ValueError):
+class FieldError(OrchrmError, ValueError):
     """A record field of the wrong type or out of range; `reason` is `bad_field`, or
     `missing_field` for a required field that is absent."""
 

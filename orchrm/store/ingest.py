@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from orchrm.errors import OrchrmError
 from orchrm.jsonl import BLANK, printable
 from orchrm.orchestration import Orchestration, render_for_rm, validate
 from orchrm.parse import ParseError, parse_harmony
@@ -34,7 +35,7 @@ from orchrm.store.db import Store, content_hash
 from orchrm.tasks.grading import grade
 
 
-class IngestError(Exception):
+class IngestError(OrchrmError):
     """A file cannot be ingested as asked (strict mode with malformed records, unknown
     format, unreadable file). Nothing of the file was written."""
 

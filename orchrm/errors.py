@@ -1,0 +1,21 @@
+"""The one error model: every error orchrm raises for bad input or a bad setting derives
+from `OrchrmError`, so the `orchrm` command can tell a user's mistake (one line on
+stderr, exit status 2) from a bug (its traceback, exit status 1)."""
+
+from __future__ import annotations
+
+
+class OrchrmError(Exception):
+    """Something the user gave (a file, a record, a setting, a model directory) cannot be
+    used; the message says what and where."""
+
+
+class ConfigError(OrchrmError, ValueError):
+    """A setting that cannot work (an unknown choice, a bound crossed, a conflict between
+    two settings). Also a `ValueError`, what callers of the configs caught before."""
+
+
+class InputError(OrchrmError, ValueError):
+    """A file or value given as input holds something orchrm cannot use (a task without a
+    question, a pair file without its splits); the message names the file and line. Also
+    a `ValueError` for callers that catch that."""

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from orchrm.errors import InputError
+
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """Longest JSONL line read, in bytes without its end of line; a longer line is counted
 as `too_large` and skipped while it is read, so memory stays bounded."""
@@ -97,7 +99,7 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, object]]:
     JSON value raises ValueError naming the file, the line and the reason."""
     for line_no, value in read_values(path):
         if isinstance(value, BadLine):
-            raise ValueError(f"{path}:{line_no}: {_SAID[value.reason]} ({value.message})")
+            raise InputError(f"{path}:{line_no}: {_SAID[value.reason]} ({value.message})")
         if value is not BLANK:
             yield line_no, value
 

@@ -25,6 +25,7 @@ from orchrm.bestofn.selectors import (
     oracle_selector,
     random_selector,
 )
+from orchrm.errors import InputError
 from orchrm.jsonl import write_jsonl
 from orchrm.rm.config import TrainConfig
 from orchrm.store.db import Store
@@ -86,7 +87,7 @@ def cross_validate(store: Store, config: LotoConfig, say=print) -> list[Evaluati
         if len(t.candidates) >= config.n
     ]
     if not tasks:
-        raise ValueError(f"no task in the store has {config.n} candidates")
+        raise InputError(f"no task in the store has {config.n} candidates")
     k = config.folds or len(tasks)
     if config.folds is None:
         fold = {t.task_id: i for i, t in enumerate(tasks)}

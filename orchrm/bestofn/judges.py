@@ -14,6 +14,7 @@ import json
 import re
 
 from orchrm.bestofn.selectors import Selection, Selector, Task
+from orchrm.errors import ConfigError
 from orchrm.orchestration import to_harmony
 from orchrm.runtime.backend import CallInfo, ChatBackend
 from orchrm.runtime.calls import CallFailed, call
@@ -64,7 +65,7 @@ def llm_judge(backend: ChatBackend, level: str, config: RunConfig | None = None)
     """A judge selector at `orchestration` or `trajectory` level. An unreadable reply or a
     failed call falls back to candidate 0 (and still counts the tokens spent)."""
     if level not in ("orchestration", "trajectory"):
-        raise ValueError(f"level must be orchestration or trajectory, got {level!r}")
+        raise ConfigError(f"level must be orchestration or trajectory, got {level!r}")
     prompt = orchestration_prompt if level == "orchestration" else trajectory_prompt
     config = config or RunConfig()
 

@@ -16,6 +16,7 @@ import asyncio
 from dataclasses import replace
 
 from orchrm.bestofn.selectors import Task
+from orchrm.errors import InputError
 from orchrm.orchestration import validate
 from orchrm.runtime.executor import RunItem, execute_many
 from orchrm.tasks.grading import grade
@@ -37,7 +38,7 @@ def with_reruns(tasks: list[Task], world_tasks: list[WorldTask], k: int = 20) ->
     world = {t.id: t for t in world_tasks}
     unknown = [t.task_id for t in tasks if t.task_id not in world]
     if unknown:
-        raise ValueError(
+        raise InputError(
             f"{len(unknown)} tasks are not in the world task files (first: {unknown[0]}): "
             "pass the PRESET.tasks.jsonl the logs were generated with"
         )

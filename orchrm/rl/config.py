@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from orchrm.errors import ConfigError
 from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS
 
 METHODS = ("grpo", "rft", "dpo")
@@ -156,27 +157,27 @@ class RLConfig:
     """Progress bars on stderr."""
 
     def check(self) -> None:
-        """Raise ValueError on a setting that cannot work."""
+        """Raise ConfigError on a setting that cannot work."""
         if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+            raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if self.reward not in REWARDS:
-            raise ValueError(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
+            raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
         if self.scale_rewards not in ("none", "group", "batch"):
-            raise ValueError(f"scale_rewards must be none, group or batch: {self.scale_rewards!r}")
+            raise ConfigError(f"scale_rewards must be none, group or batch: {self.scale_rewards!r}")
         if self.num_generations < 2:
-            raise ValueError("GRPO needs at least 2 generations per prompt (a group)")
+            raise ConfigError("GRPO needs at least 2 generations per prompt (a group)")
         if self.steps < 1:
-            raise ValueError("steps must be at least 1")
+            raise ConfigError("steps must be at least 1")
         if self.lora_r < 0:
-            raise ValueError(f"lora_r must be 0 (no LoRA) or more, got {self.lora_r}")
+            raise ConfigError(f"lora_r must be 0 (no LoRA) or more, got {self.lora_r}")
         if self.tasks:
             if self.method != "grpo" or self.reward != "orchrm":
-                raise ValueError(
+                raise ConfigError(
                     "training on --tasks is Orch-RM-reward GRPO only (--method grpo --reward "
                     "orchrm): the execution reward, RFT and DPO run on the offline world"
                 )
             if not self.rm:
-                raise ValueError("training on --tasks needs a reward model (--rm DIR)")
+                raise ConfigError("training on --tasks needs a reward model (--rm DIR)")
 
     @property
     def run_name(self) -> str:

@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from orchrm.errors import InputError
 from orchrm.jsonl import read_jsonl, write_jsonl
 from orchrm.rl.config import RLConfig
 from orchrm.rl.policy import (
@@ -108,7 +109,7 @@ def build_policy(config: RLConfig, logs: WorldLogs, say=print) -> Path:
         return path
     base = [r for r in logs.records if r["orchestrator"] == "base" and r["raw"]]
     if not base:
-        raise ValueError(f"{logs.path} has no base-orchestrator outputs to learn from")
+        raise InputError(f"{logs.path} has no base-orchestrator outputs to learn from")
     examples = [(policy_prompt(r["question"]), r["raw"]) for r in base]
     start = time.perf_counter()
     questions = sorted({p for p, _ in examples})

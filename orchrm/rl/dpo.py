@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchrm.errors import InputError
 from orchrm.rl.config import RLConfig
 from orchrm.rl.grpo import quiet_logs, shared_args
 from orchrm.rl.policy import load_policy, save_policy
@@ -23,7 +24,7 @@ def train_dpo(config: RLConfig, policy_dir: str | Path, rows: list[dict], out: P
     from trl import DPOConfig, DPOTrainer
 
     if not rows:
-        raise ValueError("DPO needs preference pairs; none were mined from the world log")
+        raise InputError("DPO needs preference pairs; none were mined from the world log")
     model, tokenizer = load_policy(policy_dir)
     args = DPOConfig(
         output_dir=str(out / "checkpoints"),

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from orchrm.errors import ConfigError, InputError
 from orchrm.rl import data
 from orchrm.rl.config import RLConfig
 from orchrm.rl.evaluate import PolicyEval, RunReport, curve_callback, evaluate_policy, write_report
@@ -230,7 +231,7 @@ def compare(config: RLConfig, runs: list[str] | None = None, say=print) -> Path:
     runs = runs or list(RUNS)
     unknown = [r for r in runs if r not in RUNS]
     if unknown:
-        raise ValueError(f"unknown runs {unknown}: choose from {', '.join(RUNS)}")
+        raise ConfigError(f"unknown runs {unknown}: choose from {', '.join(RUNS)}")
     started = time.perf_counter()
     prep = prepare(config, "grpo-orchrm" in runs, say)
     reports = [prep.start]
@@ -256,7 +257,7 @@ def load_task_file(spec: str) -> list:
     name, sep, path = spec.partition(":")
     tasks = load_benchmark(name, path) if sep and name in BENCHMARKS else load_tasks(spec)
     if not tasks:
-        raise ValueError(f"{spec}: no tasks")
+        raise InputError(f"{spec}: no tasks")
     return tasks
 
 
@@ -272,7 +273,7 @@ def run_tasks(config: RLConfig, say=print) -> Path:
 
     config.check()
     if not config.policy:
-        raise ValueError("training on --tasks needs a starting policy (--policy DIR or name)")
+        raise ConfigError("training on --tasks needs a starting policy (--policy DIR or name)")
     started = time.perf_counter()
     tasks = load_task_file(config.tasks)
     chat = config.chat
@@ -280,7 +281,7 @@ def run_tasks(config: RLConfig, say=print) -> Path:
         try:
             chat = AutoTokenizer.from_pretrained(config.policy).chat_template is not None
         except OSError as err:
-            raise ValueError(f"--policy {config.policy}: {err}") from None
+            raise ConfigError(f"--policy {config.policy}: {err}") from None
     rows = data.prompt_rows(tasks, chat=chat)
     out = Path(config.out) / config.run_name
     out.mkdir(parents=True, exist_ok=True)

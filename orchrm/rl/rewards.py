@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchrm.errors import InputError
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import Orchestration, validate
 from orchrm.parse import ParseError, parse_harmony
@@ -119,7 +120,7 @@ class OrchRMReward:
 
     def __call__(self, prompts, completions, completion_ids=None, question=None, **kwargs):
         if question is None:
-            raise ValueError("the Orch-RM reward needs a `question` column in the dataset")
+            raise InputError("the Orch-RM reward needs a `question` column in the dataset")
         plans = [runnable(completion_text(c)) for c in completions]
         texts = {
             n: self.rm.render(q, o)
@@ -176,7 +177,7 @@ class ExecutionReward:
         **kwargs,
     ):
         if question is None or answer is None:
-            raise ValueError("the execution reward needs `question` and `answer` columns")
+            raise InputError("the execution reward needs `question` and `answer` columns")
         task_id = task_id or [""] * len(completions)
         domain = domain or [""] * len(completions)
         plans = [runnable(completion_text(c)) for c in completions]

@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import torch
 
+from orchrm.errors import InputError
 from orchrm.jsonl import read_jsonl
 from orchrm.orchestration import replace_surrogates
 
@@ -50,7 +51,7 @@ def read_pair_file(path: str | Path) -> list[dict]:
         rows = list(read_jsonl(path))
     for line, r in rows:
         if not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in REQUIRED):
-            raise ValueError(f"{path}:{line}: a pair needs string prompt, chosen and rejected")
+            raise InputError(f"{path}:{line}: a pair needs string prompt, chosen and rejected")
     return [r for _, r in rows]
 
 
@@ -67,7 +68,7 @@ def load_splits(
             existing = [f for f in files if f.exists()]
             found[split] = read_pair_file(existing[0]) if existing else []
         if not found["train"]:
-            raise ValueError(f"{source} has no train.jsonl or train.parquet")
+            raise InputError(f"{source} has no train.jsonl or train.parquet")
         return found["train"], found["validation"]
     records = read_pair_file(source)
 

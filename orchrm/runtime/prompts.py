@@ -8,6 +8,8 @@ the simulated world included, so prompts are data: plain strings and small build
 
 from __future__ import annotations
 
+from orchrm.errors import ConfigError
+
 ANSWER_LINE = "Answer:"
 
 SOLVER_SYSTEM = (
@@ -180,7 +182,7 @@ edge X -> that agent, and every edge X -> Y requires ${{X}} in Y's input; an emp
 def orchestrator(question: str, dom: str) -> list[dict]:
     """The orchestrator prompt for a low- or high-DoM plan of `question`."""
     if dom not in ("low", "high"):
-        raise ValueError(f"dom must be 'low' or 'high', got {dom!r}")
+        raise ConfigError(f"dom must be 'low' or 'high', got {dom!r}")
     return [
         {"role": "system", "content": _LOW_DOM if dom == "low" else _HIGH_DOM},
         {"role": "user", "content": f"Task:\n{question}"},

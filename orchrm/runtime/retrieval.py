@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from orchrm.errors import InputError
 from orchrm.jsonl import read_jsonl
 
 _WORD_RE = re.compile(r"\w+")
@@ -87,5 +88,5 @@ def load_corpus(path: str | Path) -> BM25Retriever:
             title = record.get("title") or record.get("url") or ""
             documents.append(Document(str(doc_id), str(record["text"]), str(title)))
         except (KeyError, TypeError, AttributeError) as err:
-            raise ValueError(f"{path}:{line_no}: not a corpus record ({err!r})") from None
+            raise InputError(f"{path}:{line_no}: not a corpus record ({err!r})") from None
     return BM25Retriever(documents)

@@ -13,6 +13,7 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchrm.errors import InputError
 from orchrm.jsonl import read_jsonl
 from orchrm.orchestration import Orchestration, validate
 from orchrm.parse import ParseError, parse_harmony
@@ -48,10 +49,10 @@ def load_tasks(path: str | Path, limit: int | None = None) -> list[Task]:
     tasks: list[Task] = []
     for line_no, record in read_jsonl(path):
         if not isinstance(record, dict):
-            raise ValueError(f"{path}:{line_no}: a task must be a JSON object")
+            raise InputError(f"{path}:{line_no}: a task must be a JSON object")
         question = next((record[k] for k in QUESTION_FIELDS if k in record), None)
         if not isinstance(question, str) or not question.strip():
-            raise ValueError(f"{path}:{line_no}: no question (one of {QUESTION_FIELDS})")
+            raise InputError(f"{path}:{line_no}: no question (one of {QUESTION_FIELDS})")
         answer = next((record[k] for k in ANSWER_FIELDS if k in record), None)
         tasks.append(
             Task(

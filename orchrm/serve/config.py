@@ -6,6 +6,8 @@ import ipaddress
 import socket
 from dataclasses import dataclass
 
+from orchrm.errors import ConfigError
+
 API_KEY_ENV = "ORCHRM_API_KEY"
 
 
@@ -77,24 +79,24 @@ class ServeConfig:
     """Serve the OpenAPI schema and its pages (/openapi.json, /docs, /redoc)."""
 
     def check(self) -> None:
-        """Raise ValueError for limits that make no sense and for an open bind without a
+        """Raise ConfigError for limits that make no sense and for an open bind without a
         key (before any model is loaded)."""
         if self.forward_batch_size is not None and self.forward_batch_size < 1:
-            raise ValueError("forward_batch_size must be at least 1")
+            raise ConfigError("forward_batch_size must be at least 1")
         counts = ("max_batch_size", "max_items", "max_text_chars", "max_body_bytes")
         counts += ("prepare_workers", "max_queued_requests", "max_connections")
         for name in counts:
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         seconds = ("max_request_seconds", "header_timeout_s", "body_timeout_s")
         seconds += ("keep_alive_timeout_s", "shutdown_timeout_s")
         for name in seconds:
             if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be more than 0, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be more than 0, got {getattr(self, name)}")
         if self.max_wait_ms < 0:
-            raise ValueError(f"max_wait_ms must be 0 or more, got {self.max_wait_ms}")
+            raise ConfigError(f"max_wait_ms must be 0 or more, got {self.max_wait_ms}")
         if not self.api_key and not self.insecure and not is_loopback(self.host):
-            raise ValueError(
+            raise ConfigError(
                 f"refusing to bind {self.host!r} without an API key: anyone who can reach "
                 f"it could use the model. Set --api-key (or {API_KEY_ENV}), bind "
                 "127.0.0.1, or pass --insecure"

@@ -22,6 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from orchrm.errors import ConfigError, InputError
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import approx_token_count, rm_completion, rm_prompt, to_harmony
 from orchrm.parse import ParseError, from_dict, parse_harmony
@@ -95,14 +96,14 @@ def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
     config = config or MineConfig()
     unknown = set(config.ratio) - set(KINDS)
     if unknown:
-        raise ValueError(f"unknown pair kind(s) {sorted(unknown)}: choose from {KINDS}")
+        raise ConfigError(f"unknown pair kind(s) {sorted(unknown)}: choose from {KINDS}")
     shares = tuple(config.split)
     if (
         len(shares) != 3
         or not all(math.isfinite(x) and x >= 0 for x in shares)
         or abs(sum(shares) - 1) > 1e-9
     ):
-        raise ValueError(
+        raise ConfigError(
             "split shares must be three (train, validation, test), each >= 0, summing "
             f"to 1; got {config.split}"
         )
@@ -306,10 +307,10 @@ def export(
     `count_tokens` measures the `max_tokens` budget (default: `approx_token_count`; pass
     the reward model's tokenizer to cut texts exactly where the model would)."""
     if fmt not in ("jsonl", "parquet"):
-        raise ValueError(f"format must be jsonl or parquet, got {fmt!r}")
+        raise ConfigError(f"format must be jsonl or parquet, got {fmt!r}")
     rows = preference_rows(store, dataset, max_tokens=max_tokens, count_tokens=count_tokens)
     if not rows:
-        raise ValueError(f"dataset {dataset!r} has no pairs: run `orchrm pairs mine` first")
+        raise InputError(f"dataset {dataset!r} has no pairs: run `orchrm pairs mine` first")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}

@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from orchrm.errors import ConfigError, InputError
 from orchrm.jsonl import read_jsonl
 from orchrm.runtime.retrieval import BM25Retriever, Document, load_corpus
 from orchrm.runtime.run import Task
@@ -56,9 +57,9 @@ def load_benchmark(
     `load_benchmark_corpus`). Raises ValueError for an unknown name, a missing file, a
     file of another format, or a bad record."""
     if name not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {name!r}: choose one of {', '.join(BENCHMARKS)}")
+        raise ConfigError(f"unknown benchmark {name!r}: choose one of {', '.join(BENCHMARKS)}")
     if context not in CONTEXTS:
-        raise ValueError(f"unknown context {context!r}: choose question or corpus")
+        raise ConfigError(f"unknown context {context!r}: choose question or corpus")
     path = _existing(path)
     if name == "aime":
         records = (_aime_task(*item) for item in _aime_records(path))
@@ -106,7 +107,7 @@ def load_benchmark_corpus(
             for field in ("evidence_docs", "gold_docs", "negative_docs"):
                 for doc in record.get(field) or []:
                     if not isinstance(doc, dict) or "docid" not in doc or "text" not in doc:
-                        raise ValueError(f"{path}:{line_no}: {field} entry without docid/text")
+                        raise InputError(f"{path}:{line_no}: {field} entry without docid/text")
                     docid, url = str(doc["docid"]), str(doc.get("url") or "")
                     docs.setdefault(docid, Document(docid, str(doc["text"]), url))
     elif name == "hotpotqa" and context == "corpus":
@@ -124,7 +125,7 @@ def load_benchmark_corpus(
 def _existing(path: str | Path) -> Path:
     path = Path(path)
     if not path.exists():
-        raise ValueError(f"{path}: no such file")
+        raise InputError(f"{path}: no such file")
     return path
 
 
@@ -132,7 +133,7 @@ def _check_unique_ids(path: Path, tasks: list[Task]) -> None:
     seen: set[str] = set()
     for task in tasks:
         if task.id in seen:
-            raise ValueError(f"{path}: task id {task.id!r} appears twice")
+            raise InputError(f"{path}: task id {task.id!r} appears twice")
         seen.add(task.id)
 
 
@@ -140,7 +141,7 @@ def _jsonl_objects(path: Path) -> Iterator[tuple[int, dict]]:
     """(line number, record) for each line, which must be a JSON object."""
     for line_no, record in read_jsonl(path):
         if not isinstance(record, dict):
-            raise ValueError(f"{path}:{line_no}: a record must be a JSON object")
+            raise InputError(f"{path}:{line_no}: a record must be a JSON object")
         yield line_no, record
 
 
@@ -149,9 +150,9 @@ def _field(where: str, record: dict, key: str, kind: type | tuple[type, ...] = s
     value = record.get(key)
     if value is None or not isinstance(value, kind) or isinstance(value, bool):
         got = "missing" if value is None else f"a {type(value).__name__}"
-        raise ValueError(f"{where}: field {key!r} is {got}, not a {_kind_name(kind)}")
+        raise InputError(f"{where}: field {key!r} is {got}, not a {_kind_name(kind)}")
     if isinstance(value, str) and not value.strip():
-        raise ValueError(f"{where}: field {key!r} is empty")
+        raise InputError(f"{where}: field {key!r} is empty")
     return value
 
 
@@ -167,7 +168,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 def _aime_records(path: Path) -> Iterator[tuple[str, dict]]:
     files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
     if not files:
-        raise ValueError(f"{path}: a folder without *.jsonl files")
+        raise InputError(f"{path}: a folder without *.jsonl files")
     for file in files:
         for line_no, record in _jsonl_objects(file):
             yield f"{file}:{line_no}", record
@@ -187,12 +188,12 @@ def _hotpotqa_records(path: Path) -> Iterator[tuple[int, dict]]:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except ValueError as err:
-        raise ValueError(f"{path}: not JSON ({err}); HotpotQA is one JSON list") from None
+        raise InputError(f"{path}: not JSON ({err}); HotpotQA is one JSON list") from None
     if not isinstance(data, list):
-        raise ValueError(f"{path}: a JSON {type(data).__name__}, not HotpotQA's list of records")
+        raise InputError(f"{path}: a JSON {type(data).__name__}, not HotpotQA's list of records")
     for index, record in enumerate(data):
         if not isinstance(record, dict):
-            raise ValueError(f"{path}: record {index} is not a JSON object")
+            raise InputError(f"{path}: record {index} is not a JSON object")
         yield index, record
 
 
@@ -211,7 +212,7 @@ def _paragraphs(path: Path, index: int, record: dict) -> list[tuple[str, list[st
             and isinstance(paragraph[1], list)
             and all(isinstance(s, str) for s in paragraph[1])
         ):
-            raise ValueError(f"{where}: context[{n}] is not [title, [sentences...]]")
+            raise InputError(f"{where}: context[{n}] is not [title, [sentences...]]")
     return [(title, sentences) for title, sentences in context]
 
 
@@ -238,7 +239,7 @@ def _browsecomp_task(path: Path, line_no: int, record: dict) -> Task:
     question = _field(where, record, "query")
     answer = _field(where, record, "answer")
     if _looks_encrypted(question):
-        raise ValueError(
+        raise InputError(
             f"{where}: the query is still base64-obfuscated; decrypt the dataset first"
         )
     return Task(query_id, f"{question}\n\n{BROWSECOMP_INSTRUCTION}", answer, "browsecomp-plus")
@@ -257,10 +258,10 @@ def _gpqa_rows(path: Path) -> Iterator[tuple[int, dict]]:
         reader = csv.DictReader(f)
         missing = [c for c in GPQA_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
-            raise ValueError(f"{path}: not the GPQA CSV: no column {', '.join(map(repr, missing))}")
+            raise InputError(f"{path}: not the GPQA CSV: no column {', '.join(map(repr, missing))}")
         for n, row in enumerate(reader, 1):
             if None in row:  # more cells than the header has columns
-                raise ValueError(f"{path}: row {n} (line {reader.line_num}) has extra cells")
+                raise InputError(f"{path}: row {n} (line {reader.line_num}) has extra cells")
             yield n, row
 
 
@@ -280,7 +281,7 @@ def _gpqa_task(path: Path, n: int, row: dict, seed: int) -> Task:
     where = f"{path}: row {n}" + (f" (Record ID {record_id!r})" if record_id else "")
     for column in GPQA_COLUMNS:
         if not (row.get(column) or "").strip():
-            raise ValueError(f"{where}: column {column!r} is empty")
+            raise InputError(f"{where}: column {column!r} is empty")
     options, letter = gpqa_options(row, seed)
     shown = "\n".join(f"({x}) {o}" for x, o in zip("ABCD", options, strict=True))
     question = f"{row['Question'].strip()}\n\n{shown}\n\n{GPQA_INSTRUCTION}"

@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import partial
 
+from orchrm.errors import ConfigError
 from orchrm.orchestration import AGENT_TYPES, Orchestration
 from orchrm.parse import from_dict
 from orchrm.runtime.config import RunConfig
@@ -58,7 +59,7 @@ def generate(
     specialized, or `writers` by name), executed on the world; one record per sample.
     `preset`: a name in `PRESETS` or a `Preset` (a variant of one, to study the world)."""
     if isinstance(preset, str) and preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
+        raise ConfigError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
     config = world_config()
     tasks = generate_tasks(preset, n_tasks, seed)
     by_id = {t.id: t for t in tasks}

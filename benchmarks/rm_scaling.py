@@ -121,13 +121,13 @@ def main() -> None:
         versus = evaluate(tasks, {"orchrm": orchrm, "majority": majority_selector}, [SAMPLES])
         versus = versus.at(SAMPLES)["orchrm"]
         scores = [list(orchrm(t).scores) for t in tasks]  # looked up, not scored again
-        seen = min(summary["pairs_seen"], len(pair_lines))
+        seen = min(summary.pairs_seen, len(pair_lines))
         sample = world.pairs / f"sample-{seen}.jsonl"
         sample.write_text("\n".join(random.Random(0).sample(pair_lines, seen)) + "\n")
         fit = fit_features(world.train, sample, (budget,))
         features = linear_scores(tasks, fit.keys, fit.bt)
         print(
-            f"| {n} | {seen} | {seconds:.0f} | {summary['best_validation_accuracy']:.3f} | "
+            f"| {n} | {seen} | {seconds:.0f} | {summary.best_validation_accuracy:.3f} | "
             f"{100 * chosen_p(tasks, scores):.1f} | "
             f"{points(versus.expected_vs_baseline, versus.expected_vs_baseline_ci)} | "
             f"{cue_gap(tasks, scores):+.2f} | "

@@ -69,8 +69,8 @@ def run_orchrm(pairs: Path, out: Path, args) -> dict:
         progress=False,
     )
     return {
-        "pairs_per_s": summary["pairs_per_second"],
-        "seconds": summary["train_seconds"],
+        "pairs_per_s": summary.pairs_per_second,
+        "seconds": summary.train_seconds,
         "model": str(out / "model"),
     }
 

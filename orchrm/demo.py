@@ -161,14 +161,14 @@ def run_demo(config: DemoConfig, say=print) -> dict:
             )
         )
         models[dataset] = OrchRM.load(out / "rm" / dataset / "model", bf16=config.bf16)
-        held_out[dataset] = summary["best_validation_accuracy"]
-        truncated[dataset] = summary["truncated_texts"]
+        held_out[dataset] = summary.best_validation_accuracy
+        truncated[dataset] = summary.truncated_texts
         lap(f"train {dataset}")
         say(
             f"reward model {dataset}: validation pairwise accuracy "
-            f"{summary['best_validation_accuracy']:.3f} ({summary['pairs_per_second']:.1f} "
-            f"pairs/s; {summary['truncated_texts']} of "
-            f"{2 * (summary['train_pairs'] + summary['validation_pairs'])} texts over "
+            f"{summary.best_validation_accuracy:.3f} ({summary.pairs_per_second:.1f} "
+            f"pairs/s; {summary.truncated_texts} of "
+            f"{2 * (summary.train_pairs + summary.validation_pairs)} texts over "
             f"{config.max_length} tokens)"
         )
     evaluations = []

@@ -62,8 +62,8 @@ def trained(pairs_dir, tmp_path_factory) -> tuple[Path, dict]:
 def test_training_learns_and_saves_a_standard_checkpoint(trained):
     out, summary = trained
     # 8 batches of 8 pairs; an epoch's one short batch may fall among them.
-    assert summary["steps"] == 8 and 56 < summary["pairs_seen"] <= 64
-    history = summary["history"]
+    assert summary.steps == 8 and 56 < summary.pairs_seen <= 64
+    history = summary.history
     assert [h["step"] for h in history] == [4, 8]
     assert set(history[-1]["accuracy_by_kind"]) <= {"coi", "sob"}
     meta = json.loads((out / "model" / "orchrm.json").read_text())
@@ -98,7 +98,7 @@ def test_a_second_training_in_one_process_may_use_another_precision(pairs_dir, t
             ),
             progress=False,
         )
-        assert summary["bf16"] is bf16 and summary["steps"] == 1
+        assert summary.bf16 is bf16 and summary.steps == 1
 
 
 def test_scores_come_back_in_input_order_and_match_one_by_one(trained):
@@ -189,12 +189,12 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(pairs_dir, tmp_path):
         resume=True,
         progress=False,
     )
-    assert resumed["steps"] == 8 and resumed["pairs_seen"] == whole["pairs_seen"]
+    assert resumed.steps == 8 and resumed.pairs_seen == whole.pairs_seen
     a = load_file(tmp_path / "a" / "checkpoints" / "step-8" / "model.safetensors")
     b = load_file(tmp_path / "b" / "checkpoints" / "step-8" / "model.safetensors")
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)  # no batch repeated or lost
-    assert resumed["best_validation_accuracy"] == pytest.approx(
-        whole["best_validation_accuracy"], abs=0.01
+    assert resumed.best_validation_accuracy == pytest.approx(
+        whole.best_validation_accuracy, abs=0.01
     )
 
 
@@ -299,7 +299,7 @@ def test_decoder_backbone_with_lora_trains_and_reads_the_last_real_token(pairs_d
         ),
         progress=False,
     )
-    assert summary["steps"] == 3
+    assert summary.steps == 3
     saved = tmp_path / "rm" / "model"
     weights = load_file(saved / "model.safetensors")
     assert not any("lora" in k for k in weights)  # adapters merged: a standard checkpoint
@@ -362,7 +362,7 @@ def test_evaluating_the_saved_model_reproduces_its_validation_accuracy(trained, 
 
     out, summary = trained
     metrics = evaluate_file(out / "model", pairs_dir / "validation.jsonl")
-    assert metrics["accuracy"] == pytest.approx(summary["best_validation_accuracy"], abs=1e-9)
+    assert metrics["accuracy"] == pytest.approx(summary.best_validation_accuracy, abs=1e-9)
     assert set(metrics["accuracy_by_domain"]) == {"math"}
 
 
@@ -384,7 +384,9 @@ def test_validation_scores_each_distinct_text_once(trained, pairs_dir, monkeypat
         "rewards",
         lambda model, seqs, *a: scored.append(len(seqs)) or real(model, seqs, *a),
     )
-    metrics = rm_train.evaluate(rm.model, pairs, rm.tokenizer.pad_token_id, 8, rm.device, False)
+    metrics = rm_train.pairwise_accuracy(
+        rm.model, pairs, rm.tokenizer.pad_token_id, 8, rm.device, False
+    )
     assert scored == [len(set(texts))]
     pad = rm.tokenizer.pad_token_id
 
@@ -597,8 +599,8 @@ def test_resume_passes_over_a_damaged_checkpoint_and_continues_exactly(pairs_dir
     assert f"checkpoint {folder / 'step-8'} is unusable: model.safetensors: " in notes
     assert f"ignoring {folder / 'step-foo'}" in notes
     assert "resuming from step-6 instead of step-12, step-8" in notes
-    assert resumed["resumed_from_step"] == 6 and resumed["steps"] == 8
-    assert resumed["pairs_seen"] == whole["pairs_seen"]
+    assert resumed.resumed_from_step == 6 and resumed.steps == 8
+    assert resumed.pairs_seen == whole.pairs_seen
     a = load_file(tmp_path / "a" / "checkpoints" / "step-8" / "model.safetensors")
     b = load_file(weights)  # step-8 trained again from step-6, and saved whole
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)

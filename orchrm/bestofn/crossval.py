@@ -121,7 +121,7 @@ def cross_validate(store: Store, config: LotoConfig, say=print) -> list[Evaluati
             chosen[t.task_id] = selector
         say(
             f"{name}: held out {len(members)} task(s), trained on {len(train_rows)} pairs "
-            f"({summary['pairs_per_second']:.1f} pairs/s)"
+            f"({summary.pairs_per_second:.1f} pairs/s)"
         )
         if not config.keep_models:
             shutil.rmtree(out / name / "rm", ignore_errors=True)

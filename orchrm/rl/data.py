@@ -195,7 +195,7 @@ def build_rm(config: RLConfig, logs: WorldLogs, say=print) -> Path:
         progress=config.progress,
     )
     say(
-        f"reward model: held-out pairwise accuracy {summary['best_validation_accuracy']:.3f} "
+        f"reward model: held-out pairwise accuracy {summary.best_validation_accuracy:.3f} "
         f"-> {model_dir}"
     )
     return model_dir

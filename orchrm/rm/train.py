@@ -26,7 +26,7 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -58,7 +58,9 @@ def disable_dropout(model) -> None:
             module.dropout_prob = 0.0
 
 
-def evaluate(model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bool) -> dict:
+def pairwise_accuracy(
+    model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bool
+) -> dict:
     """Pairwise accuracy overall, per pair kind and per domain; reward mean and spread."""
     if not len(pairs):
         return {}
@@ -92,13 +94,67 @@ def evaluate(model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bo
 
 
 def evaluate_file(model_dir: str | Path, pairs_file: str | Path, batch_size: int = 32) -> dict:
-    """`evaluate` a saved reward model on an exported pair file (e.g. the test split)."""
+    """`pairwise_accuracy` of a saved reward model on an exported pair file (e.g. the
+    test split)."""
     from orchrm.rm.data import read_pair_file
     from orchrm.rm.model import OrchRM
 
     rm = OrchRM.load(model_dir, batch_size=batch_size)
     pairs = tokenize(read_pair_file(pairs_file), rm.tokenizer, rm.max_length)
-    return evaluate(rm.model, pairs, rm.tokenizer.pad_token_id, batch_size, rm.device, rm.bf16)
+    return pairwise_accuracy(
+        rm.model, pairs, rm.tokenizer.pad_token_id, batch_size, rm.device, rm.bf16
+    )
+
+
+@dataclass
+class TrainSummary:
+    """What a training run did; also stored under `training` in the model's metadata."""
+
+    steps: int
+    """Optimizer steps done."""
+    pairs_seen: int
+    """Training pairs read, summed over processes."""
+    train_seconds: float
+    """Forward, backward and optimizer time only (evaluation and saving excluded)."""
+    pairs_per_second: float
+    best_validation_accuracy: float | None
+    """Pairwise accuracy of the saved model on the validation pairs (None: none)."""
+    history: list[dict]
+    """Every validation pass: its step and `pairwise_accuracy` metrics."""
+    train_pairs: int
+    validation_pairs: int
+    truncated_texts: int
+    """Texts (of both splits) cut to `max_length`."""
+    bf16: bool
+    processes: int
+    stopped_early: bool
+    resumed_from_step: int | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def pair_loss(
+    model,
+    sequences: list[list[int]],
+    margins: list[float] | None,
+    *,
+    pad_id: int,
+    device,
+    center_rewards: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bradley-Terry loss of one batch: `sequences` holds the chosen texts then the
+    rejected ones (one forward pass for both); returns (loss, chosen - rejected)."""
+    inputs = {k: v.to(device) for k, v in collate(sequences, pad_id).items()}
+    scores = model(**inputs).logits.squeeze(-1).float()
+    chosen, rejected = scores.chunk(2)
+    diff = chosen - rejected
+    if margins is not None:
+        diff = diff - torch.tensor(margins, device=device)
+    loss = -torch.nn.functional.logsigmoid(diff).mean()
+    if center_rewards:
+        loss = loss + center_rewards * ((chosen + rejected) ** 2).mean()
+    return loss, diff
 
 
 def _say(message: str) -> None:
@@ -146,39 +202,66 @@ def _accelerator(cpu: bool, mixed_precision: str, grad_accumulation: int) -> Acc
     )
 
 
-def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> dict:
-    """Train (or, with `resume`, continue) a reward model; returns the summary that is
-    also stored in the saved model's metadata."""
+@dataclass
+class _Run:
+    """Everything one training run holds: built by `_prepare`, advanced by `train`."""
+
+    config: TrainConfig
+    accelerator: Accelerator
+    backbone: str
+    model: object
+    tokenizer: object
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    train_records: list[dict]
+    train_pairs: Pairs
+    val_pairs: Pairs
+    lengths: list[int]
+    """Tokens of each training pair (chosen + rejected), for length-grouped batches."""
+    per_process: int
+    """Batches each process reads per epoch."""
+    total_steps: int
+    state: TrainState
+    resumed_step: int | None
+    bf16: bool
+
+    @property
+    def main(self) -> bool:
+        return self.accelerator.is_main_process
+
+    @property
+    def out(self) -> Path:
+        return Path(self.config.out)
+
+
+def _prepare(config: TrainConfig, resume: bool) -> _Run:
+    """Configure the accelerator, model, data, optimizer and schedule, and resume."""
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
     cpu = not torch.cuda.is_available()
-    use_bf16 = (
-        bf16_supported(torch.device("cpu" if cpu else "cuda"))
-        if config.bf16 is None
-        else config.bf16
-    )
+    device = torch.device("cpu" if cpu else "cuda")
+    use_bf16 = bf16_supported(device) if config.bf16 is None else config.bf16
     accelerator = _accelerator(cpu, "bf16" if use_bf16 else "no", config.grad_accumulation)
-    main = accelerator.is_main_process
-    out = Path(config.out)
     torch.manual_seed(config.seed)  # the score head's initialization
-
+    # configure the model
     backbone = config.backbone or default_backbone()
     model, tokenizer = load_backbone(backbone, config.trust_remote_code)
     if config.lora:
         model = add_lora(model, config.lora_r, config.lora_alpha, config.lora_dropout)
+    # configure the data
     train_records, val_records = load_splits(config.pairs, config.validation_share, config.seed)
     train_pairs = tokenize(train_records, tokenizer, config.max_length)
     val_pairs = tokenize(val_records, tokenizer, config.max_length)
     lengths = [
         len(c) + len(r) for c, r in zip(train_pairs.chosen, train_pairs.rejected, strict=True)
     ]
-    world, rank = accelerator.num_processes, accelerator.process_index
-    per_process = len(length_grouped_batches(lengths, config.batch_size, config.seed, 0)) // world
+    batches = length_grouped_batches(lengths, config.batch_size, config.seed, 0)
+    per_process = len(batches) // accelerator.num_processes
     steps_per_epoch = max(1, per_process // config.grad_accumulation)
     total_steps = math.ceil(config.epochs * steps_per_epoch)
     if config.max_steps is not None:
         total_steps = min(total_steps, config.max_steps)
-
+    # configure the optimizer and schedule, then resume where a checkpoint stopped
     if config.disable_dropout:
         disable_dropout(model)
     optimizer = torch.optim.AdamW(
@@ -187,140 +270,189 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> d
     scheduler = get_linear_schedule_with_warmup(
         optimizer, int(config.warmup_ratio * total_steps), total_steps
     )
+    out, main = Path(config.out), accelerator.is_main_process
     if main:
         remove_unfinished(out, _say)
     resumed = _resume(out, model, optimizer, scheduler, main=main) if resume else None
-    state = resumed if resumed is not None else TrainState()
-    resumed_step = None if resumed is None else resumed.step
     model, optimizer = accelerator.prepare(model, optimizer)
-    pad = tokenizer.pad_token_id
-    save_every = config.save_every or config.eval_every
-    device = accelerator.device
+    return _Run(
+        config,
+        accelerator,
+        backbone,
+        model,
+        tokenizer,
+        optimizer,
+        scheduler,
+        train_records,
+        train_pairs,
+        val_pairs,
+        lengths,
+        per_process,
+        total_steps,
+        state=resumed if resumed is not None else TrainState(),
+        resumed_step=None if resumed is None else resumed.step,
+        bf16=use_bf16,
+    )
 
-    def finish_step() -> bool:
-        """Evaluate and checkpoint on schedule; True when training should stop."""
-        stop = False
-        due_eval = state.step % config.eval_every == 0 or state.step >= total_steps
-        if due_eval and main and len(val_pairs):
-            metrics = evaluate(
-                accelerator.unwrap_model(model), val_pairs, pad, config.batch_size, device, use_bf16
-            )
-            state.history.append({"step": state.step, **metrics})
-            if metrics["accuracy"] > state.best_accuracy:
-                state.best_accuracy, state.evals_since_best = metrics["accuracy"], 0
-                _save_final(metrics)
-            else:
-                state.evals_since_best += 1
-            stop = (
-                config.early_stopping is not None
-                and state.evals_since_best >= config.early_stopping
-            )
-        if main and (state.step % save_every == 0 or state.step >= total_steps or stop):
-            save_checkpoint(
-                out,
-                accelerator.unwrap_model(model),
-                optimizer,
-                scheduler,
-                state=state,
-                keep=config.keep_checkpoints,
-            )
-        flag = [stop]
-        broadcast_object_list(flag)
-        return flag[0]
 
-    def _save_final(metrics: dict) -> None:
-        meta = {
-            "backbone": backbone,
-            "max_length": config.max_length,
-            "step": state.step,
-            "pair_data_hash": data_hash(train_records),
-            "metrics": metrics,
-            "reward_mean": metrics.get("reward_mean", 0.0),
-            "reward_std": metrics.get("reward_std", 1.0),
-            "lora": config.lora,
-            "config": {k: v for k, v in asdict(config).items() if k != "extra"},
-            "extra": config.extra,
-        }
-        unwrapped = accelerator.unwrap_model(model)
-        if config.lora:  # merge a copy: training goes on with the adapters
-            unwrapped = copy.deepcopy(unwrapped)
-        save_model(unwrapped, tokenizer, out / "model", meta)
-
-    start, recent = time.perf_counter(), []
-    model.train()
-    stopped = False
-    with progress_bar("training reward model", total_steps, progress and main) as (bar, task):
-        bar.update(task, completed=state.step)
-        while state.step < total_steps and not stopped:
-            batches = length_grouped_batches(lengths, config.batch_size, config.seed, state.epoch)
-            mine = batches[rank::world][:per_process]
-            while state.micro < len(mine) and state.step < total_steps:
-                batch = mine[state.micro]
-                torch.manual_seed(config.seed * 1_000_003 + state.epoch * 100_003 + state.micro)
-                sequences = [train_pairs.chosen[i] for i in batch] + [
-                    train_pairs.rejected[i] for i in batch
-                ]
-                inputs = {k: v.to(device) for k, v in collate(sequences, pad).items()}
-                with accelerator.accumulate(model), accelerator.autocast():
-                    scores = model(**inputs).logits.squeeze(-1).float()
-                    chosen, rejected = scores.chunk(2)
-                    diff = chosen - rejected
-                    if config.margin:
-                        diff = diff - torch.tensor(
-                            [train_pairs.margins[i] for i in batch], device=device
-                        )
-                    loss = -torch.nn.functional.logsigmoid(diff).mean()
-                    if config.center_rewards:
-                        loss = loss + config.center_rewards * ((chosen + rejected) ** 2).mean()
-                    accelerator.backward(loss)
-                    optimizer.step()
-                    optimizer.zero_grad()
-                state.micro += 1
-                state.pairs_seen += len(batch)  # this process's; summed over processes below
-                recent = [*recent[-49:], (loss.item(), (diff > 0).float().mean().item())]
-                if accelerator.sync_gradients:
-                    scheduler.step()
-                    state.step += 1
-                    state.train_seconds += time.perf_counter() - start
-                    loss_avg = statistics.fmean(x for x, _ in recent)
-                    acc_avg = statistics.fmean(a for _, a in recent)
-                    val = f" val {state.best_accuracy:.3f}" if state.best_accuracy >= 0 else ""
-                    bar.update(
-                        task,
-                        completed=state.step,
-                        description=(
-                            f"training reward model: loss {loss_avg:.3f} acc {acc_avg:.2f}{val}"
-                        ),
-                    )
-                    stopped = finish_step()
-                    start = time.perf_counter()  # evaluation and saving are not training
-                    if stopped:
-                        break
-            if not stopped and state.micro >= len(mine):
-                state.epoch, state.micro = state.epoch + 1, 0
-
-    seen = int(accelerator.gather(torch.tensor([state.pairs_seen], device=device)).sum())
-    summary = {
-        "steps": state.step,
-        "pairs_seen": seen,
-        "train_seconds": state.train_seconds,  # forward, backward, optimizer only
-        "pairs_per_second": seen / state.train_seconds if state.train_seconds else 0,
-        "best_validation_accuracy": state.best_accuracy if state.best_accuracy >= 0 else None,
-        "history": state.history,
-        "train_pairs": len(train_pairs),
-        "validation_pairs": len(val_pairs),
-        "truncated_texts": train_pairs.truncated + val_pairs.truncated,
-        "bf16": use_bf16,
-        "processes": world,
-        "stopped_early": stopped,
-        "resumed_from_step": resumed_step,
+def _save_model(run: _Run, metrics: dict) -> None:
+    """The model as it is now, with its metadata, into OUT/model."""
+    config = run.config
+    meta = {
+        "backbone": run.backbone,
+        "max_length": config.max_length,
+        "step": run.state.step,
+        "pair_data_hash": data_hash(run.train_records),
+        "metrics": metrics,
+        "reward_mean": metrics.get("reward_mean", 0.0),
+        "reward_std": metrics.get("reward_std", 1.0),
+        "lora": config.lora,
+        "config": {k: v for k, v in asdict(config).items() if k != "extra"},
+        "extra": config.extra,
     }
-    if main:
-        if not len(val_pairs):  # nothing to select on: the last model is the model
-            _save_final({})
-        meta_path = out / "model" / "orchrm.json"
+    unwrapped = run.accelerator.unwrap_model(run.model)
+    if config.lora:  # merge a copy: training goes on with the adapters
+        unwrapped = copy.deepcopy(unwrapped)
+    save_model(unwrapped, run.tokenizer, run.out / "model", meta)
+
+
+def _validate(run: _Run) -> bool:
+    """Score the validation pairs, keep the model when it is the best so far; True when
+    early stopping says to stop."""
+    config, state = run.config, run.state
+    metrics = pairwise_accuracy(
+        run.accelerator.unwrap_model(run.model),
+        run.val_pairs,
+        run.tokenizer.pad_token_id,
+        config.batch_size,
+        run.accelerator.device,
+        run.bf16,
+    )
+    state.history.append({"step": state.step, **metrics})
+    if metrics["accuracy"] > state.best_accuracy:
+        state.best_accuracy, state.evals_since_best = metrics["accuracy"], 0
+        _save_model(run, metrics)
+    else:
+        state.evals_since_best += 1
+    return config.early_stopping is not None and state.evals_since_best >= config.early_stopping
+
+
+def _finish_step(run: _Run) -> bool:
+    """Validate and checkpoint on schedule; True (on every process) when training stops."""
+    config, state, last = run.config, run.state, run.state.step >= run.total_steps
+    stop = False
+    if (state.step % config.eval_every == 0 or last) and run.main and len(run.val_pairs):
+        stop = _validate(run)
+    save_every = config.save_every or config.eval_every
+    if run.main and (state.step % save_every == 0 or last or stop):
+        save_checkpoint(
+            run.out,
+            run.accelerator.unwrap_model(run.model),
+            run.optimizer,
+            run.scheduler,
+            state=state,
+            keep=config.keep_checkpoints,
+        )
+    flag = [stop]
+    broadcast_object_list(flag)
+    return flag[0]
+
+
+def _train_micro_batch(run: _Run, batch: list[int]) -> tuple[float, float]:
+    """One forward and backward pass (an optimizer step when accumulation is done);
+    returns (loss, share of pairs ranked right)."""
+    config, state, pairs = run.config, run.state, run.train_pairs
+    # Dropout seeded per micro-batch: a resumed run draws what the interrupted one would.
+    torch.manual_seed(config.seed * 1_000_003 + state.epoch * 100_003 + state.micro)
+    sequences = [pairs.chosen[i] for i in batch] + [pairs.rejected[i] for i in batch]
+    margins = [pairs.margins[i] for i in batch] if config.margin else None
+    with run.accelerator.accumulate(run.model), run.accelerator.autocast():
+        loss, diff = pair_loss(
+            run.model,
+            sequences,
+            margins,
+            pad_id=run.tokenizer.pad_token_id,
+            device=run.accelerator.device,
+            center_rewards=config.center_rewards,
+        )
+        run.accelerator.backward(loss)
+        run.optimizer.step()
+        run.optimizer.zero_grad()
+    state.micro += 1
+    state.pairs_seen += len(batch)  # this process's; summed over processes at the end
+    return loss.item(), (diff > 0).float().mean().item()
+
+
+def _progress_text(recent: list[tuple[float, float]], best_accuracy: float) -> str:
+    """The progress bar's description: recent loss and accuracy, best validation."""
+    loss = statistics.fmean(x for x, _ in recent)
+    acc = statistics.fmean(a for _, a in recent)
+    val = f" val {best_accuracy:.3f}" if best_accuracy >= 0 else ""
+    return f"training reward model: loss {loss:.3f} acc {acc:.2f}{val}"
+
+
+def _loop(run: _Run, progress: bool) -> bool:
+    """Train until `total_steps` or early stopping; True when it stopped early."""
+    config, state, accelerator = run.config, run.state, run.accelerator
+    world, rank = accelerator.num_processes, accelerator.process_index
+    start, recent = time.perf_counter(), []
+    run.model.train()
+    with progress_bar("training reward model", run.total_steps, progress and run.main) as (
+        bar,
+        task,
+    ):
+        bar.update(task, completed=state.step)
+        while state.step < run.total_steps:
+            batches = length_grouped_batches(
+                run.lengths, config.batch_size, config.seed, state.epoch
+            )
+            mine = batches[rank::world][: run.per_process]
+            while state.micro < len(mine) and state.step < run.total_steps:
+                recent = [*recent[-49:], _train_micro_batch(run, mine[state.micro])]
+                if not accelerator.sync_gradients:
+                    continue
+                run.scheduler.step()
+                state.step += 1
+                state.train_seconds += time.perf_counter() - start
+                text = _progress_text(recent, state.best_accuracy)
+                bar.update(task, completed=state.step, description=text)
+                if _finish_step(run):
+                    return True
+                start = time.perf_counter()  # evaluation and saving are not training
+            if state.micro >= len(mine):
+                state.epoch, state.micro = state.epoch + 1, 0
+    return False
+
+
+def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> TrainSummary:
+    """Train (or, with `resume`, continue) a reward model into OUT/model; returns the
+    summary that is also stored in the saved model's metadata."""
+    run = _prepare(config, resume)
+    stopped = _loop(run, progress)
+    state, accelerator = run.state, run.accelerator
+    device = accelerator.device
+    seen = int(accelerator.gather(torch.tensor([state.pairs_seen], device=device)).sum())
+    summary = TrainSummary(
+        steps=state.step,
+        pairs_seen=seen,
+        train_seconds=state.train_seconds,
+        pairs_per_second=seen / state.train_seconds if state.train_seconds else 0,
+        best_validation_accuracy=state.best_accuracy if state.best_accuracy >= 0 else None,
+        history=state.history,
+        train_pairs=len(run.train_pairs),
+        validation_pairs=len(run.val_pairs),
+        truncated_texts=run.train_pairs.truncated + run.val_pairs.truncated,
+        bf16=run.bf16,
+        processes=accelerator.num_processes,
+        stopped_early=stopped,
+        resumed_from_step=run.resumed_step,
+    )
+    if run.main:
+        if not len(run.val_pairs):  # nothing to select on: the last model is the model
+            _save_model(run, {})
+        meta_path = run.out / "model" / "orchrm.json"
         meta = json.loads(meta_path.read_text())
-        meta["training"] = summary
+        meta["training"] = summary.to_dict()
         meta_path.write_text(json.dumps(meta, indent=2))
     accelerator.wait_for_everyone()
     return summary
@@ -346,7 +478,7 @@ def main(argv: list[str] | None = None) -> None:
     config = TrainConfig(**{k: v for k, v in args.items() if v is not None})
     summary = train(config, resume=resume, progress=sys.stderr.isatty())
     if Accelerator().is_main_process:
-        print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2))
+        print(json.dumps({k: v for k, v in summary.to_dict().items() if k != "history"}, indent=2))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,3 +57,86 @@ def test_parse_missing_file_fails_clearly_and_the_others_are_still_counted(tmp_p
     assert out["unreadable"] == [
         {"path": str(tmp_path / "nope.jsonl"), "error": f"no such file: {tmp_path / 'nope.jsonl'}"}
     ]
+
+
+def _commands(command, path=()):
+    """Every command under `command` with its path, groups included."""
+    import typer
+
+    yield path, command
+    if hasattr(command, "list_commands"):
+        ctx = typer.Context(command)
+        for name in command.list_commands(ctx):
+            yield from _commands(command.get_command(ctx, name), (*path, name))
+
+
+def test_every_option_of_every_command_has_a_help_text():
+    from typer.main import get_command
+
+    from orchrm.cli import app
+
+    missing = [
+        f"{' '.join(path)} {param.opts[0]}"
+        for path, command in _commands(get_command(app))
+        for param in command.params
+        if param.param_type_name == "option" and not (param.help or "").strip()
+    ]
+    assert missing == []
+
+
+def test_train_options_are_train_config_fields_with_its_defaults(monkeypatch, tmp_path):
+    """Options left out keep TrainConfig's defaults; the ones given reach the config."""
+    from typer.testing import CliRunner
+
+    import orchrm.rm.train
+    from orchrm.cli import app
+    from orchrm.rm.config import TrainConfig
+
+    seen = []
+
+    def train(config, resume):
+        seen.append((config, resume))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(orchrm.rm.train, "train", train)
+    args = ["train", "--pairs", "p", "--lr", "0.001", "--no-bf16", "--lora", "--resume"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert seen == [(TrainConfig(pairs="p", lr=0.001, bf16=False, lora=True), True)]
+    shown = CliRunner(env={"COLUMNS": "300"}).invoke(app, ["train", "--help"]).output
+    assert "Peak learning rate (AdamW)." in shown and "[default: 5e-05]" in shown
+
+
+def test_a_user_error_is_one_line_on_stderr_with_exit_status_2(tmp_path, orchrm_cli):
+    bad_preset = orchrm_cli("world", "generate", "--preset", "nope", "--out", str(tmp_path))
+    assert bad_preset.returncode == 2, bad_preset.stderr
+    assert bad_preset.stderr.splitlines() == [
+        "error: unknown preset 'nope': choose one of math, search, multihop, science"
+    ]
+    missing = tmp_path / "no-tasks.jsonl"
+    no_file = orchrm_cli("run", "--tasks", str(missing), "--out", str(tmp_path / "run.jsonl"))
+    assert no_file.returncode == 2 and "Traceback" not in no_file.stderr
+    assert no_file.stderr.splitlines() == [f"error: {missing}: No such file or directory"]
+
+
+def test_a_bug_keeps_its_traceback_and_exits_1(tmp_path):
+    """A library function failing with an internal error is not dressed up as a user
+    error: Python's traceback names it, and the exit status is 1."""
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"full_response": HIGH_DOM}) + "\n")
+    program = (
+        "import sys, orchrm.cli.parse\n"
+        "def broken(path):\n"
+        "    raise KeyError('internal bookkeeping')\n"
+        "orchrm.cli.parse.summarize_file = broken\n"
+        "from orchrm.cli import app\n"
+        "app(prog_name='orchrm', args=sys.argv[1:])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, "parse", str(log)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 1
+    assert "Traceback" in done.stderr and "KeyError: 'internal bookkeeping'" in done.stderr

@@ -4,10 +4,11 @@ build the config, call the library, render the result)."""
 from __future__ import annotations
 
 import typer
+from typer.core import TyperGroup
 
 from orchrm import __version__
 from orchrm.cli.bestofn import cross_validate_command, eval_command
-from orchrm.cli.console import console
+from orchrm.cli.console import console, fail
 from orchrm.cli.demo import demo_command
 from orchrm.cli.parse import parse_command
 from orchrm.cli.rl import rl_command
@@ -16,8 +17,30 @@ from orchrm.cli.run import run_command
 from orchrm.cli.serve import serve_command
 from orchrm.cli.store import ingest_command, pairs_app, store_app
 from orchrm.cli.world import world_app
+from orchrm.errors import OrchrmError
+
+
+class OrchrmGroup(TyperGroup):
+    """The top command: a user's error (`OrchrmError`, or an OS error about a named file)
+    is one line on stderr and exit status 2; anything else is a bug and keeps its
+    traceback (exit status 1)."""
+
+    def invoke(self, ctx: typer.Context):
+        """Run the chosen command, turning user errors into their one line."""
+        try:
+            return super().invoke(ctx)
+        except OrchrmError as err:
+            fail(str(err))
+        except OSError as err:
+            # An OS error that names a file is about the user's files or disk; one
+            # without a file name comes from deeper down and stays a traceback.
+            if err.filename is None:
+                raise
+            fail(f"{err.filename}: {err.strerror or err}")
+
 
 app = typer.Typer(
+    cls=OrchrmGroup,
     name="orchrm",
     help="Reward modeling for multi-agent orchestrations: score orchestrations before they run.",
     no_args_is_help=True,

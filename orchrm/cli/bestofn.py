@@ -31,11 +31,15 @@ def eval_command(
         "accuracy (0: none).",
     ),
     judge_base_url: str = typer.Option(None, "--judge-base-url", help="A real judge server."),
-    judge_model: str = typer.Option("default", "--judge-model"),
+    judge_model: str = typer.Option(
+        "default", "--judge-model", help="Model name the judge server answers to."
+    ),
     domain: str = typer.Option(
         None, "--domain", help="Only this domain (default: every domain, a table each)."
     ),
-    out: Path = typer.Option(Path("runs/eval"), "--out"),
+    out: Path = typer.Option(
+        Path("runs/eval"), "--out", help="Folder for the report (Markdown, PNGs, JSON)."
+    ),
 ) -> None:
     """Best-of-N on held-out logs or a store: a Markdown table per domain (accuracy with
     95% CI, normalized advantage, verification and total tokens), PNG plots and a JSON of
@@ -43,35 +47,25 @@ def eval_command(
     from orchrm.bestofn.lineup import by_domain, evaluate_tasks, selectors, world_judge
     from orchrm.bestofn.metrics import tasks_from_logs, tasks_from_store
     from orchrm.bestofn.report import markdown, write_report
-    from orchrm.rm.model import ModelError, OrchRM
-    from orchrm.store.db import StoreError
+    from orchrm.rm.model import OrchRM
 
     if bool(logs) == bool(store):
         fail("give either log files or --store (one of them)")
     if held_out_of and not store:
         fail("--held-out-of needs --store (pair datasets live in the store)")
-    try:
-        if store:
-            with open_store(store, read_only=True) as db:
-                tasks = tasks_from_store(db, orchestrator, n, domain, held_out_of)
-        else:
-            tasks = tasks_from_logs([str(p) for p in logs], orchestrator, n, domain)
-    except (StoreError, ValueError, OSError) as err:
-        fail(str(err))
-    try:
-        model = OrchRM.load(rm) if rm else None
-        external = OrchRM.load(external_rm, check_version=False) if external_rm else None
-    except ModelError as err:
-        fail(str(err))
+    if store:
+        with open_store(store, read_only=True) as db:
+            tasks = tasks_from_store(db, orchestrator, n, domain, held_out_of)
+    else:
+        tasks = tasks_from_logs([str(p) for p in logs], orchestrator, n, domain)
+    model = OrchRM.load(rm) if rm else None
+    external = OrchRM.load(external_rm, check_version=False) if external_rm else None
     judge = None
     if world_tasks:
         from orchrm.bestofn.reruns import with_reruns
 
         judge = world_judge(list(world_tasks))
-        try:
-            tasks = with_reruns(tasks, list(judge.tasks.values()), reruns)
-        except ValueError as err:
-            fail(str(err))
+        tasks = with_reruns(tasks, list(judge.tasks.values()), reruns)
     elif judge_base_url:
         from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
 
@@ -104,17 +98,18 @@ def cross_validate_command(
         None, "--step-threshold", help="Checkpoints at/after this step are specialized."
     ),
     epochs: float = typer.Option(3.0, "--epochs", help="Reward-model epochs per fold."),
-    max_length: int = typer.Option(256, "--max-length"),
+    max_length: int = typer.Option(256, "--max-length", help="Reward-model tokens per text."),
     backbone: str = typer.Option("", "--backbone", help="HF model dir (default MiniLM)."),
-    seed: int = typer.Option(0, "--seed"),
-    out: Path = typer.Option(Path("runs/loto"), "--out"),
+    seed: int = typer.Option(0, "--seed", help="Seeds the folds, the pairs and training."),
+    out: Path = typer.Option(
+        Path("runs/loto"), "--out", help="Folder for the folds' pairs and models and the report."
+    ),
 ) -> None:
     """Best-of-N under leave-one-task-out (or k-fold) cross-validation, for logs too small
     to hold out tasks: each task is scored by a reward model trained on the others."""
     from orchrm.bestofn.crossval import LotoConfig, cross_validate
     from orchrm.bestofn.report import markdown, write_report
     from orchrm.rm.config import TrainConfig
-    from orchrm.rm.model import ModelError
     from orchrm.store.pairs import MineConfig
 
     config = LotoConfig(
@@ -132,10 +127,7 @@ def cross_validate_command(
         seed=seed,
     )
     with open_store(store) as db:
-        try:
-            evaluations = cross_validate(db, config, say=lambda m: console.print(m))
-        except (ValueError, ModelError) as err:
-            fail(str(err))
+        evaluations = cross_validate(db, config, say=lambda m: console.print(m))
     write_report(evaluations, out)
     for ev in evaluations:
         console.print(markdown(ev), highlight=False)

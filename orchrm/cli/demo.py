@@ -10,7 +10,9 @@ from orchrm.cli.console import console
 
 
 def demo_command(
-    out: Path = typer.Option(Path("orchrm-demo"), "--out"),
+    out: Path = typer.Option(
+        Path("orchrm-demo"), "--out", help="Folder for logs, store, pairs, models and the report."
+    ),
     train_tasks: int = typer.Option(
         None, "--train-tasks", min=10, help="World tasks per preset for training [300]."
     ),

@@ -13,69 +13,53 @@ from orchrm.cli.console import (
     console,
     err_console,
     exit_if_unreadable,
-    fail,
     print_problems,
     report_unreadable,
 )
+from orchrm.cli.options import config_options
 from orchrm.jsonl import printable
+from orchrm.rm.config import TrainConfig
 
 
+@config_options(
+    TrainConfig,
+    [
+        "pairs",
+        "out",
+        "backbone",
+        "max_length",
+        "epochs",
+        "max_steps",
+        "batch_size",
+        "grad_accumulation",
+        "lr",
+        "eval_every",
+        "early_stopping",
+        "lora",
+        "margin",
+        "center_rewards",
+        "bf16",
+        "seed",
+        "trust_remote_code",
+    ],
+    required=["pairs"],
+)
 def train_command(
-    pairs: Path = typer.Option(..., "--pairs", help="Export folder (train/validation files)."),
-    out: Path = typer.Option(Path("runs/rm"), "--out", help="Where the model is written."),
-    backbone: str = typer.Option("", "--backbone", help="HF model dir/id (default: MiniLM)."),
-    max_length: int = typer.Option(256, "--max-length"),
-    epochs: float = typer.Option(1.0, "--epochs"),
-    max_steps: int = typer.Option(None, "--max-steps"),
-    batch_size: int = typer.Option(16, "--batch-size"),
-    grad_accumulation: int = typer.Option(1, "--grad-accumulation"),
-    lr: float = typer.Option(5e-5, "--lr"),
-    eval_every: int = typer.Option(50, "--eval-every"),
-    early_stopping: int = typer.Option(None, "--early-stopping", help="Evaluations w/o gain."),
-    lora: bool = typer.Option(False, "--lora", help="Train LoRA adapters (r=32, alpha=32)."),
-    margin: bool = typer.Option(False, "--margin", help="Use each pair's margin field."),
-    center_rewards: float = typer.Option(None, "--center-rewards"),
-    bf16: bool = typer.Option(None, "--bf16/--no-bf16", help="Default: when the hardware is fast."),
-    seed: int = typer.Option(0, "--seed"),
+    config: TrainConfig,
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
-    trust_remote_code: bool = typer.Option(False, "--trust-remote-code"),
 ) -> None:
     """Train a Bradley-Terry reward model on exported pairs (progress bar with live loss,
     accuracy and ETA). Multi-process: `accelerate launch ... -m orchrm.rm.train`."""
-    from orchrm.rm.config import TrainConfig
-    from orchrm.rm.model import ModelError
     from orchrm.rm.train import train
 
-    config = TrainConfig(
-        pairs=str(pairs),
-        out=str(out),
-        backbone=backbone,
-        max_length=max_length,
-        epochs=epochs,
-        max_steps=max_steps,
-        batch_size=batch_size,
-        grad_accumulation=grad_accumulation,
-        lr=lr,
-        eval_every=eval_every,
-        early_stopping=early_stopping,
-        lora=lora,
-        margin=margin,
-        center_rewards=center_rewards,
-        bf16=bf16,
-        seed=seed,
-        trust_remote_code=trust_remote_code,
-    )
-    try:
-        summary = train(config, resume=resume)
-    except (ModelError, ValueError, OSError) as err:
-        fail(str(err))
-    history = summary["history"][-1] if summary["history"] else {}
+    summary = train(config, resume=resume)
+    history = summary.history[-1] if summary.history else {}
     console.print(
-        f"trained {summary['steps']} steps on {summary['train_pairs']} pairs "
-        f"({summary['pairs_per_second']:.1f} pairs/s, {summary['processes']} process(es)); "
-        f"best validation accuracy {summary['best_validation_accuracy']}; last by kind "
-        f"{history.get('accuracy_by_kind', {})}; {summary['truncated_texts']} texts truncated; "
-        f"model -> {out / 'model'}",
+        f"trained {summary.steps} steps on {summary.train_pairs} pairs "
+        f"({summary.pairs_per_second:.1f} pairs/s, {summary.processes} process(es)); "
+        f"best validation accuracy {summary.best_validation_accuracy}; last by kind "
+        f"{history.get('accuracy_by_kind', {})}; {summary.truncated_texts} texts truncated; "
+        f"model -> {Path(config.out) / 'model'}",
         highlight=False,
     )
 
@@ -83,16 +67,12 @@ def train_command(
 def evaluate_rm_command(
     pairs: Path = typer.Argument(..., help="An exported pair file, e.g. runs/pairs/test.jsonl."),
     rm: Path = typer.Option(..., "--rm", help="A trained reward model directory."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Pairwise accuracy of a reward model on held-out pairs: overall, per kind, per domain."""
-    from orchrm.rm.model import ModelError
     from orchrm.rm.train import evaluate_file
 
-    try:
-        metrics = evaluate_file(rm, pairs)
-    except (ModelError, ValueError, OSError) as err:
-        fail(str(err))
+    metrics = evaluate_file(rm, pairs)
     if as_json:
         print(json.dumps(metrics, indent=2))
         return
@@ -109,19 +89,16 @@ def score_command(
     files: list[Path] = typer.Argument(..., help="Record files (any form `orchrm parse` reads)."),
     rm: Path = typer.Option(..., "--rm", help="A trained reward model directory."),
     out: Path = typer.Option(None, "--out", help="JSONL of scores (default: stdout)."),
-    batch_size: int = typer.Option(32, "--batch-size"),
+    batch_size: int = typer.Option(32, "--batch-size", help="Orchestrations per forward pass."),
 ) -> None:
     """Score every orchestration in FILES with a reward model: one JSON line per record
     (file, line, task_id, score or null with the reason). The summary (records scored,
     the others by reason, the first few with file:line) goes to stderr. A file that
     cannot be read is reported, the others are still scored, and the exit status is 1."""
     from orchrm.jsonl import write_jsonl
-    from orchrm.rm.model import ModelError, OrchRM
+    from orchrm.rm.model import OrchRM
 
-    try:
-        model = OrchRM.load(rm, batch_size=batch_size)
-    except ModelError as err:
-        fail(str(err))
+    model = OrchRM.load(rm, batch_size=batch_size)
     rows, items, problems, unreadable = _score_rows(files)
     scores = model.score_batch([(q, o) for _, q, o in items])
     for (n, _, _), s in zip(items, scores, strict=True):

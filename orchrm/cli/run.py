@@ -8,9 +8,19 @@ import typer
 from rich.table import Table
 
 from orchrm.cli.console import console, fail
+from orchrm.cli.options import config_options
+from orchrm.runtime.config import RunConfig
 
 
+@config_options(
+    RunConfig,
+    ["temperature", "call_timeout_s", "max_retries", "concurrency"],
+    into="run_config",
+    flags={"call_timeout_s": "--timeout", "max_retries": "--retries"},
+    settings={"max_retries": {"min": 0}, "concurrency": {"min": 1}},
+)
 def run_command(
+    run_config: RunConfig,
     tasks: Path = typer.Option(
         ..., "--tasks", help="JSONL tasks (question/problem, answer, id), or a --benchmark file."
     ),
@@ -19,17 +29,25 @@ def run_command(
     base_url: str = typer.Option(
         None, "--base-url", help="OpenAI-compatible server (vLLM, SGLang, hosted API)."
     ),
-    api_key: str = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", show_default=False),
+    api_key: str = typer.Option(
+        None,
+        "--api-key",
+        envvar="OPENAI_API_KEY",
+        show_default=False,
+        help="Bearer token of the server (default: EMPTY, which vLLM accepts).",
+    ),
     model: str = typer.Option("default", "--model", help="Model for every role not set below."),
-    orchestrator_model: str = typer.Option(None, "--orchestrator-model"),
-    subagent_model: str = typer.Option(None, "--subagent-model"),
+    orchestrator_model: str = typer.Option(
+        None,
+        "--orchestrator-model",
+        help="Model that writes orchestrations (default: --model).",
+    ),
+    subagent_model: str = typer.Option(
+        None, "--subagent-model", help="Model that answers the sub-agents (default: --model)."
+    ),
     samples: int = typer.Option(4, "--samples", min=1, help="Orchestrations sampled per task."),
     dom: str = typer.Option("high", "--dom", help="Degree of MAS asked for: low or high."),
     limit: int = typer.Option(None, "--limit", min=1, help="Use only the first N tasks."),
-    concurrency: int = typer.Option(8, "--concurrency", min=1),
-    timeout: float = typer.Option(300.0, "--timeout", help="Per-call timeout in seconds."),
-    retries: int = typer.Option(3, "--retries", min=0, help="Retries of transient errors."),
-    temperature: float = typer.Option(0.5, "--temperature"),
     corpus: Path = typer.Option(None, "--corpus", help="JSONL corpus for WebSearchAgent (BM25)."),
     orchestrator_id: str = typer.Option(
         None, "--orchestrator-id", help="Name recorded for the orchestrator (default: its model)."
@@ -51,7 +69,6 @@ def run_command(
     import asyncio
 
     from orchrm.jsonl import write_jsonl
-    from orchrm.runtime.config import RunConfig
     from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
     from orchrm.runtime.retrieval import load_corpus
     from orchrm.runtime.run import load_tasks, run_tasks
@@ -61,30 +78,19 @@ def run_command(
         fail(f"unknown backend {backend!r}: choose openai")
     if dom not in ("low", "high"):
         fail(f"--dom must be low or high, got {dom!r}")
-    try:
-        if benchmark:
-            task_list = load_benchmark(benchmark, tasks, limit, seed, context=context)
-            retriever = load_benchmark_corpus(
-                benchmark, tasks, limit, corpus=corpus, context=context
-            )
-        else:
-            task_list = load_tasks(tasks, limit)
-            retriever = load_corpus(corpus) if corpus else None
-    except (OSError, ValueError) as err:
-        fail(str(err))
+    if benchmark:
+        task_list = load_benchmark(benchmark, tasks, limit, seed, context=context)
+        retriever = load_benchmark_corpus(benchmark, tasks, limit, corpus=corpus, context=context)
+    else:
+        task_list = load_tasks(tasks, limit)
+        retriever = load_corpus(corpus) if corpus else None
     models = {"orchestrator": orchestrator_model, "subagent": subagent_model}
     config = OpenAIConfig(model=model, models={k: v for k, v in models.items() if v})
     if base_url:
         config.base_url = base_url
     if api_key:
         config.api_key = api_key
-    config.timeout_s = timeout
-    run_config = RunConfig(
-        temperature=temperature,
-        call_timeout_s=timeout,
-        max_retries=retries,
-        concurrency=concurrency,
-    )
+    config.timeout_s = run_config.call_timeout_s
 
     async def go() -> list[dict]:
         async with OpenAIBackend(config) as client:

@@ -25,14 +25,12 @@ STORE_OPTION = typer.Option(
 
 
 def open_store(path: Path, read_only: bool = False):
-    from orchrm.store.db import Store, StoreError
+    """The store at `path` (read-only: it must exist already)."""
+    from orchrm.store.db import Store
 
     if read_only and not path.exists():
         fail(f"no store at {path}: ingest something first")
-    try:
-        return Store(path, read_only=read_only)
-    except StoreError as err:
-        fail(str(err))
+    return Store(path, read_only=read_only)
 
 
 def ingest_command(
@@ -160,7 +158,7 @@ pairs_app = typer.Typer(help="Win/lose pairs: mine and export.", no_args_is_help
 @pairs_app.command("mine")
 def pairs_mine(
     store: Path = STORE_OPTION,
-    dataset: str = typer.Option("default", "--dataset"),
+    dataset: str = typer.Option("default", "--dataset", help="Name the pairs are stored under."),
     ratio: str = typer.Option("1:0:3", "--ratio", help="SoB:SoO:CoI mix."),
     cap: int = typer.Option(16, "--cap", min=1, help="Most pairs of one kind per task."),
     specialized: str = typer.Option(None, "--specialized", help="Specialized orchestrator ids."),
@@ -176,8 +174,8 @@ def pairs_mine(
     ),
     domain: str = typer.Option(None, "--domain", help="Mine one domain only."),
     split: str = typer.Option("0.8,0.1,0.1", "--split", help="Train,validation,test shares."),
-    seed: int = typer.Option(0, "--seed"),
-    as_json: bool = typer.Option(False, "--json"),
+    seed: int = typer.Option(0, "--seed", help="Seeds the per-task draws and the split."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Mine correct-over-incorrect, specialized-over-base and specialized-over-other-domain
     pairs, cap them per task, mix them, and split them by task."""
@@ -205,10 +203,7 @@ def pairs_mine(
         seed=seed,
     )
     with open_store(store) as db:
-        try:
-            summary = mine(db, config)
-        except ValueError as err:
-            fail(str(err))
+        summary = mine(db, config)
     if as_json:
         print(json.dumps(asdict(summary), indent=2))
         return
@@ -232,7 +227,7 @@ def pairs_export(
         ..., "--out", help="Folder (jsonl, parquet) or file (orchrm-datasets)."
     ),
     store: Path = STORE_OPTION,
-    dataset: str = typer.Option("default", "--dataset"),
+    dataset: str = typer.Option("default", "--dataset", help="The mined dataset to export."),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl, parquet or orchrm-datasets."),
     max_tokens: int = typer.Option(512, "--max-tokens", help="Reward-model text budget."),
     tokenizer: str = typer.Option(
@@ -244,22 +239,15 @@ def pairs_export(
     from orchrm.store.pairs import export, export_orchrm_datasets
 
     with open_store(store, read_only=True) as db:
-        try:
-            if fmt == "orchrm-datasets":
-                n = export_orchrm_datasets(db, out, dataset)
-                console.print(f"{n} pairs -> {out}")
-                return
-            count = None
-            if tokenizer:
-                from orchrm.rm.model import ModelError, backbone_budget
+        if fmt == "orchrm-datasets":
+            n = export_orchrm_datasets(db, out, dataset)
+            console.print(f"{n} pairs -> {out}")
+            return
+        count = None
+        if tokenizer:
+            from orchrm.rm.model import backbone_budget
 
-                try:
-                    max_tokens, count = backbone_budget(tokenizer, max_tokens)
-                except ModelError as err:
-                    fail(str(err))
-
-            written = export(db, out, dataset, fmt, max_tokens, count)
-        except ValueError as err:
-            fail(str(err))
+            max_tokens, count = backbone_budget(tokenizer, max_tokens)
+        written = export(db, out, dataset, fmt, max_tokens, count)
     for part, path in written.items():
         console.print(f"{part}: {path}")

@@ -18,9 +18,9 @@ world_app = typer.Typer(
 @world_app.command("generate")
 def world_generate(
     preset: str = typer.Option("math", "--preset", help="math, search, multihop or science."),
-    tasks: int = typer.Option(300, "--tasks", min=1),
+    tasks: int = typer.Option(300, "--tasks", min=1, help="World tasks to generate."),
     samples: int = typer.Option(8, "--samples", min=1, help="Samples per task per orchestrator."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seeds the tasks and every sample."),
     out: Path = typer.Option(Path("runs/world"), "--out", help="Folder for the logs."),
 ) -> None:
     """Write world logs (the schema of `orchrm run`, plus true success probabilities):
@@ -28,10 +28,7 @@ def world_generate(
     from orchrm.jsonl import write_jsonl
     from orchrm.world.generate import generate
 
-    try:
-        generated = generate(preset, tasks, samples, seed)
-    except ValueError as err:
-        fail(str(err))
+    generated = generate(preset, tasks, samples, seed)
     log, truth = out / f"{preset}.jsonl", out / f"{preset}.tasks.jsonl"
     write_jsonl(generated.records, log)
     write_jsonl([t.to_dict() for t in generated.tasks], truth)
@@ -43,10 +40,12 @@ def world_generate(
 
 @world_app.command("stats")
 def world_stats_command(
-    presets: str = typer.Option("math,search,multihop,science", "--presets"),
-    tasks: int = typer.Option(300, "--tasks", min=1),
-    samples: int = typer.Option(8, "--samples", min=2),
-    seed: int = typer.Option(0, "--seed"),
+    presets: str = typer.Option(
+        "math,search,multihop,science", "--presets", help="Comma-separated world presets."
+    ),
+    tasks: int = typer.Option(300, "--tasks", min=1, help="World tasks per preset."),
+    samples: int = typer.Option(8, "--samples", min=2, help="N: samples per task."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the tasks and every sample."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Per preset: success of both orchestrators, pass@N, majority@N, Bayes-optimal@N,

@@ -20,6 +20,7 @@ class ServeConfig:
     host: str = "127.0.0.1"
     """Address to bind. A non-loopback address needs `api_key` or `insecure`."""
     port: int = 8000
+    """TCP port to listen on."""
     api_key: str | None = None
     """Bearer token every route but /healthz requires (`Authorization: Bearer KEY`);
     `orchrm serve` also reads it from the ORCHRM_API_KEY environment variable."""

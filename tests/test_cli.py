@@ -140,3 +140,16 @@ def test_a_bug_keeps_its_traceback_and_exits_1(tmp_path):
     )
     assert done.returncode == 1
     assert "Traceback" in done.stderr and "KeyError: 'internal bookkeeping'" in done.stderr
+
+
+def test_the_accelerate_entry_point_reads_the_same_fields_as_orchrm_train():
+    """`python -m orchrm.rm.train` (for `accelerate launch`) and `orchrm train` both take
+    their flags, help and defaults from TrainConfig's fields."""
+    from orchrm.configs import argument_parser, field_help, given
+    from orchrm.rm.config import TrainConfig
+
+    parser = argument_parser(TrainConfig, "train")
+    args = given(parser.parse_args(["--pairs", "p", "--lr", "0.01", "--no-bf16", "--lora"]))
+    assert TrainConfig(**args) == TrainConfig(pairs="p", lr=0.01, bf16=False, lora=True)
+    assert TrainConfig(**given(parser.parse_args([]))) == TrainConfig()
+    assert field_help(TrainConfig)["lr"] in " ".join(parser.format_help().split())

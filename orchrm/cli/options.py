@@ -1,15 +1,12 @@
 """Command-line options made from a config dataclass: each option takes its type, default
-and help from the field it sets (the field's `help` metadata, else the docstring written
-under it), so a default or a help text is written once, in the config."""
+and help from the field it sets (`orchrm.configs.field_help`), so a default or a help
+text is written once, in the config."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import inspect
-import itertools
-import textwrap
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -17,21 +14,7 @@ from typing import Any
 
 import typer
 
-
-def field_help(cls: type) -> dict[str, str]:
-    """Every documented field of the dataclass `cls`: `field(metadata={"help": ...})`,
-    else the string literal right under the field in the class body, on one line."""
-    helps = {}
-    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
-    for node, after in itertools.pairwise(body):
-        doc = after.value if isinstance(after, ast.Expr) else None
-        is_field = isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-        if is_field and isinstance(doc, ast.Constant) and isinstance(doc.value, str):
-            helps[node.target.id] = " ".join(inspect.cleandoc(doc.value).split())
-    for f in dataclasses.fields(cls):
-        if "help" in f.metadata:
-            helps[f.name] = f.metadata["help"]
-    return helps
+from orchrm.configs import field_help
 
 
 def _option_type(hint: Any) -> Any:

@@ -460,22 +460,14 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> T
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m orchrm.rm.train --pairs DIR --out DIR [--key value ...]`: every
-    `TrainConfig` field is a flag (for `accelerate launch`)."""
-    import argparse
+    scalar `TrainConfig` field is a flag, with the field's help (for `accelerate launch`)."""
+    from orchrm.configs import argument_parser, given
 
-    parser = argparse.ArgumentParser(description="Train an Orch-RM reward model.")
-    for name, f in TrainConfig.__dataclass_fields__.items():
-        if name == "extra":
-            continue
-        kind = {"int": int, "float": float, "str": str}.get(str(f.type).split(" ")[0], str)
-        if str(f.type).startswith("bool"):
-            parser.add_argument(f"--{name.replace('_', '-')}", action="store_true", default=None)
-        else:
-            parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None)
-    parser.add_argument("--resume", action="store_true")
-    args = vars(parser.parse_args(argv))
+    parser = argument_parser(TrainConfig, "Train an Orch-RM reward model.")
+    parser.add_argument("--resume", action="store_true", help="Continue from the last checkpoint.")
+    args = given(parser.parse_args(argv))
     resume = args.pop("resume")
-    config = TrainConfig(**{k: v for k, v in args.items() if v is not None})
+    config = TrainConfig(**args)
     summary = train(config, resume=resume, progress=sys.stderr.isatty())
     if Accelerator().is_main_process:
         print(json.dumps({k: v for k, v in summary.to_dict().items() if k != "history"}, indent=2))

@@ -39,7 +39,7 @@ def parse_command(
             summaries.append(summarize_file(f))
         except OSError as err:
             unreadable.append(report_unreadable(f, err))
-    total = _total(summaries)
+    total = ParseSummary.total(summaries)
     if as_json:
         out = {"files": [s.to_dict() for s in summaries], "total": total.to_dict()}
         print(json.dumps({**out, "unreadable": unreadable}, indent=2))
@@ -67,15 +67,3 @@ def parse_command(
     ]
     print_problems(problems, None if details else EXAMPLES)
     exit_if_unreadable(unreadable)
-
-
-def _total(summaries: list[ParseSummary]) -> ParseSummary:
-    total = ParseSummary("total")
-    for s in summaries:
-        total.records += s.records
-        total.valid += s.valid
-        total.invalid += s.invalid
-        total.unparseable += s.unparseable
-        total.invalid_by_rule += s.invalid_by_rule
-        total.unparseable_by_reason += s.unparseable_by_reason
-    return total

@@ -276,6 +276,20 @@ class ParseSummary:
         out["unparseable_by_reason"] = dict(sorted(self.unparseable_by_reason.items()))
         return out
 
+    @classmethod
+    def total(cls, summaries: list[ParseSummary]) -> ParseSummary:
+        """The counts of several files added up, under the path `total` (problems stay
+        with their files)."""
+        total = cls("total")
+        for s in summaries:
+            total.records += s.records
+            total.valid += s.valid
+            total.invalid += s.invalid
+            total.unparseable += s.unparseable
+            total.invalid_by_rule += s.invalid_by_rule
+            total.unparseable_by_reason += s.unparseable_by_reason
+        return total
+
 
 def summarize_file(path: str | Path) -> ParseSummary:
     """Parse and validate every record of a file (see `read_records`) and count the

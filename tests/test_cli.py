@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_parse import DATA, HIGH_DOM
+from tests.samples import DATA, HIGH_DOM
 
 ORCHRM = Path(sys.executable).with_name("orchrm")
 
@@ -153,3 +153,34 @@ def test_the_accelerate_entry_point_reads_the_same_fields_as_orchrm_train():
     assert TrainConfig(**args) == TrainConfig(pairs="p", lr=0.01, bf16=False, lora=True)
     assert TrainConfig(**given(parser.parse_args([]))) == TrainConfig()
     assert field_help(TrainConfig)["lr"] in " ".join(parser.format_help().split())
+
+
+def test_pairs_mine_options_reach_mine_config(tmp_path, orchrm_cli):
+    """`pairs mine` mines what `mine` does with the MineConfig its options spell."""
+    from orchrm.store.config import MineConfig
+    from orchrm.store.db import Store
+    from orchrm.store.pairs import mine
+
+    world = str(tmp_path / "world")
+    generated = orchrm_cli("world", "generate", "--tasks", "12", "--samples", "4", "--out", world)
+    assert generated.returncode == 0, generated.stderr
+    db = tmp_path / "s.duckdb"
+    ingested = orchrm_cli("ingest", "--store", str(db), f"{world}/math.jsonl")
+    assert ingested.returncode == 0, ingested.stderr
+    args = ["pairs", "mine", "--store", str(db), "--ratio", "1:0:1", "--split", "0.5,0.25,0.25"]
+    args += ["--specialized", "specialized", "--base", "base", "--cap", "3", "--json"]
+    done = orchrm_cli(*args)
+    assert done.returncode == 0, done.stderr
+    config = MineConfig(
+        dataset="again",
+        ratio={"sob": 1, "soo": 0, "coi": 1},
+        split=(0.5, 0.25, 0.25),
+        specialized=("specialized",),
+        base=("base",),
+        cap_per_task=3,
+    )
+    with Store(db) as store:
+        expected = mine(store, config)
+    assert json.loads(done.stdout)["kept"] == expected.kept and expected.kept["sob"] > 0
+    bad = orchrm_cli("pairs", "mine", "--store", str(db), "--ratio", "1:x")
+    assert bad.returncode == 2 and "give SoB:SoO:CoI" in bad.stderr

@@ -29,10 +29,15 @@ def _field_option(
 ) -> inspect.Parameter:
     """The keyword parameter typer turns into the option `flag` for one field."""
     if "parser" in settings:
-        # A field typed as a collection is given as one text, read by its parser; left
-        # out, the field keeps the config's value.
-        settings = {k: v for k, v in settings.items() if k != "parser"}
-        default, hint = (None if default is not ... else ...), str | None
+        # A field typed as a collection is given as one text that its parser reads
+        # (click reports a text it refuses); left out, the field keeps the config's
+        # value, which `spell` writes as such a text for the help.
+        settings = dict(settings)
+        spell = settings.pop("spell", str)
+        if default is not ...:
+            settings.setdefault("show_default", spell(default) or False)
+            default = None
+        hint = str | None
     if hint in (bool, bool | None):
         # A flag that is off by default is only switched on; one with a default of
         # None or True can be set either way.
@@ -58,14 +63,14 @@ def config_options(
 
     `flags` renames options (field -> `--flag`; default `--field-name`), `required` fields
     have no default, and `settings` adds typer.Option arguments per field (`min`,
-    `envvar`, ...) or a `parser`: the field is then given as one text that the parser
-    reads (a comma-separated list), and keeps the config's value when left out. Every
-    field named must have a help text."""
+    `envvar`, ...), among them a `parser` (and `spell`, its inverse for the help): the
+    field is then given as one text that the parser reads (a comma-separated list), and
+    keeps the config's value when left out. Every field named must have a help text."""
     base = config() if isinstance(config, type) else config
     cls = type(base)
     hints, helps = typing.get_type_hints(cls), field_help(cls)
     names, required = list(names), set(required)
-    parsers = {n: s["parser"] for n, s in (settings or {}).items() if "parser" in s}
+    parsed = [n for n, s in (settings or {}).items() if "parser" in s]
     missing = [n for n in names if n not in helps]
     if missing:
         raise TypeError(f"{cls.__name__} fields without a help text: {', '.join(missing)}")
@@ -93,11 +98,9 @@ def config_options(
         @functools.wraps(command)
         def run(**values: Any) -> Any:
             given = {n: values.pop(n) for n in names}
-            for name, parse in parsers.items():
+            for name in parsed:
                 if given[name] is None:
                     del given[name]
-                else:
-                    given[name] = parse(given[name])
             return command(**{into: dataclasses.replace(base, **given)}, **values)
 
         parameters = sorted([*kept, *made], key=lambda p: p.kind)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -17,7 +18,9 @@ from orchrm.cli.console import (
     fail,
     print_problems,
 )
+from orchrm.cli.options import config_options
 from orchrm.jsonl import printable
+from orchrm.store.config import MineConfig
 
 STORE_OPTION = typer.Option(
     Path("orchrm.duckdb"), "--store", envvar="ORCHRM_STORE", help="The DuckDB store file."
@@ -155,53 +158,77 @@ def store_stats(
 pairs_app = typer.Typer(help="Win/lose pairs: mine and export.", no_args_is_help=True)
 
 
+def _ratio(text: str) -> dict[str, float]:
+    """`SOB:SOO:COI`, e.g. `1:0:3`, as the mix of kinds."""
+    try:
+        sob, soo, coi = (float(x) for x in text.split(":"))
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: give SoB:SoO:CoI, e.g. 1:0:3") from None
+    return {"sob": sob, "soo": soo, "coi": coi}
+
+
+def _shares(text: str) -> tuple[float, ...]:
+    """`TRAIN,VALIDATION,TEST`, e.g. `0.8,0.1,0.1`, as the split's shares of tasks."""
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: give three shares, e.g. 0.8,0.1,0.1") from None
+
+
+def _spell_ratio(ratio: dict[str, float]) -> str:
+    return ":".join(f"{ratio[k]:g}" for k in ("sob", "soo", "coi"))
+
+
+def _spell_list(values: tuple) -> str:
+    return ",".join(map(str, values))
+
+
 @pairs_app.command("mine")
+@config_options(
+    MineConfig,
+    [
+        "dataset",
+        "ratio",
+        "cap_per_task",
+        "specialized",
+        "base",
+        "step_threshold",
+        "allow_invalid_rejected",
+        "domain",
+        "split",
+        "seed",
+    ],
+    flags={"cap_per_task": "--cap", "allow_invalid_rejected": "--invalid-rejected"},
+    settings={
+        "ratio": {"parser": _ratio, "spell": _spell_ratio},
+        "cap_per_task": {"min": 1},
+        "specialized": {"parser": csv_values, "spell": _spell_list},
+        "base": {"parser": csv_values, "spell": _spell_list},
+        "split": {"parser": _shares, "spell": _spell_list},
+    },
+)
 def pairs_mine(
+    config: MineConfig,
     store: Path = STORE_OPTION,
-    dataset: str = typer.Option("default", "--dataset", help="Name the pairs are stored under."),
-    ratio: str = typer.Option("1:0:3", "--ratio", help="SoB:SoO:CoI mix."),
-    cap: int = typer.Option(16, "--cap", min=1, help="Most pairs of one kind per task."),
-    specialized: str = typer.Option(None, "--specialized", help="Specialized orchestrator ids."),
-    base: str = typer.Option(None, "--base", help="Base orchestrator ids."),
-    step_threshold: int = typer.Option(
-        None, "--step-threshold", help="Checkpoints at/after this step are specialized."
-    ),
     specialized_for: list[str] = typer.Option(
-        None, "--specialized-for", help="ORCHESTRATOR=DOMAIN, for SoO pairs (repeatable)."
+        None,
+        "--specialized-for",
+        help="ORCHESTRATOR=DOMAIN: the domain an orchestrator is specialized for, for SoO "
+        "pairs (repeatable).",
     ),
-    no_invalid_rejected: bool = typer.Option(
-        False, "--no-invalid-rejected", help="Never pair a rule-breaking orchestration."
-    ),
-    domain: str = typer.Option(None, "--domain", help="Mine one domain only."),
-    split: str = typer.Option("0.8,0.1,0.1", "--split", help="Train,validation,test shares."),
-    seed: int = typer.Option(0, "--seed", help="Seeds the per-task draws and the split."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Mine correct-over-incorrect, specialized-over-base and specialized-over-other-domain
     pairs, cap them per task, mix them, and split them by task."""
     from dataclasses import asdict
 
-    from orchrm.store.pairs import MineConfig, mine
+    from orchrm.store.pairs import mine
 
-    try:
-        sob, soo, coi = (float(x) for x in ratio.split(":"))
-        shares = tuple(float(x) for x in split.split(","))
-        targets = dict(x.split("=", 1) for x in specialized_for or [])
-    except ValueError:
-        fail("--ratio is SoB:SoO:CoI, --split three shares, --specialized-for ORCH=DOMAIN")
-    config = MineConfig(
-        dataset=dataset,
-        ratio={"sob": sob, "soo": soo, "coi": coi},
-        cap_per_task=cap,
-        specialized=csv_values(specialized),
-        base=csv_values(base),
-        step_threshold=step_threshold,
-        specialized_for=targets,
-        allow_invalid_rejected=not no_invalid_rejected,
-        domain=domain,
-        split=shares,
-        seed=seed,
-    )
+    targets = [x.split("=", 1) for x in specialized_for or []]
+    if any(len(t) != 2 for t in targets):
+        fail("--specialized-for takes ORCHESTRATOR=DOMAIN")
+    if targets:
+        config = replace(config, specialized_for=dict(targets))
     with open_store(store) as db:
         summary = mine(db, config)
     if as_json:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,6 +26,7 @@ from orchrm.errors import ConfigError, InputError
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import approx_token_count, rm_completion, rm_prompt, to_harmony
 from orchrm.parse import ParseError, from_dict, parse_harmony
+from orchrm.store.config import MineConfig
 from orchrm.store.db import Store
 
 KINDS = ("sob", "soo", "coi")
@@ -35,35 +36,6 @@ SOURCE_NAMES = {
     "soo": "specialized-over-other-domain",
 }
 SPLITS = ("train", "validation", "test")
-
-
-@dataclass
-class MineConfig:
-    """What `mine` pairs and how it mixes and splits them."""
-
-    dataset: str = "default"
-    """Name the pairs are stored under (mining again replaces that dataset)."""
-    ratio: dict[str, float] = field(default_factory=lambda: {"sob": 1, "soo": 0, "coi": 3})
-    """Mix of kinds, SoB : SoO : CoI = 1 : 0 : 3 as in the paper. A kind with no pair
-    available is left out and the others keep their proportions."""
-    cap_per_task: int = 16
-    """Most pairs of one kind from one task (drawn at random, seeded)."""
-    specialized: tuple[str, ...] = ()
-    """Orchestrator ids that count as specialized (SoB chosen side)."""
-    base: tuple[str, ...] = ()
-    """Orchestrator ids that count as base (SoB rejected side)."""
-    step_threshold: int | None = None
-    """Checkpoints at or past this step count as specialized, earlier ones as base."""
-    specialized_for: dict[str, str] = field(default_factory=dict)
-    """Orchestrator id -> the domain it is specialized for (SoO)."""
-    allow_invalid_rejected: bool = True
-    """Whether an orchestration that breaks a graph rule may be the rejected side (it is
-    never the chosen one; unparseable ones are never paired: they cannot be rendered)."""
-    domain: str | None = None
-    """Mine one domain only (None: every domain, a mixed-domain dataset)."""
-    split: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    """Train, validation and test shares of tasks (a task is in exactly one split)."""
-    seed: int = 0
 
 
 @dataclass

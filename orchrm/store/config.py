@@ -1,0 +1,36 @@
+"""`MineConfig`: what `orchrm pairs mine` can set (kept apart from the mining code so the
+command line reads it without loading DuckDB)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class MineConfig:
+    """What `mine` pairs and how it mixes and splits them."""
+
+    dataset: str = "default"
+    """Name the pairs are stored under (mining again replaces that dataset)."""
+    ratio: dict[str, float] = field(default_factory=lambda: {"sob": 1, "soo": 0, "coi": 3})
+    """Mix of kinds, SoB : SoO : CoI = 1 : 0 : 3 as in the paper. A kind with no pair
+    available is left out and the others keep their proportions."""
+    cap_per_task: int = 16
+    """Most pairs of one kind from one task (drawn at random, seeded)."""
+    specialized: tuple[str, ...] = ()
+    """Orchestrator ids that count as specialized (SoB chosen side)."""
+    base: tuple[str, ...] = ()
+    """Orchestrator ids that count as base (SoB rejected side)."""
+    step_threshold: int | None = None
+    """Checkpoints at or past this step count as specialized, earlier ones as base."""
+    specialized_for: dict[str, str] = field(default_factory=dict)
+    """Orchestrator id -> the domain it is specialized for (SoO)."""
+    allow_invalid_rejected: bool = True
+    """Whether an orchestration that breaks a graph rule may be the rejected side (it is
+    never the chosen one; unparseable ones are never paired: they cannot be rendered)."""
+    domain: str | None = None
+    """Mine one domain only (None: every domain, a mixed-domain dataset)."""
+    split: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    """Train, validation and test shares of tasks (a task is in exactly one split)."""
+    seed: int = 0
+    """Seeds the per-task draws and the task split."""

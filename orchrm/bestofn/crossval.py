@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
+from orchrm.bestofn.config import LotoConfig
 from orchrm.bestofn.lineup import by_domain, evaluate_tasks
 from orchrm.bestofn.metrics import Evaluation, tasks_from_store
 from orchrm.bestofn.selectors import (
@@ -27,30 +28,8 @@ from orchrm.bestofn.selectors import (
 )
 from orchrm.errors import InputError
 from orchrm.jsonl import write_jsonl
-from orchrm.rm.config import TrainConfig
 from orchrm.store.db import Store
-from orchrm.store.pairs import MineConfig, mine, preference_rows
-
-
-@dataclass
-class LotoConfig:
-    """What to mine, how to train each fold, and what to evaluate."""
-
-    out: str = "runs/loto"
-    """Folder for the folds' pairs and models and the report."""
-    n: int = 8
-    """Candidates per task (tasks with fewer are left out)."""
-    orchestrator: str | None = None
-    """Whose samples are the candidates (None: every orchestrator's)."""
-    folds: int | None = None
-    """Folds of tasks; None: one per task (leave-one-task-out)."""
-    mine: MineConfig = field(default_factory=lambda: MineConfig(dataset="loto"))
-    """Pair mining; its split is ignored (folds decide what is held out)."""
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3.0))
-    """Reward-model training per fold; `pairs` and `out` are set per fold."""
-    keep_models: bool = False
-    """Keep every fold's model (by default only its scores are kept)."""
-    seed: int = 0
+from orchrm.store.pairs import mine, preference_rows
 
 
 def fold_of(task_id: str, folds: int, seed: int = 0) -> int:

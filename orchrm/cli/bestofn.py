@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 
+from orchrm.bestofn.config import LotoConfig
 from orchrm.cli.console import console, csv_values, fail
+from orchrm.cli.options import config_options
 from orchrm.cli.store import STORE_OPTION, open_store
+from orchrm.rm.config import TrainConfig
+from orchrm.store.config import MineConfig
+
+_LOTO_DEFAULTS = LotoConfig()
+_LOTO = {"n": {"min": 1}, "folds": {"min": 2}}
 
 
 def eval_command(
@@ -87,45 +95,27 @@ def eval_command(
     console.print(f"report -> {out}")
 
 
+@config_options(LotoConfig, ["n", "orchestrator", "folds", "seed", "out"], settings=_LOTO)
+@config_options(
+    _LOTO_DEFAULTS.mine,
+    ["specialized", "base", "step_threshold"],
+    into="mine",
+    settings={
+        "specialized": {"parser": csv_values, "spell": ",".join},
+        "base": {"parser": csv_values, "spell": ",".join},
+    },
+)
+@config_options(_LOTO_DEFAULTS.train, ["epochs", "max_length", "backbone"], into="train")
 def cross_validate_command(
-    store: Path = STORE_OPTION,
-    n: int = typer.Option(8, "--n", min=1, help="Candidates per task."),
-    orchestrator: str = typer.Option(None, "--orchestrator", help="Whose samples (default all)."),
-    folds: int = typer.Option(None, "--folds", min=2, help="Folds of tasks (default: one each)."),
-    specialized: str = typer.Option(None, "--specialized", help="Specialized orchestrator ids."),
-    base: str = typer.Option(None, "--base", help="Base orchestrator ids."),
-    step_threshold: int = typer.Option(
-        None, "--step-threshold", help="Checkpoints at/after this step are specialized."
-    ),
-    epochs: float = typer.Option(3.0, "--epochs", help="Reward-model epochs per fold."),
-    max_length: int = typer.Option(256, "--max-length", help="Reward-model tokens per text."),
-    backbone: str = typer.Option("", "--backbone", help="HF model dir (default MiniLM)."),
-    seed: int = typer.Option(0, "--seed", help="Seeds the folds, the pairs and training."),
-    out: Path = typer.Option(
-        Path("runs/loto"), "--out", help="Folder for the folds' pairs and models and the report."
-    ),
+    config: LotoConfig, mine: MineConfig, train: TrainConfig, store: Path = STORE_OPTION
 ) -> None:
     """Best-of-N under leave-one-task-out (or k-fold) cross-validation, for logs too small
     to hold out tasks: each task is scored by a reward model trained on the others."""
-    from orchrm.bestofn.crossval import LotoConfig, cross_validate
+    from orchrm.bestofn.crossval import cross_validate
     from orchrm.bestofn.report import markdown, write_report
-    from orchrm.rm.config import TrainConfig
-    from orchrm.store.pairs import MineConfig
 
-    config = LotoConfig(
-        out=str(out),
-        n=n,
-        orchestrator=orchestrator,
-        folds=folds,
-        mine=MineConfig(
-            dataset="loto",
-            specialized=csv_values(specialized),
-            base=csv_values(base),
-            step_threshold=step_threshold,
-        ),
-        train=TrainConfig(epochs=epochs, max_length=max_length, backbone=backbone),
-        seed=seed,
-    )
+    config = replace(config, mine=mine, train=train)
+    out = Path(config.out)
     with open_store(store) as db:
         evaluations = cross_validate(db, config, say=lambda m: console.print(m))
     write_report(evaluations, out)

@@ -97,48 +97,23 @@ def score_command(
     cannot be read is reported, the others are still scored, and the exit status is 1."""
     from orchrm.jsonl import write_jsonl
     from orchrm.rm.model import OrchRM
+    from orchrm.rm.score import score_files
 
     model = OrchRM.load(rm, batch_size=batch_size)
-    rows, items, problems, unreadable = _score_rows(files)
-    scores = model.score_batch([(q, o) for _, q, o in items])
-    for (n, _, _), s in zip(items, scores, strict=True):
-        rows[n]["score"] = s
+    result = score_files(model, files)
+    unreadable = [report_unreadable(path, err) for path, err in result.unreadable]
     if out:
-        write_jsonl(rows, out)
+        write_jsonl(result.rows, out)
     else:
-        for row in rows:
+        for row in result.rows:
             print(json.dumps(row))
-    by_reason = Counter(p[2] for p in problems)
+    by_reason = Counter(p[2] for p in result.problems)
     err_console.print(
-        f"{len(items)} of {len(rows)} records scored"
+        f"{result.scored} of {len(result.rows)} records scored"
         + (f" -> {printable(out)}" if out else "")
         + "".join(f"; {n} {reason}" for reason, n in sorted(by_reason.items())),
         markup=False,
         highlight=False,
     )
-    print_problems(problems, EXAMPLES, to=err_console, rest="each row carries its reason")
+    print_problems(result.problems, EXAMPLES, to=err_console, rest="each row carries its reason")
     exit_if_unreadable(unreadable)
-
-
-def _score_rows(files: list[Path]) -> tuple[list[dict], list, list, list]:
-    """(output rows, (row index, question, orchestration) to score, problems, unreadable
-    files) for the records of FILES; a file that cannot be read adds no row."""
-    from orchrm.parse.records import score_inputs
-
-    rows, items, problems, unreadable = [], [], [], []
-    for path in files:
-        try:
-            inputs = list(score_inputs(path))
-        except OSError as err:
-            unreadable.append(report_unreadable(path, err))
-            continue
-        name = printable(path)
-        for item in inputs:
-            row = {"file": name, "line": item.line, "task_id": item.task_id, "score": None}
-            if item.reason:
-                row["reason"] = item.reason
-                problems.append((name, item.line, item.reason, item.message))
-            else:
-                items.append((len(rows), item.question, item.orchestration))
-            rows.append(row)
-    return rows, items, problems, unreadable

@@ -31,7 +31,7 @@ from rm_ceiling import chosen_p, cue_gap, fit_features, linear_scores
 from world_pairs import SAMPLES, world_pairs
 
 from orchrm.bestofn.lineup import evaluate_tasks
-from orchrm.bestofn.metrics import evaluate
+from orchrm.bestofn.metrics import evaluate_selectors
 from orchrm.bestofn.report import points
 from orchrm.bestofn.selectors import (
     RewardModelSelector,
@@ -118,7 +118,9 @@ def main() -> None:
         seconds = time.perf_counter() - started
         rm = OrchRM.load(out / f"rm-{n}" / "model")
         orchrm = RewardModelSelector(rm)  # `evaluate` scores every plan once (warm)
-        versus = evaluate(tasks, {"orchrm": orchrm, "majority": majority_selector}, [SAMPLES])
+        versus = evaluate_selectors(
+            tasks, {"orchrm": orchrm, "majority": majority_selector}, [SAMPLES]
+        )
         versus = versus.at(SAMPLES)["orchrm"]
         scores = [list(orchrm(t).scores) for t in tasks]  # looked up, not scored again
         seen = min(summary.pairs_seen, len(pair_lines))

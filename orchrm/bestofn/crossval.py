@@ -15,16 +15,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from orchrm.bestofn.config import LotoConfig
-from orchrm.bestofn.lineup import by_domain, evaluate_tasks
+from orchrm.bestofn.lineup import build_lineup, by_domain, evaluate_tasks
 from orchrm.bestofn.metrics import Evaluation, tasks_from_store
 from orchrm.bestofn.selectors import (
+    CandidateSet,
     RewardModelSelector,
     Selection,
-    Task,
-    logp_selector,
-    majority_selector,
-    oracle_selector,
-    random_selector,
 )
 from orchrm.errors import InputError
 from orchrm.jsonl import write_jsonl
@@ -44,16 +40,52 @@ class _FoldSelector:
     def __init__(self, by_task: dict[str, RewardModelSelector]):
         self.by_task = by_task
 
-    def __call__(self, task: Task) -> Selection:
+    def __call__(self, task: CandidateSet) -> Selection:
         return self.by_task[task.task_id](task)
+
+
+def _folds(tasks: list[CandidateSet], config: LotoConfig) -> list[list[CandidateSet]]:
+    """The tasks of each fold: one task each, or `config.folds` folds by hash."""
+    if config.folds is None:
+        return [[t] for t in tasks]
+    fold = {t.task_id: fold_of(t.task_id, config.folds, config.seed) for t in tasks}
+    return [[t for t in tasks if fold[t.task_id] == f] for f in range(config.folds)]
+
+
+def _fold_selector(
+    members: list[CandidateSet], rows: list[dict], *, name: str, config: LotoConfig, say
+) -> RewardModelSelector | None:
+    """A reward model trained on the pairs of every task outside `members`, with the
+    scores of `members`' candidates; None when no pair is left to train on."""
+    from orchrm.rm.model import OrchRM
+    from orchrm.rm.train import train
+
+    out = Path(config.out) / name
+    held = {t.task_id for t in members}
+    train_rows = [r for r in rows if r["task_id"] not in held]
+    if not train_rows:
+        say(f"{name}: no pair outside its tasks to train on; its tasks are left out")
+        return None
+    write_jsonl(train_rows, out / "pairs" / "train.jsonl")
+    summary = train(
+        replace(config.train, pairs=str(out / "pairs"), out=str(out / "rm"), seed=config.seed)
+    )
+    selector = RewardModelSelector(OrchRM.load(out / "rm" / "model"))
+    selector.warm(members)  # every candidate scored once; subsets of N reuse the scores
+    selector.rm = None  # the scores are all it needs from now on
+    say(
+        f"{name}: held out {len(members)} task(s), trained on {len(train_rows)} pairs "
+        f"({summary.pairs_per_second:.1f} pairs/s)"
+    )
+    if not config.keep_models:
+        shutil.rmtree(out / "rm", ignore_errors=True)
+    return selector
 
 
 def cross_validate(store: Store, config: LotoConfig, say=print) -> list[Evaluation]:
     """Mine, train one reward model per fold, evaluate best-of-N per domain."""
-    from orchrm.rm.model import OrchRM, backbone_budget
-    from orchrm.rm.train import train
+    from orchrm.rm.model import backbone_budget
 
-    out = Path(config.out)
     mined = mine(store, replace(config.mine, split=(1.0, 0.0, 0.0), seed=config.seed))
     say(f"pairs: {', '.join(f'{k} {v}' for k, v in mined.kept.items()) or 'none'}")
     max_tokens, count = backbone_budget(
@@ -67,58 +99,24 @@ def cross_validate(store: Store, config: LotoConfig, say=print) -> list[Evaluati
     ]
     if not tasks:
         raise InputError(f"no task in the store has {config.n} candidates")
-    k = config.folds or len(tasks)
-    if config.folds is None:
-        fold = {t.task_id: i for i, t in enumerate(tasks)}
-    else:
-        fold = {t.task_id: fold_of(t.task_id, k, config.seed) for t in tasks}
+    folds = _folds(tasks, config)
     chosen: dict[str, RewardModelSelector] = {}
-    for f in range(k):
-        members = [t for t in tasks if fold[t.task_id] == f]
+    for f, members in enumerate(folds):
         if not members:
             continue
-        held = {t.task_id for t in members}
-        train_rows = [r for r in rows if r["task_id"] not in held]
-        name = f"fold-{f:02d}"
-        if not train_rows:
-            say(f"{name}: no pair outside its tasks to train on; its tasks are left out")
-            continue
-        write_jsonl(train_rows, out / name / "pairs" / "train.jsonl")
-        summary = train(
-            replace(
-                config.train,
-                pairs=str(out / name / "pairs"),
-                out=str(out / name / "rm"),
-                seed=config.seed,
-            )
-        )
-        model = OrchRM.load(out / name / "rm" / "model")
-        selector = RewardModelSelector(model)
-        selector.warm(members)  # every candidate scored once; subsets of N reuse the scores
-        selector.rm = None  # the scores are all it needs from now on
-        for t in members:
-            chosen[t.task_id] = selector
-        say(
-            f"{name}: held out {len(members)} task(s), trained on {len(train_rows)} pairs "
-            f"({summary.pairs_per_second:.1f} pairs/s)"
-        )
-        if not config.keep_models:
-            shutil.rmtree(out / name / "rm", ignore_errors=True)
+        selector = _fold_selector(members, rows, name=f"fold-{f:02d}", config=config, say=say)
+        if selector is not None:
+            chosen.update({t.task_id: selector for t in members})
     scored = [t for t in tasks if t.task_id in chosen]
-    line_up = {
-        "orchrm": _FoldSelector(chosen),
-        "majority": majority_selector,
-        "random": random_selector(config.seed),
-        "logp": logp_selector,
-        "oracle": oracle_selector,
-    }
+    lineup = build_lineup(scored, rm_selector=_FoldSelector(chosen), seed=config.seed)
+    protocol = (
+        "leave-one-task-out" if config.folds is None else f"{len(folds)} folds of tasks (by hash)"
+    )
     evaluations = []
-    for domain, group in by_domain(scored).items():
-        ev = evaluate_tasks(group, line_up, config.n, domain or "all")
+    for domain, group in by_domain(lineup.tasks).items():
+        ev = evaluate_tasks(group, lineup.selectors, config.n, domain or "all")
         ev.notes = {
-            "protocol": "leave-one-task-out"
-            if config.folds is None
-            else f"{k} folds of tasks (by hash)",
+            "protocol": protocol,
             "orchrm": "each task scored by a reward model trained on the other tasks' pairs",
             "pairs by kind": mined.kept,
         }

@@ -13,7 +13,7 @@ import asyncio
 import json
 import re
 
-from orchrm.bestofn.selectors import Selection, Selector, Task
+from orchrm.bestofn.selectors import CandidateSet, Selection, Selector
 from orchrm.errors import ConfigError
 from orchrm.orchestration import to_harmony
 from orchrm.runtime.backend import CallInfo, ChatBackend
@@ -34,7 +34,7 @@ TRAJECTORY_JUDGE = (
 )
 
 
-def orchestration_prompt(task: Task) -> list[dict]:
+def orchestration_prompt(task: CandidateSet) -> list[dict]:
     """The task and each candidate plan as harmony text."""
     blocks = []
     for i, c in enumerate(task.candidates):
@@ -44,7 +44,7 @@ def orchestration_prompt(task: Task) -> list[dict]:
     return [{"role": "system", "content": ORCHESTRATION_JUDGE}, {"role": "user", "content": body}]
 
 
-def trajectory_prompt(task: Task) -> list[dict]:
+def trajectory_prompt(task: CandidateSet) -> list[dict]:
     """The task and each candidate's trajectory (its calls' outputs) and final answer."""
     blocks = [
         f"Candidate {i}:\n{c.trajectory or '(not executed)'}\nFinal answer: {c.answer}"
@@ -69,7 +69,7 @@ def llm_judge(backend: ChatBackend, level: str, config: RunConfig | None = None)
     prompt = orchestration_prompt if level == "orchestration" else trajectory_prompt
     config = config or RunConfig()
 
-    def select(task: Task) -> Selection:
+    def select(task: CandidateSet) -> Selection:
         messages = prompt(task)
         info = CallInfo(role="judge", step=f"judge-{level}", task_id=task.task_id)
         try:
@@ -88,11 +88,11 @@ def llm_judge(backend: ChatBackend, level: str, config: RunConfig | None = None)
     return select
 
 
-def _executed(level: str, task: Task, index: int) -> tuple[int, ...]:
+def _executed(level: str, task: CandidateSet, index: int) -> tuple[int, ...]:
     return tuple(range(len(task.candidates))) if level == "trajectory" else (index,)
 
 
-def _extra(level: str, task: Task, index: int) -> int:
+def _extra(level: str, task: CandidateSet, index: int) -> int:
     """A trajectory judge needs every candidate executed: N - 1 extra executions."""
     if level != "trajectory":
         return 0

@@ -1,63 +1,71 @@
-"""Assemble the best-of-N selectors of an evaluation and run it on logs.
+"""The line-up of an evaluation, built once for every command, and running it.
 
-`selectors(...)` builds the paper's line-up: `orchrm` (argmax of the reward model),
-`orchrm-weighted`, `majority`, `random`, `logp`, `judge-orch`, `judge-traj`,
-`external-rm`, `oracle` and, on world logs, `bayes`. `evaluate_logs` runs it on
-`orchrm.run/1` logs and writes the report.
+`build_lineup` gives eval, the demo and cross-validation the same thing: the registered
+selectors that can run with what is given (`orchrm.bestofn.registry`) and, on world
+logs, the world playing the judges and the candidates re-executed for the votes'
+expected accuracy. `evaluate_tasks` and `evaluate_logs` run a line-up at N = 1, 2, 4,
+... up to N.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from orchrm.bestofn.judges import llm_judge
-from orchrm.bestofn.metrics import Evaluation, evaluate, tasks_from_logs
-from orchrm.bestofn.selectors import (
-    RewardModelSelector,
-    Selector,
-    Task,
-    bayes_selector,
-    logp_selector,
-    majority_selector,
-    oracle_selector,
-    random_selector,
-)
-from orchrm.runtime.backend import ChatBackend
+from orchrm.bestofn.metrics import Evaluation, evaluate_selectors, tasks_from_logs
+from orchrm.bestofn.registry import LineupInputs, line_up
+from orchrm.bestofn.selectors import CandidateSet, Selector
 
 
-def selectors(
-    rm=None, external_rm=None, judge: ChatBackend | None = None, world: bool = False, seed: int = 0
-) -> dict[str, Selector]:
-    """The selectors that can run with what is given (a reward model, another reward model
-    used off the shelf, a judge backend, world ground truth)."""
-    out: dict[str, Selector] = {}
-    if rm is not None:
-        out["orchrm"] = RewardModelSelector(rm)
-        out["orchrm-weighted"] = RewardModelSelector(
-            rm, weighted=True, share_scores_with=out["orchrm"]
-        )
-    out["majority"] = majority_selector
-    out["random"] = random_selector(seed)
-    out["logp"] = logp_selector
-    if judge is not None:
-        out["judge-orch"] = llm_judge(judge, "orchestration")
-        out["judge-traj"] = llm_judge(judge, "trajectory")
-    if external_rm is not None:
-        out["external-rm"] = RewardModelSelector(external_rm)
-    out["oracle"] = oracle_selector
-    if world:
-        out["bayes"] = bayes_selector
-    return out
+@dataclass
+class LineUp:
+    """The candidate sets to evaluate and the selectors that choose among them."""
+
+    tasks: list[CandidateSet]
+    """With `Candidate.reruns` filled when the line-up was built on the world."""
+    selectors: dict[str, Selector]
 
 
-def world_judge(tasks_files: list[str | Path]):
-    """The world's simulated judge over the tasks written by `orchrm world generate`."""
+def build_lineup(
+    tasks: list[CandidateSet],
+    *,
+    rm=None,
+    external_rm=None,
+    mixed_rm=None,
+    rm_selector: Selector | None = None,
+    judge=None,
+    world_tasks: list | None = None,
+    reruns: int = 0,
+    seed: int = 0,
+) -> LineUp:
+    """The selectors that can run with what is given (see `LineupInputs`). With
+    `world_tasks` (the `WorldTask`s the logs were generated from) the world's simulated
+    judge replaces `judge`, `bayes` joins, and every candidate is re-executed `reruns`
+    times; raises ValueError naming a task the world does not know."""
+    if world_tasks:
+        from orchrm.bestofn.reruns import with_reruns
+        from orchrm.world.backend import WorldBackend
+
+        judge = WorldBackend(list(world_tasks))
+        tasks = with_reruns(tasks, list(world_tasks), reruns)
+    inputs = LineupInputs(
+        rm=rm,
+        external_rm=external_rm,
+        mixed_rm=mixed_rm,
+        rm_selector=rm_selector,
+        judge=judge,
+        world=bool(world_tasks),
+        seed=seed,
+    )
+    return LineUp(tasks, line_up(inputs))
+
+
+def read_world_tasks(tasks_files: list[str | Path]) -> list:
+    """The `WorldTask`s in the task files `orchrm world generate` writes."""
     from orchrm.jsonl import read_jsonl
-    from orchrm.world.backend import WorldBackend
     from orchrm.world.tasks import WorldTask
 
-    tasks = [WorldTask.from_dict(r) for f in tasks_files for _, r in read_jsonl(f)]
-    return WorldBackend(tasks)
+    return [WorldTask.from_dict(r) for f in tasks_files for _, r in read_jsonl(f)]
 
 
 def evaluate_logs(
@@ -74,14 +82,20 @@ def evaluate_logs(
 
 
 def evaluate_tasks(
-    tasks: list[Task], chosen: dict[str, Selector], n: int, domain: str = "", progress: bool = True
+    tasks: list[CandidateSet],
+    chosen: dict[str, Selector],
+    n: int,
+    domain: str = "",
+    progress: bool = True,
 ) -> Evaluation:
     """Best-of-`n` over the tasks that have at least `n` candidates (the first `n` of
     each), at N = 1, 2, 4, ... up to `n`."""
     from orchrm.progress import progress_bar
 
     tasks = [
-        t if len(t.candidates) == n else Task(t.task_id, t.question, t.candidates[:n], t.domain)
+        t
+        if len(t.candidates) == n
+        else CandidateSet(t.task_id, t.question, t.candidates[:n], t.domain)
         for t in tasks
         if len(t.candidates) >= n
     ]
@@ -90,13 +104,15 @@ def evaluate_tasks(
         bar,
         task,
     ):
-        ev = evaluate(tasks, chosen, ns, domain=domain, progress=lambda: bar.advance(task))
+        ev = evaluate_selectors(
+            tasks, chosen, ns, domain=domain, progress=lambda: bar.advance(task)
+        )
     return ev
 
 
-def by_domain(tasks: list[Task]) -> dict[str, list[Task]]:
+def by_domain(tasks: list[CandidateSet]) -> dict[str, list[CandidateSet]]:
     """Tasks grouped by domain, domains sorted (the report has one table per domain)."""
-    groups: dict[str, list[Task]] = {}
+    groups: dict[str, list[CandidateSet]] = {}
     for t in tasks:
         groups.setdefault(t.domain or "", []).append(t)
     return dict(sorted(groups.items()))

@@ -16,7 +16,8 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
-from orchrm.bestofn.selectors import Candidate, Selector, Task
+from orchrm.bestofn.registry import RERUN_SELECTORS
+from orchrm.bestofn.selectors import Candidate, CandidateSet, Selector
 from orchrm.jsonl import read_jsonl
 from orchrm.parse import from_dict
 
@@ -26,7 +27,7 @@ def tasks_from_logs(
     orchestrator: str | None = None,
     n: int | None = None,
     domain: str | None = None,
-) -> list[Task]:
+) -> list[CandidateSet]:
     """Tasks with their candidates (in sample order) from `orchrm.run/1` logs: one
     orchestrator's samples (all when None), the first `n` of each task."""
     groups: dict[str, list[dict]] = {}
@@ -44,7 +45,7 @@ def tasks_from_logs(
         records.sort(key=lambda r: r.get("sample_index") or 0)
         records = records[:n] if n else records
         tasks.append(
-            Task(
+            CandidateSet(
                 task_id,
                 records[0]["question"],
                 tuple(map(_candidate, records)),
@@ -60,7 +61,7 @@ def tasks_from_store(
     n: int | None = None,
     domain: str | None = None,
     held_out_of: str | None = None,
-) -> list[Task]:
+) -> list[CandidateSet]:
     """Tasks with their candidates (in sample order) from a store: one orchestrator's
     samples (all when None), the first `n` of each task, one domain (all when None).
 
@@ -116,7 +117,7 @@ def tasks_from_store(
                 members
             )
         )
-        tasks.append(Task(task_id, members[0][1], candidates, members[0][2]))
+        tasks.append(CandidateSet(task_id, members[0][1], candidates, members[0][2]))
     return tasks
 
 
@@ -184,7 +185,7 @@ class Evaluation:
         return asdict(self)
 
 
-def _subsets(task: Task, n: int, draws: int, seed: int) -> list[Task]:
+def _subsets(task: CandidateSet, n: int, draws: int, seed: int) -> list[CandidateSet]:
     if n >= len(task.candidates):
         return [task]
     rng = random.Random(f"{seed}:{task.task_id}:{n}")
@@ -192,20 +193,14 @@ def _subsets(task: Task, n: int, draws: int, seed: int) -> list[Task]:
     for _ in range(draws):
         keep = sorted(rng.sample(range(len(task.candidates)), n))
         out.append(
-            Task(task.task_id, task.question, tuple(task.candidates[i] for i in keep), task.domain)
+            CandidateSet(
+                task.task_id, task.question, tuple(task.candidates[i] for i in keep), task.domain
+            )
         )
     return out
 
 
-RERUN_SELECTORS = frozenset({"majority", "orchrm-weighted", "oracle"})
-"""Selectors that read the executed answers (votes) or their correctness (the oracle),
-and only those, so they can be replayed on re-executions; their expected accuracy comes
-from the replays (the oracle's is then expected pass@N), never from the true success
-probability of the one they picked. `judge-traj` also reads trajectories: not
-replayed."""
-
-
-def _rerun_expected(select: Selector, task: Task) -> float:
+def _rerun_expected(select: Selector, task: CandidateSet) -> float:
     """Mean correctness of `select` over the K re-executions of every candidate, or NaN
     when some candidate has none (a plan that does not run never changes its answer)."""
     counts = {len(c.reruns) for c in task.candidates if c.orchestration is not None}
@@ -218,13 +213,13 @@ def _rerun_expected(select: Selector, task: Task) -> float:
             replace(c, answer=c.reruns[run][0], correct=c.reruns[run][1]) if c.reruns else c
             for c in task.candidates
         )
-        chosen = select(Task(task.task_id, task.question, replayed, task.domain))
+        chosen = select(CandidateSet(task.task_id, task.question, replayed, task.domain))
         right.append(float(replayed[chosen.index].correct))
     return statistics.fmean(right)
 
 
-def evaluate(
-    tasks: list[Task],
+def evaluate_selectors(
+    tasks: list[CandidateSet],
     selectors: dict[str, Selector],
     ns: list[int],
     domain: str = "",

@@ -6,6 +6,14 @@ import json
 from pathlib import Path
 
 from orchrm.bestofn.metrics import Evaluation
+from orchrm.bestofn.registry import REGISTRY, colour, label
+
+
+def _replayed() -> str:
+    """The selectors replayed on re-executions, as a phrase: "a, b and c"."""
+    names = [e.label for e in REGISTRY if e.replays_reruns]
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+
 
 DEFINITION = (
     "Normalized advantage = (accuracy - random) / (oracle - random), with random the mean "
@@ -15,7 +23,7 @@ DEFINITION = (
     "executions). Total: verification + the execution that gives the answer. Tokens are "
     "means per task. Expected accuracy (world logs only; far less noisy than the sampled "
     "accuracy): for a selector that executes one candidate, that candidate's true success "
-    "probability; for majority, orchrm-weighted and oracle, their accuracy averaged over "
+    f"probability; for {_replayed()}, their accuracy averaged over "
     "K re-executions of the same N plans on the world (oracle: expected pass@N); '-' where "
     "neither is known (the trajectory judge, or no re-executions). '... - majority': a "
     "selector's accuracy (expected, where the table has it) minus majority's, in points, "
@@ -87,7 +95,7 @@ def markdown(ev: Evaluation, n: int | None = None) -> str:
         if versus:
             p += _versus(r, ev, expected) + " | "
         lines.append(
-            f"| {r.selector} | {100 * r.accuracy:.1f} ({100 * lo:.1f}-{100 * hi:.1f}) | {p}"
+            f"| {label(r.selector)} | {100 * r.accuracy:.1f} ({100 * lo:.1f}-{100 * hi:.1f}) | {p}"
             f"{r.normalized_advantage:.2f} ({alo:.2f}-{ahi:.2f}) | {r.verification_tokens:,.0f} "
             f"| {r.total_tokens:,.0f} |"
         )
@@ -108,7 +116,13 @@ def plots(ev: Evaluation, out: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name in names:
         rows = sorted((r for r in ev.results if r.selector == name), key=lambda r: r.n)
-        ax.plot([r.n for r in rows], [100 * r.accuracy for r in rows], marker="o", label=name)
+        ax.plot(
+            [r.n for r in rows],
+            [100 * r.accuracy for r in rows],
+            marker="o",
+            label=label(name),
+            color=colour(name),
+        )
     ax.set(xlabel="N (candidates)", ylabel="accuracy %", title=f"{ev.domain}: accuracy vs N")
     ax.set_xscale("log", base=2)
     ax.legend(fontsize=7, ncol=2)
@@ -119,8 +133,9 @@ def plots(ev: Evaluation, out: Path) -> list[Path]:
     written.append(path)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in ev.at(ev.n).values():
-        ax.scatter(max(r.verification_tokens, 1), 100 * r.accuracy)
-        ax.annotate(r.selector, (max(r.verification_tokens, 1), 100 * r.accuracy), fontsize=7)
+        where = (max(r.verification_tokens, 1), 100 * r.accuracy)
+        ax.scatter(*where, color=colour(r.selector))
+        ax.annotate(label(r.selector), where, fontsize=7)
     ax.set(
         xlabel="verification tokens per task (log)",
         ylabel="accuracy %",

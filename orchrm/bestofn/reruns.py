@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from orchrm.bestofn.selectors import Task
+from orchrm.bestofn.selectors import CandidateSet
 from orchrm.errors import InputError
 from orchrm.orchestration import validate
 from orchrm.runtime.executor import RunItem, execute_many
@@ -29,7 +29,9 @@ RERUN_SEED = 1_000_003
 with small seeds, so the re-executions never replay the logged one)."""
 
 
-def with_reruns(tasks: list[Task], world_tasks: list[WorldTask], k: int = 20) -> list[Task]:
+def with_reruns(
+    tasks: list[CandidateSet], world_tasks: list[WorldTask], k: int = 20
+) -> list[CandidateSet]:
     """`tasks` with every candidate's `reruns` filled by K executions on the world. A
     plan that does not parse or breaks a graph rule never runs: (None, False) K times.
     Raises ValueError naming a task the world does not know."""
@@ -62,7 +64,7 @@ def with_reruns(tasks: list[Task], world_tasks: list[WorldTask], k: int = 20) ->
             )
     never = ((None, False),) * k
     return [
-        Task(
+        CandidateSet(
             task.task_id,
             task.question,
             tuple(

@@ -39,7 +39,7 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class Task:
+class CandidateSet:
     """A task and its N candidates."""
 
     task_id: str
@@ -59,7 +59,7 @@ class Selection:
     """Candidates executed to produce the answer (all N for vote-based selectors)."""
 
 
-Selector = Callable[[Task], Selection]
+Selector = Callable[[CandidateSet], Selection]
 
 
 def _first_max(values: Sequence[float | None]) -> int:
@@ -70,21 +70,21 @@ def _first_max(values: Sequence[float | None]) -> int:
 def random_selector(seed: int = 0) -> Selector:
     """A uniformly random candidate (seeded per task)."""
 
-    def select(task: Task) -> Selection:
+    def select(task: CandidateSet) -> Selection:
         index = random.Random(f"{seed}:{task.task_id}").randrange(len(task.candidates))
         return Selection(index, executed=(index,))
 
     return select
 
 
-def logp_selector(task: Task) -> Selection:
+def logp_selector(task: CandidateSet) -> Selection:
     """The candidate the orchestrator itself found most likely."""
     scores = tuple(c.logprob for c in task.candidates)
     index = _first_max(scores)
     return Selection(index, scores, executed=(index,))
 
 
-def majority_selector(task: Task) -> Selection:
+def majority_selector(task: CandidateSet) -> Selection:
     """Execute all N and vote on their answers (ties: the answer seen first); the chosen
     candidate is the first one that gave the winning answer. Answers that say the same
     thing vote together (`orchrm.grading.answer_key`: "(B)" and "The answer is B" on
@@ -101,20 +101,20 @@ def majority_selector(task: Task) -> Selection:
     return Selection(index, scores, _extra_executions(task, index), everyone)
 
 
-def oracle_selector(task: Task) -> Selection:
+def oracle_selector(task: CandidateSet) -> Selection:
     """A correct candidate when there is one (pass@N)."""
     index = next((i for i, c in enumerate(task.candidates) if c.correct), 0)
     return Selection(index, executed=(index,))
 
 
-def bayes_selector(task: Task) -> Selection:
+def bayes_selector(task: CandidateSet) -> Selection:
     """The candidate with the highest true success probability (world only)."""
     scores = tuple(c.p_success for c in task.candidates)
     index = _first_max(scores)
     return Selection(index, scores, executed=(index,))
 
 
-def _extra_executions(task: Task, kept: int) -> int:
+def _extra_executions(task: CandidateSet, kept: int) -> int:
     return sum(c.execution_tokens for i, c in enumerate(task.candidates) if i != kept)
 
 
@@ -142,7 +142,7 @@ class RewardModelSelector:
             for item, count, score in zip(todo, tokens, scores, strict=True):
                 self._seen[item] = (count, score)
 
-    def warm(self, tasks: list[Task]) -> None:
+    def warm(self, tasks: list[CandidateSet]) -> None:
         """Score every plan of `tasks` now, in one pass of length-sorted batches, so that
         the selections that follow only look their scores up."""
         self._score_new(
@@ -155,7 +155,7 @@ class RewardModelSelector:
         self._score_new([(question, o) for o in plans])
         return [self._seen[(question, o)] for o in plans]
 
-    def __call__(self, task: Task) -> Selection:
+    def __call__(self, task: CandidateSet) -> Selection:
         where = [i for i, c in enumerate(task.candidates) if c.orchestration is not None]
         scored = self._score(task.question, [task.candidates[i].orchestration for i in where])
         tokens = sum(t for t, _ in scored)

@@ -52,7 +52,7 @@ def eval_command(
     """Best-of-N on held-out logs or a store: a Markdown table per domain (accuracy with
     95% CI, normalized advantage, verification and total tokens), PNG plots and a JSON of
     every number."""
-    from orchrm.bestofn.lineup import by_domain, evaluate_tasks, selectors, world_judge
+    from orchrm.bestofn.lineup import build_lineup, by_domain, evaluate_tasks, read_world_tasks
     from orchrm.bestofn.metrics import tasks_from_logs, tasks_from_store
     from orchrm.bestofn.report import markdown, write_report
     from orchrm.rm.model import OrchRM
@@ -69,19 +69,21 @@ def eval_command(
     model = OrchRM.load(rm) if rm else None
     external = OrchRM.load(external_rm, check_version=False) if external_rm else None
     judge = None
-    if world_tasks:
-        from orchrm.bestofn.reruns import with_reruns
-
-        judge = world_judge(list(world_tasks))
-        tasks = with_reruns(tasks, list(judge.tasks.values()), reruns)
-    elif judge_base_url:
+    if judge_base_url and not world_tasks:
         from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
 
         judge = OpenAIBackend(OpenAIConfig(base_url=judge_base_url, model=judge_model))
-    chosen = selectors(rm=model, external_rm=external, judge=judge, world=bool(world_tasks))
+    lineup = build_lineup(
+        tasks,
+        rm=model,
+        external_rm=external,
+        judge=judge,
+        world_tasks=read_world_tasks(world_tasks) if world_tasks else None,
+        reruns=reruns,
+    )
     evaluations = [
-        evaluate_tasks(group, chosen, n, name)
-        for name, group in by_domain(tasks).items()
+        evaluate_tasks(group, lineup.selectors, n, name)
+        for name, group in by_domain(lineup.tasks).items()
         if any(len(t.candidates) >= n for t in group)
     ]
     if not evaluations:

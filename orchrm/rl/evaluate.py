@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from orchrm.bestofn.metrics import bootstrap_interval, bootstrap_resamples
-from orchrm.bestofn.selectors import Candidate, Task, majority_selector
+from orchrm.bestofn.selectors import Candidate, CandidateSet, majority_selector
 from orchrm.rl.policy import policy_prompt, sample
 from orchrm.rl.rewards import run_plans, runnable
 from orchrm.runtime.executor import RunItem
@@ -100,7 +100,7 @@ def evaluate_policy(
         executed.append(sum(right) / samples)
         if majority:
             candidates = tuple(Candidate(None, a, c) for a, c in zip(row, right, strict=True))
-            chosen = majority_selector(Task(t.id, t.question, candidates, t.domain)).index
+            chosen = majority_selector(CandidateSet(t.id, t.question, candidates, t.domain)).index
             voted.append(float(right[chosen]))
     total = len(tasks) * samples
     n_agents = sum(types.values()) or 1

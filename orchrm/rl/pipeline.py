@@ -261,7 +261,7 @@ def load_task_file(spec: str) -> list:
     return tasks
 
 
-def run_tasks(config: RLConfig, say=print) -> Path:
+def grpo_on_tasks(config: RLConfig, say=print) -> Path:
     """Orch-RM-reward GRPO of `config.policy` on your own tasks (`config.tasks`): no
     world, no execution; writes OUT/grpo-orchrm/{model/, checkpoints/, tokens.jsonl,
     report.md, report.json}. The report has the reward and the share of valid plans over

@@ -9,13 +9,12 @@ from pathlib import Path
 
 from orchrm.bestofn.metrics import tasks_from_logs
 from orchrm.bestofn.reruns import with_reruns
-from orchrm.bestofn.selectors import Task
+from orchrm.bestofn.selectors import CandidateSet
 from orchrm.jsonl import write_jsonl
-from orchrm.store.db import Store
-from orchrm.store.ingest import ingest_file
-from orchrm.store.pairs import MineConfig, MineSummary, export, mine
+from orchrm.store.pairs import MineSummary
 from orchrm.world.generate import generate
 from orchrm.world.orchestrators import orchestrators
+from orchrm.world.pipeline import PairDataset, WorldRMConfig, world_reward_models
 from orchrm.world.tasks import Preset
 
 SAMPLES = 8
@@ -23,9 +22,9 @@ SAMPLES = 8
 
 @dataclass
 class WorldPairs:
-    train: list[Task]
+    train: list[CandidateSet]
     """Training tasks, once per orchestrator (specialized, then base)."""
-    test: list[Task]
+    test: list[CandidateSet]
     """Held-out tasks with exactly SAMPLES specialized candidates, re-executed 20 times
     (so votes have an expected accuracy)."""
     pairs: Path
@@ -55,21 +54,17 @@ def world_pairs(
         world[part] = generated.tasks
         write_jsonl(generated.records, out / "logs" / f"{part}.jsonl")
     name = preset if isinstance(preset, str) else preset.name
-    (out / "store.duckdb").unlink(missing_ok=True)
-    with Store(out / "store.duckdb") as store:
-        ingest_file(store, out / "logs" / "train.jsonl")
-        mined = mine(
-            store,
-            MineConfig(
-                dataset="world",
-                domain=name,
-                seed=0,
-                specialized=("specialized",),
-                base=("base",),
-                split=split,
-            ),
+    result = world_reward_models(
+        WorldRMConfig(
+            out=str(out),
+            logs=[str(out / "logs" / "train.jsonl")],
+            datasets=(PairDataset("world", name),),
+            store="store.duckdb",
+            split=split,
+            budget=budget,
         )
-        export(store, out / "pairs", "world", "jsonl", *budget)
+    )
+    mined = result.datasets["world"].mined
     train_log, test_log = str(out / "logs" / "train.jsonl"), str(out / "logs" / "test.jsonl")
     test = [
         t

@@ -13,19 +13,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchrm.bestofn.lineup import evaluate_tasks, selectors, world_judge
+from orchrm.bestofn.lineup import build_lineup, evaluate_tasks
 from orchrm.bestofn.metrics import tasks_from_logs
 from orchrm.bestofn.report import markdown, points, write_report
-from orchrm.bestofn.reruns import with_reruns
-from orchrm.bestofn.selectors import RewardModelSelector
 from orchrm.jsonl import write_jsonl
 from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS, TrainConfig
-from orchrm.rm.model import OrchRM, backbone_budget
-from orchrm.rm.train import train
-from orchrm.store.db import Store
-from orchrm.store.ingest import ingest_file
-from orchrm.store.pairs import MineConfig, export, mine
+from orchrm.rm.model import OrchRM
 from orchrm.world.generate import generate
+from orchrm.world.pipeline import PairDataset, WorldRMConfig, WorldRMResult, world_reward_models
 
 PRESETS = ("math", "multihop")
 
@@ -86,20 +81,11 @@ def _versus_majority(r) -> str:
     return "; ".join(parts) + " (points, paired 95% CIs)" if parts else "n/a"
 
 
-def run_demo(config: DemoConfig, say=print) -> dict:
-    """Run the pipeline; returns the report's numbers (also in OUT/report.json)."""
+def _generate_logs(config: DemoConfig, say) -> tuple[dict, dict]:
+    """Training and held-out logs (and their task files) of each preset into OUT/logs;
+    returns the log paths and the world tasks, both by (preset, part)."""
     out = Path(config.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    seconds: dict[str, float] = {}
-    mark = started
-
-    def lap(stage: str) -> None:
-        """Record the seconds `stage` took since the last lap."""
-        nonlocal mark
-        now = time.perf_counter()
-        seconds[stage], mark = round(now - mark, 1), now
-
     logs: dict[tuple[str, str], Path] = {}
     world: dict[tuple[str, str], list] = {}
     for preset in PRESETS:
@@ -119,53 +105,93 @@ def run_demo(config: DemoConfig, say=print) -> dict:
                 f"{preset} {part}: {len(generated.records)} records "
                 f"({generated.executions_per_s:.0f} executed orchestrations/s)"
             )
+    return logs, world
+
+
+def _reward_models(config: DemoConfig, logs: dict, lap) -> WorldRMResult:
+    """One reward model per domain and one on both domains mixed, from the training logs."""
+    return world_reward_models(
+        WorldRMConfig(
+            out=config.out,
+            logs=[str(logs[(preset, "train")]) for preset in PRESETS],
+            datasets=tuple(
+                # Validated once, at the end: in the default demo the last step beat the
+                # halfway one for all three models.
+                PairDataset(name, domain, steps=steps, eval_every=steps, folder=name)
+                for name, domain, steps in (
+                    ("math", "math", config.steps),
+                    ("multihop", "multihop", config.multihop_steps),
+                    ("mixed", None, config.steps),
+                )
+            ),
+            seed=config.seed,
+            train=TrainConfig(
+                max_length=config.max_length, lr=config.lr, bf16=config.bf16, seed=config.seed
+            ),
+        ),
+        stage_done=lap,
+    )
+
+
+def _evaluate_preset(config: DemoConfig, preset: str, models: dict, logs: dict, world: dict):
+    """Best-of-N on the preset's held-out tasks against the whole line-up, with notes."""
+    other = "multihop" if preset == "math" else "math"
+    tasks = tasks_from_logs([str(logs[(preset, "test")])], "specialized", config.samples)
+    lineup = build_lineup(
+        tasks,
+        rm=models[preset],
+        external_rm=models[other],
+        mixed_rm=models["mixed"],
+        world_tasks=world[(preset, "test")],
+        reruns=config.reruns,
+        seed=config.seed,
+    )
+    ev = evaluate_tasks(lineup.tasks, lineup.selectors, config.samples, domain=preset)
+    at = ev.at(ev.n)
+    cheaper = at["judge-traj"].verification_tokens / max(1.0, at["orchrm"].verification_tokens)
+    ev.notes = {
+        "share of the majority -> bayes gap Orch-RM closes, on expected accuracy": (
+            _gap_share(at, "expected_accuracy")
+        ),
+        "the same on sampled accuracy (one execution per pick: noisier)": _gap_share(
+            at, "accuracy"
+        ),
+        "orchrm - majority, task by task": _versus_majority(at["orchrm"]),
+        "judge-traj / orchrm verification tokens": f"{cheaper:.1f}x",
+        "external-rm": f"the reward model trained on {other}",
+        "world judges": "orchestration level: true success probability + N(0, 0.3) noise; "
+        "trajectory level: reads each answer's correctness right 85% of "
+        "the time",
+    }
+    return ev
+
+
+def run_demo(config: DemoConfig, say=print) -> dict:
+    """Run the pipeline; returns the report's numbers (also in OUT/report.json)."""
+    out = Path(config.out)
+    started = time.perf_counter()
+    seconds: dict[str, float] = {}
+    mark = started
+
+    def lap(stage: str) -> None:
+        """Record the seconds `stage` took since the last lap."""
+        nonlocal mark
+        now = time.perf_counter()
+        seconds[stage], mark = round(now - mark, 1), now
+
+    logs, world = _generate_logs(config, say)
     lap("generate")
-    store_path = out / "orchrm.duckdb"
-    store_path.unlink(missing_ok=True)
+    trained = _reward_models(config, logs, lap)
     models, held_out, truncated = {}, {}, {}
-    # Pairs are cut to the reward model's own token budget, as scoring cuts them.
-    budget = backbone_budget("", config.max_length)
-    with Store(store_path) as store:
-        for preset in PRESETS:
-            ingest_file(store, logs[(preset, "train")])
-        for dataset, domain in (("math", "math"), ("multihop", "multihop"), ("mixed", None)):
-            mined = mine(
-                store,
-                MineConfig(
-                    dataset=dataset,
-                    domain=domain,
-                    seed=config.seed,
-                    specialized=("specialized",),
-                    base=("base",),
-                    split=(0.85, 0.15, 0.0),
-                ),
-            )
-            export(store, out / "pairs" / dataset, dataset, "jsonl", *budget)
-            say(f"pairs {dataset}: {mined.kept} ({mined.by_split})")
-    lap("ingest and mine")
-    for dataset in ("math", "multihop", "mixed"):
-        steps = config.multihop_steps if dataset == "multihop" else config.steps
-        summary = train(
-            TrainConfig(
-                pairs=str(out / "pairs" / dataset),
-                out=str(out / "rm" / dataset),
-                max_steps=steps,
-                max_length=config.max_length,
-                lr=config.lr,
-                bf16=config.bf16,
-                # Validate once, at the end: in the default demo the last step beat the
-                # halfway one for all three models, and that pass cost about a minute
-                # without AMX.
-                eval_every=steps,
-                seed=config.seed,
-            )
-        )
-        models[dataset] = OrchRM.load(out / "rm" / dataset / "model", bf16=config.bf16)
-        held_out[dataset] = summary.best_validation_accuracy
-        truncated[dataset] = summary.truncated_texts
-        lap(f"train {dataset}")
+    for name, t in trained.datasets.items():
+        say(f"pairs {name}: {t.mined.kept} ({t.mined.by_split})")
+    for name, t in trained.datasets.items():
+        summary = t.summary
+        models[name] = OrchRM.load(t.model, bf16=config.bf16)
+        held_out[name] = summary.best_validation_accuracy
+        truncated[name] = summary.truncated_texts
         say(
-            f"reward model {dataset}: validation pairwise accuracy "
+            f"reward model {name}: validation pairwise accuracy "
             f"{summary.best_validation_accuracy:.3f} ({summary.pairs_per_second:.1f} "
             f"pairs/s; {summary.truncated_texts} of "
             f"{2 * (summary.train_pairs + summary.validation_pairs)} texts over "
@@ -173,45 +199,13 @@ def run_demo(config: DemoConfig, say=print) -> dict:
         )
     evaluations = []
     for preset in PRESETS:
-        other = "multihop" if preset == "math" else "math"
-        chosen = selectors(
-            rm=models[preset],
-            external_rm=models[other],
-            judge=world_judge([out / "logs" / f"{preset}.test.tasks.jsonl"]),
-            world=True,
-            seed=config.seed,
-        )
-        chosen["orchrm-mixed"] = RewardModelSelector(models["mixed"])
-        tasks = tasks_from_logs([str(logs[(preset, "test")])], "specialized", config.samples)
-        tasks = with_reruns(tasks, world[(preset, "test")], config.reruns)
-        ev = evaluate_tasks(tasks, chosen, config.samples, domain=preset)
-        at = ev.at(ev.n)
-        cheaper = at["judge-traj"].verification_tokens / max(1.0, at["orchrm"].verification_tokens)
-        ev.notes = {
-            "share of the majority -> bayes gap Orch-RM closes, on expected accuracy": (
-                _gap_share(at, "expected_accuracy")
-            ),
-            "the same on sampled accuracy (one execution per pick: noisier)": _gap_share(
-                at, "accuracy"
-            ),
-            "orchrm - majority, task by task": _versus_majority(at["orchrm"]),
-            "judge-traj / orchrm verification tokens": f"{cheaper:.1f}x",
-            "external-rm": f"the reward model trained on {other}",
-            "world judges": "orchestration level: true success probability + N(0, 0.3) noise; "
-            "trajectory level: reads each answer's correctness right 85% of "
-            "the time",
-        }
-        evaluations.append(ev)
+        evaluations.append(_evaluate_preset(config, preset, models, logs, world))
         lap(f"evaluate {preset}")
     seconds["total"] = round(time.perf_counter() - started, 1)
     report = write_report(
         evaluations,
         out,
-        {
-            "validation_accuracy": held_out,
-            "truncated_texts": truncated,
-            "seconds": seconds,
-        },
+        {"validation_accuracy": held_out, "truncated_texts": truncated, "seconds": seconds},
     )
     for ev in evaluations:
         say(markdown(ev))

@@ -261,3 +261,31 @@ def test_hinted_type_reads_back_every_hint_phrase():
         for phrase in phrases:
             assert hinted_type(f"Let n = 3. Compute the value. {phrase}") == kind
     assert hinted_type("Let n = 3. Compute the value.") is None
+
+
+def test_world_logs_become_pairs_cut_to_the_budget_in_one_pipeline(tmp_path):
+    from orchrm.jsonl import read_jsonl, write_jsonl
+    from orchrm.orchestration import approx_token_count
+    from orchrm.world.pipeline import PairDataset, WorldRMConfig, world_reward_models
+
+    log = tmp_path / "math.jsonl"
+    write_jsonl(generate("math", 12, 4, seed=3, progress=False).records, log)
+    config = WorldRMConfig(
+        out=str(tmp_path),
+        logs=[str(log)],
+        datasets=(PairDataset("m", "math"),),
+        budget=(40, None),
+    )
+    stages = []
+    result = world_reward_models(config, stage_done=stages.append)
+    assert stages == ["ingest and mine"]  # nothing to train: no steps asked
+    m = result.datasets["m"]
+    assert result.store == tmp_path / "orchrm.duckdb" and m.model is None
+    rows = [r for _, r in read_jsonl(m.pairs / "train.jsonl")]
+    assert len(rows) + sum(1 for _ in read_jsonl(m.pairs / "validation.jsonl")) == sum(
+        m.mined.kept.values()
+    )
+    wide = world_reward_models(replace(config, out=str(tmp_path / "wide"), budget=(512, None)))
+    uncut = [r for _, r in read_jsonl(wide.datasets["m"].pairs / "train.jsonl")]
+    lengths = [approx_token_count(r["chosen"]) for r in rows]
+    assert max(lengths) < max(approx_token_count(r["chosen"]) for r in uncut)  # cut to 40

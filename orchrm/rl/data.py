@@ -27,6 +27,7 @@ from orchrm.rl.policy import (
     train_tokenizer,
 )
 from orchrm.runtime import prompts
+from orchrm.world.pipeline import PairDataset, WorldRMConfig, world_reward_models
 from orchrm.world.tasks import WorldTask, generate_tasks
 
 
@@ -144,48 +145,19 @@ def build_policy(config: RLConfig, logs: WorldLogs, say=print) -> Path:
     return path
 
 
-def _mined_store(config: RLConfig, logs: WorldLogs):
-    """The store at OUT/orchrm.duckdb with the log ingested and the pairs mined."""
-    from orchrm.store.db import Store
-    from orchrm.store.ingest import ingest_file
-    from orchrm.store.pairs import MineConfig, mine
-
-    store = Store(Path(config.out) / "orchrm.duckdb")
-    ingest_file(store, logs.path)
-    mine(
-        store,
-        MineConfig(
-            dataset=f"rl-{config.preset}",
-            domain=config.preset,
-            seed=config.seed,
-            specialized=("specialized",),
-            base=("base",),
-            split=(0.85, 0.15, 0.0),
-        ),
-    )
-    return store
-
-
-def build_rm(config: RLConfig, logs: WorldLogs, say=print) -> Path:
-    """A reward model in OUT/rm/model trained as `orchrm demo` trains its per-domain ones
-    (MiniLM, `rm_steps` steps of 16 pairs); reused when present."""
+def _world_rm_config(config: RLConfig, logs: WorldLogs, steps: int | None) -> WorldRMConfig:
+    """The pipeline to OUT/rm/model from the training log (pairs only when `steps` is
+    None): mined as `orchrm demo` mines its per-domain datasets, into the store kept in
+    OUT."""
     from orchrm.rm.config import TrainConfig
-    from orchrm.rm.model import backbone_budget
-    from orchrm.rm.train import train
-    from orchrm.store.pairs import export
 
-    model_dir = Path(config.out) / "rm" / "model"
-    if (model_dir / "config.json").exists():
-        return model_dir
-    with _mined_store(config, logs) as store:
-        # the pairs are cut as the model's scores will cut them
-        budget = backbone_budget("", config.rm_max_length)
-        export(store, Path(config.out) / "pairs", f"rl-{config.preset}", "jsonl", *budget)
-    summary = train(
-        TrainConfig(
-            pairs=str(Path(config.out) / "pairs"),
-            out=str(Path(config.out) / "rm"),
-            max_steps=config.rm_steps,
+    return WorldRMConfig(
+        out=config.out,
+        logs=[str(logs.path)],
+        datasets=(PairDataset(f"rl-{config.preset}", config.preset, steps=steps),),
+        fresh_store=False,
+        seed=config.seed,
+        train=TrainConfig(
             max_length=config.rm_max_length,
             lr=config.rm_lr,
             eval_every=max(1, config.rm_steps // 2),
@@ -194,6 +166,16 @@ def build_rm(config: RLConfig, logs: WorldLogs, say=print) -> Path:
         ),
         progress=config.progress,
     )
+
+
+def build_rm(config: RLConfig, logs: WorldLogs, say=print) -> Path:
+    """A reward model in OUT/rm/model trained as `orchrm demo` trains its per-domain ones
+    (MiniLM, `rm_steps` steps of 16 pairs); reused when present."""
+    model_dir = Path(config.out) / "rm" / "model"
+    if (model_dir / "config.json").exists():
+        return model_dir
+    result = world_reward_models(_world_rm_config(config, logs, config.rm_steps))
+    summary = result.datasets[f"rl-{config.preset}"].summary
     say(
         f"reward model: held-out pairwise accuracy {summary.best_validation_accuracy:.3f} "
         f"-> {model_dir}"
@@ -205,10 +187,12 @@ def dpo_rows(config: RLConfig, logs: WorldLogs) -> list[dict]:
     """DPO's preference rows in the policy's prompt format: the mined pairs' raw
     orchestrator texts (`orchrm.pairs.export_orchrm_datasets`), `prompt` = the policy
     prompt of the question."""
+    from orchrm.store.db import Store
     from orchrm.store.pairs import export_orchrm_datasets
 
     path = Path(config.out) / "pairs" / "dpo.jsonl"
-    with _mined_store(config, logs) as store:
+    result = world_reward_models(_world_rm_config(config, logs, None))
+    with Store(result.store) as store:
         export_orchrm_datasets(store, path, f"rl-{config.preset}")
     return [
         {"prompt": policy_prompt(r["input"]), "chosen": r["chosen"], "rejected": r["rejected"]}

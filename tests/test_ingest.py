@@ -18,7 +18,7 @@ from orchrm.store.db import Store
 from orchrm.store.ingest import IngestError, ingest_file
 from orchrm.tasks.grading import grade
 from orchrm.world.generate import generate
-from tests.test_parse import DATA, HIGH_DOM, LOW_DOM
+from tests.samples import DATA, HIGH_DOM, LOW_DOM
 
 REAL = sorted(DATA.glob("*.jsonl"))
 

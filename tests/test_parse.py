@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -19,39 +18,7 @@ from orchrm.parse import (
     read_records,
     summarize_file,
 )
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "mas_orchestra"
-
-LOW_DOM = """<thinking> A near tie: debate it. </thinking>
-<agent>
-  <agent_name>DebateAgent</agent_name>
-  <agent_description>Near-tie numeric choice using one Debate call.</agent_description>
-  <required_arguments>
-    <agent_input></agent_input>
-    <debate_roles>["Geometry Theorist", "Trigonometry Specialist"]</debate_roles>
-  </required_arguments>
-  <agent_output_id>geo_out</agent_output_id>
-</agent>
-<answer>geo_out</answer>
-"""
-
-HIGH_DOM = """<thinking>Extract, then solve.</thinking>
-<agent>
-  <agent_id>Parse</agent_id>
-  <agent_name>CoTAgent</agent_name>
-  <agent_description>Extract the equations.</agent_description>
-  <required_arguments><agent_input></agent_input></required_arguments>
-</agent>
-<agent>
-  <agent_id>Solve</agent_id>
-  <agent_name>SCAgent</agent_name>
-  <agent_description>Solve them.</agent_description>
-  <required_arguments><agent_input>Solve: ${Parse}</agent_input></required_arguments>
-</agent>
-<edge>
-  <from>Parse</from><to>Solve</to>
-</edge>
-"""
+from tests.samples import DATA, GRAPH_CODE, HIGH_DOM, LOW_CODE, LOW_DOM
 
 
 def reason_of(text: str) -> ParseError:
@@ -242,32 +209,6 @@ def test_harmony_round_trip_of_hand_written_examples(text):
 
 
 # --------------------------------------------------------------------------- mas_code
-
-GRAPH_CODE = '''async def forward(self, original_task_info):
-    """Generated harmony agent forward function - multi-agent graph (async)"""
-    import re
-    agents_config = [
-        {"agent_id": "Parse", "agent_name": "CoTAgent", "agent_description": "Extract.",
-         "required_arguments": {"agent_input": ""}},
-        {"agent_id": "Judge", "agent_name": "DebateAgent", "agent_description": "Decide.",
-         "required_arguments": {"agent_input": "Decide from ${Parse}",
-                                "debate_roles": ["Skeptic", "Solver"]}},
-    ]
-    edges = [["Parse", "Judge"]]
-    execution_order = ["Parse", "Judge"]
-    sink_agents = ["Judge"]
-    agent_results = {}
-    return agent_results[sink_agents[0]]
-'''
-
-LOW_CODE = '''async def forward(self, original_task_info):
-    """Generated harmony agent forward function"""
-    agent_name = """ReflexionAgent"""
-    agent_description = """Answer, critique, refine."""
-    agent_output_id = """refl_out"""
-    agent_calls = [{'name': 'ReflexionAgent', 'required_arguments': {'agent_input': ''}}]
-    return None
-'''
 
 
 def test_mas_code_multi_agent_graph():

@@ -156,7 +156,7 @@ FRAGMENTS = [
 
 
 def _seed_texts() -> list[str]:
-    from tests.test_parse import HIGH_DOM, LOW_DOM
+    from tests.samples import HIGH_DOM, LOW_DOM
 
     seeds = [HIGH_DOM, LOW_DOM]
     for path in sorted(DATA.glob("*.jsonl")):
@@ -250,7 +250,7 @@ MAS_SEEDS = [
 )
 @given(st.data())
 def test_mutated_mas_code_raises_only_parse_error(data):
-    from tests.test_parse import GRAPH_CODE, LOW_CODE
+    from tests.samples import GRAPH_CODE, LOW_CODE
 
     text = data.draw(mutated([*MAS_SEEDS, GRAPH_CODE, LOW_CODE]))
     result = _timed(parse_mas_code, text)

@@ -35,7 +35,7 @@ from orchrm.world.backend import WorldBackend
 from orchrm.world.generate import world_config
 from orchrm.world.orchestrators import orchestrators
 from orchrm.world.tasks import generate_tasks
-from tests.test_rm import tiny_decoder
+from tests.samples import tiny_decoder
 
 TINY = PolicyConfig(n_layer=1, n_embd=64, n_head=2, n_positions=256, sft_steps=300)
 BROKEN = "<thinking>half a plan</thinking>\n<agent>\n  <agent_id>A</agent_id>"

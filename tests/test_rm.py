@@ -27,7 +27,7 @@ from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
 from orchrm.store.pairs import MineConfig, export, mine
 from orchrm.world.generate import generate
-from tests.test_parse import HIGH_DOM, LOW_DOM
+from tests.samples import HIGH_DOM, LOW_DOM, tiny_decoder, tiny_training, train_and_save
 
 FAST = {"max_length": 64, "batch_size": 8, "lr": 1e-4, "eval_every": 4, "num_threads": 2}
 
@@ -255,32 +255,6 @@ def test_accelerate_launch_trains_with_two_cpu_processes(pairs_dir, tmp_path):
     assert (tmp_path / "model" / "model.safetensors").exists()
 
 
-def tiny_decoder(folder: Path, texts: list[str]) -> Path:
-    """A small random Llama reward model with a word-level tokenizer that has no pad
-    token (as decoder tokenizers often lack one)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForSequenceClassification, PreTrainedTokenizerFast
-
-    words = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    words.pre_tokenizer = pre_tokenizers.Whitespace()
-    words.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["<unk>", "</s>"]))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="<unk>", eos_token="</s>")
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=512,
-        num_labels=1,
-    )
-    LlamaForSequenceClassification(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def test_decoder_backbone_with_lora_trains_and_reads_the_last_real_token(pairs_dir, tmp_path):
     records = [json.loads(x) for x in (pairs_dir / "train.jsonl").read_text().splitlines()]
     texts = [r["prompt"] + r[side] for r in records for side in ("chosen", "rejected")]
@@ -412,31 +386,6 @@ def test_the_score_head_can_get_its_own_learning_rate():
     assert len(single["params"]) == len(body["params"]) + 2
 
 
-def _tiny_training():
-    """A model, optimizer and scheduler small enough to checkpoint in milliseconds."""
-    from transformers import get_linear_schedule_with_warmup
-
-    torch.manual_seed(0)
-    model = torch.nn.Linear(4, 1)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
-    return model, optimizer, get_linear_schedule_with_warmup(optimizer, 1, 10)
-
-
-def _train_and_save(out: Path, steps: list[int], keep: int = 10) -> dict[int, torch.Tensor]:
-    """One optimizer step before each save; the weights each checkpoint holds."""
-    from orchrm.rm.checkpoint import TrainState, save_checkpoint
-
-    model, optimizer, scheduler = _tiny_training()
-    saved = {}
-    for step in steps:
-        model(torch.ones(2, 4)).sum().backward()
-        optimizer.step()
-        scheduler.step()
-        save_checkpoint(out, model, optimizer, scheduler, state=TrainState(step=step), keep=keep)
-        saved[step] = model.weight.detach().clone()
-    return saved
-
-
 def _rewrite_state(folder: Path, **changes) -> None:
     state = json.loads((folder / "state.json").read_text())
     (folder / "state.json").write_text(json.dumps({**state, **changes}))
@@ -491,16 +440,16 @@ def test_a_damaged_latest_checkpoint_is_named_and_resume_takes_the_one_before(tm
     from orchrm.rm.checkpoint import apply_checkpoint, newest_intact
 
     damage, reason = DAMAGE[case]
-    saved = _train_and_save(tmp_path, [2, 4])
+    saved = train_and_save(tmp_path, [2, 4])
     damage(tmp_path / "checkpoints" / "step-4")
-    model, optimizer, scheduler = _tiny_training()
+    model, optimizer, scheduler = tiny_training()
     notes = []
     found = newest_intact(tmp_path, model, optimizer, say=notes.append)
     assert found is not None and found.path.name == "step-2"
     named = f"checkpoint {tmp_path / 'checkpoints' / 'step-4'} is unusable: "
     assert notes[0].startswith(named) and re.search(reason, notes[0])
     assert notes[-1] == "resuming from step-2 instead of step-4"
-    assert torch.equal(model.weight, _tiny_training()[0].weight)  # nothing applied yet
+    assert torch.equal(model.weight, tiny_training()[0].weight)  # nothing applied yet
     state = apply_checkpoint(found, model, optimizer, scheduler)
     assert state.step == 2 and torch.equal(model.weight, saved[2])
     assert scheduler.last_epoch == 1
@@ -509,7 +458,7 @@ def test_a_damaged_latest_checkpoint_is_named_and_resume_takes_the_one_before(tm
 def test_folders_that_are_not_checkpoints_never_break_a_resume(tmp_path):
     from orchrm.rm.checkpoint import newest_intact
 
-    _train_and_save(tmp_path, [2, 4])
+    train_and_save(tmp_path, [2, 4])
     folder = tmp_path / "checkpoints"
     for stray in ("step-foo", "checkpoint-foo", "step-", "step-007", "step-5-old"):
         (folder / stray).mkdir()
@@ -517,7 +466,7 @@ def test_folders_that_are_not_checkpoints_never_break_a_resume(tmp_path):
     (folder / "step-12").mkdir()  # no state file: a copy that never finished
     (folder / "step-99999999999999999999").mkdir()
     notes = []
-    found = newest_intact(tmp_path, *_tiny_training()[:2], say=notes.append)
+    found = newest_intact(tmp_path, *tiny_training()[:2], say=notes.append)
     assert found.path.name == "step-4" and found.state.step == 4
     ignored = {n.split(": ")[0] for n in notes if n.startswith("ignoring")}
     names = ("step-foo", "checkpoint-foo", "step-", "step-007", "step-5-old", "step-9")
@@ -529,10 +478,10 @@ def test_folders_that_are_not_checkpoints_never_break_a_resume(tmp_path):
 def test_nothing_intact_means_a_fresh_start_said_once(tmp_path):
     from orchrm.rm.checkpoint import newest_intact
 
-    _train_and_save(tmp_path, [2])
+    train_and_save(tmp_path, [2])
     _rewrite_state(tmp_path / "checkpoints" / "step-2", step=-1)
     notes = []
-    assert newest_intact(tmp_path, *_tiny_training()[:2], say=notes.append) is None
+    assert newest_intact(tmp_path, *tiny_training()[:2], say=notes.append) is None
     assert notes[-1].startswith("no intact checkpoint in") and "step 0" in notes[-1]
 
 
@@ -540,14 +489,14 @@ def test_a_save_killed_midway_leaves_a_folder_the_next_start_removes(tmp_path):
     script = f"""
 import os, signal, sys, torch
 sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
-from tests.test_rm import _train_and_save
-_train_and_save({str(tmp_path)!r}, [2])
+from tests.samples import train_and_save
+train_and_save({str(tmp_path)!r}, [2])
 real = torch.save
 def die(*args, **kwargs):
     real(*args, **kwargs)
     os.kill(os.getpid(), signal.SIGKILL)  # after the weights and optimizer are written
 torch.save = die
-_train_and_save({str(tmp_path)!r}, [2, 4])
+train_and_save({str(tmp_path)!r}, [2, 4])
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
@@ -570,7 +519,7 @@ def test_saves_replace_in_place_and_prune_only_checkpoints_up_to_the_step(tmp_pa
     folder.mkdir()
     (folder / "notes").mkdir()
     (folder / "step-50").mkdir()  # from a longer run that went on before being cut short
-    _train_and_save(tmp_path, [2, 4, 6, 6], keep=2)
+    train_and_save(tmp_path, [2, 4, 6, 6], keep=2)
     assert sorted(p.name for p in folder.iterdir()) == ["notes", "step-4", "step-50", "step-6"]
     assert sorted(p.name for p in (folder / "step-6").iterdir()) == sorted(FILES)
 

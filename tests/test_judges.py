@@ -1,0 +1,36 @@
+"""orchrm.bestofn.judges: LLM-as-a-judge at orchestration and at trajectory level."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchrm.bestofn.lineup import build_lineup, evaluate_tasks, read_world_tasks
+from orchrm.bestofn.metrics import tasks_from_logs
+from orchrm.jsonl import write_jsonl
+from orchrm.world.generate import generate
+
+
+def test_world_judges_read_plans_or_trajectories_and_count_tokens(tmp_path):
+    generated = generate("math", 6, 4, seed=2, progress=False)
+    log, tasks_file = tmp_path / "log.jsonl", tmp_path / "tasks.jsonl"
+    write_jsonl(generated.records, log)
+    write_jsonl([t.to_dict() for t in generated.tasks], tasks_file)
+    tasks = tasks_from_logs([str(log)], "specialized", 4)
+    lineup = build_lineup(tasks, world_tasks=read_world_tasks([tasks_file]))
+    ev = evaluate_tasks(lineup.tasks, lineup.selectors, 4, "math", progress=False)
+    at = ev.at(4)
+    assert {"judge-orch", "judge-traj", "bayes", "majority"} <= set(at)
+    assert 0 < at["judge-orch"].verification_tokens < at["judge-traj"].verification_tokens
+    assert at["judge-traj"].verification_tokens > at["majority"].verification_tokens
+    assert at["oracle"].accuracy >= max(r.accuracy for r in at.values())
+    assert at["oracle"].normalized_advantage == pytest.approx(1.0)
+    assert [r.n for r in ev.results if r.selector == "random"] == [1, 2, 4]
+    # the true success probability of the one executed candidate; none for votes
+    # without re-executions, nor ever for the trajectory judge
+    assert at["bayes"].expected_accuracy >= at["random"].expected_accuracy
+    assert at["majority"].expected_accuracy is None and at["judge-traj"].expected_accuracy is None
+    lo, hi = at["bayes"].expected_accuracy_ci
+    assert lo <= at["bayes"].expected_accuracy <= hi
+    from orchrm.bestofn.report import markdown
+
+    assert "| majority | " in markdown(ev) and "expected accuracy % (95% CI)" in markdown(ev)

@@ -1,0 +1,147 @@
+"""orchrm.bestofn.lineup and registry: the line-up every command builds, world re-executions,
+and the eval command."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from orchrm.bestofn.lineup import build_lineup
+from orchrm.bestofn.metrics import evaluate_selectors, tasks_from_logs
+from orchrm.errors import InputError
+from orchrm.jsonl import write_jsonl
+from orchrm.world.generate import generate
+from tests.samples import candidate_set
+
+
+def test_world_reruns_fill_every_candidate(tmp_path):
+
+    generated = generate("math", 6, 4, seed=2, progress=False)
+    log = tmp_path / "log.jsonl"
+    write_jsonl(generated.records, log)
+    logged = tasks_from_logs([str(log)], "specialized", 4)
+    lineup = build_lineup(logged, world_tasks=generated.tasks, reruns=5)
+    tasks = lineup.tasks
+    for t in tasks:
+        for c in t.candidates:
+            assert len(c.reruns) == 5
+            if c.orchestration is None:
+                assert c.reruns == ((None, False),) * 5
+    runs = [r for t in tasks for c in t.candidates if c.orchestration for r in c.reruns]
+    assert any(right for _, right in runs) and any(a is not None for a, _ in runs)
+    at = evaluate_selectors(tasks, lineup.selectors, [4]).at(4)
+    assert 0.0 <= at["majority"].expected_accuracy <= 1.0
+    # the oracle's is expected pass@N over the replays, at least every single pick's
+    replays = [
+        statistics.fmean(any(c.reruns[k][1] for c in t.candidates) for k in range(5)) for t in tasks
+    ]
+    assert at["oracle"].expected_accuracy == pytest.approx(statistics.fmean(replays))
+    with pytest.raises(InputError, match="not in the world task files"):
+        build_lineup(logged, world_tasks=generated.tasks[:1], reruns=1)
+
+
+def test_eval_command_writes_the_report(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    generated = generate("science", 5, 4, seed=4, progress=False)
+    log, tasks_file = tmp_path / "log.jsonl", tmp_path / "tasks.jsonl"
+    write_jsonl(generated.records, log)
+    write_jsonl([t.to_dict() for t in generated.tasks], tasks_file)
+    orchrm = str(Path(sys.executable).with_name("orchrm"))
+    done = subprocess.run(
+        [
+            orchrm,
+            "eval",
+            str(log),
+            "--n",
+            "4",
+            "--orchestrator",
+            "base",
+            "--world-tasks",
+            str(tasks_file),
+            "--domain",
+            "science",
+            "--out",
+            str(tmp_path / "report"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| judge-traj |" in done.stdout and "best-of-4 on 5 held-out tasks" in done.stdout
+    assert (tmp_path / "report" / "science_accuracy_vs_tokens.png").exists()
+    numbers = json.loads((tmp_path / "report" / "report.json").read_text())
+    majority = [
+        r for e in numbers["evaluations"] for r in e["results"] if r["selector"] == "majority"
+    ]
+    assert majority[-1]["expected_accuracy"] is not None  # 20 re-executions by default
+    missing = subprocess.run(
+        [orchrm, "eval", str(log), "--n", "9", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert missing.returncode == 2 and "no task in the logs has 9 samples" in missing.stderr
+
+
+def test_eval_command_reads_a_store_and_writes_a_table_per_domain(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from orchrm.store.db import Store
+    from orchrm.store.ingest import ingest_file
+
+    files = []
+    with Store(tmp_path / "s.duckdb") as store:
+        for preset in ("math", "multihop"):
+            generated = generate(preset, 5, 4, seed=6, progress=False)
+            log = tmp_path / f"{preset}.jsonl"
+            write_jsonl(generated.records, log)
+            write_jsonl([t.to_dict() for t in generated.tasks], tmp_path / f"{preset}.tasks.jsonl")
+            files.append(str(tmp_path / f"{preset}.tasks.jsonl"))
+            ingest_file(store, log)
+    orchrm = str(Path(sys.executable).with_name("orchrm"))
+    args = [orchrm, "eval", "--store", str(tmp_path / "s.duckdb"), "--n", "4"]
+    args += ["--orchestrator", "base", "--out", str(tmp_path / "report")]
+    done = subprocess.run(
+        args + [x for f in files for x in ("--world-tasks", f)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert [e["domain"] for e in report["evaluations"]] == ["math", "multihop"]
+    assert all(e["tasks"] == 5 for e in report["evaluations"])
+    assert done.stdout.count("best-of-4 on 5 held-out tasks") == 2
+    both = subprocess.run(
+        [orchrm, "eval", str(tmp_path / "math.jsonl"), "--store", str(tmp_path / "s.duckdb")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert both.returncode == 2 and "either log files or --store" in both.stderr
+
+
+def test_the_line_up_holds_every_registered_selector_its_inputs_allow():
+    from orchrm.bestofn.registry import REGISTRY, RERUN_SELECTORS
+    from orchrm.bestofn.selectors import Selection
+
+    generated = generate("math", 3, 2, seed=7, progress=False)
+    tasks = [candidate_set(["1", "2"], [True, False])]
+    bare = build_lineup(tasks).selectors
+    assert list(bare) == ["majority", "random", "logp", "oracle"]
+    fold = lambda t: Selection(1, executed=(1,))  # noqa: E731 (a ready `orchrm`)
+    ready = build_lineup(tasks, rm_selector=fold).selectors
+    assert ready["orchrm"] is fold and "orchrm-weighted" not in ready  # weighting needs the rm
+    world = build_lineup(tasks, world_tasks=generated.tasks).selectors
+    assert {"judge-orch", "judge-traj", "bayes"} <= set(world)
+    order = [e.name for e in REGISTRY]
+    assert list(world) == [name for name in order if name in world]  # registry order
+    assert {"majority", "orchrm-weighted", "oracle"} == RERUN_SELECTORS

@@ -62,7 +62,9 @@ class Selection:
 Selector = Callable[[CandidateSet], Selection]
 
 
-def _first_max(values: Sequence[float | None]) -> int:
+def first_max(values: Sequence[float | None]) -> int:
+    """The first index of the highest value, None values left out (0 when all are None):
+    how `orchrm` picks from its scores, and `orchrm serve`'s `/select` too."""
     best = max((v for v in values if v is not None), default=None)
     return next((i for i, v in enumerate(values) if v == best), 0)
 
@@ -80,7 +82,7 @@ def random_selector(seed: int = 0) -> Selector:
 def logp_selector(task: CandidateSet) -> Selection:
     """The candidate the orchestrator itself found most likely."""
     scores = tuple(c.logprob for c in task.candidates)
-    index = _first_max(scores)
+    index = first_max(scores)
     return Selection(index, scores, executed=(index,))
 
 
@@ -110,7 +112,7 @@ def oracle_selector(task: CandidateSet) -> Selection:
 def bayes_selector(task: CandidateSet) -> Selection:
     """The candidate with the highest true success probability (world only)."""
     scores = tuple(c.p_success for c in task.candidates)
-    index = _first_max(scores)
+    index = first_max(scores)
     return Selection(index, scores, executed=(index,))
 
 
@@ -163,7 +165,7 @@ class RewardModelSelector:
         for i, (_, s) in zip(where, scored, strict=True):
             scores[i] = s
         if not self.weighted:
-            index = _first_max(scores)
+            index = first_max(scores)
             return Selection(index, tuple(scores), tokens, (index,))
         keys = [answer_key(c.answer, task.domain) for c in task.candidates]
         totals: dict[str, float] = {}
@@ -171,7 +173,7 @@ class RewardModelSelector:
             if key is not None and s is not None:  # votes weighted by sigmoid(score)
                 totals[key] = totals.get(key, 0.0) + 1 / (1 + math.exp(-s))
         if not totals:
-            index = _first_max(scores)
+            index = first_max(scores)
         else:
             best = max(totals.values())
             winner = next(a for a in totals if totals[a] == best)

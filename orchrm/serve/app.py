@@ -41,6 +41,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+from orchrm.bestofn.selectors import first_max
 from orchrm.serve.batcher import BatcherClosed, MicroBatcher
 from orchrm.serve.config import ServeConfig
 from orchrm.serve.metrics import Metrics
@@ -199,8 +200,8 @@ def _add_routes(app: FastAPI, scoring: _Scoring, rm, config: ServeConfig) -> Non
     @app.post("/select")
     async def select(request: Request) -> JSONResponse:
         results = await scoring.results(request, "select")
-        parseable = [i for i, r in enumerate(results) if r.status != "unparseable"]
-        chosen = max(parseable, key=lambda i: (results[i].score, -i)) if parseable else None
+        scores = [r.score if r.status != "unparseable" else None for r in results]
+        chosen = first_max(scores) if any(s is not None for s in scores) else None
         return JSONResponse(
             {
                 "chosen": chosen,

@@ -10,52 +10,19 @@ write the report (Markdown, PNGs, JSON) to the output folder.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from orchrm.bestofn.lineup import build_lineup, evaluate_tasks
 from orchrm.bestofn.metrics import tasks_from_logs
 from orchrm.bestofn.report import markdown, points, write_report
+from orchrm.demo_config import DemoConfig
 from orchrm.jsonl import write_jsonl
-from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS, TrainConfig
+from orchrm.rm.config import TrainConfig
 from orchrm.rm.model import OrchRM
 from orchrm.world.generate import generate
 from orchrm.world.pipeline import PairDataset, WorldRMConfig, WorldRMResult, world_reward_models
 
 PRESETS = ("math", "multihop")
-
-
-@dataclass
-class DemoConfig:
-    """Sizes of the demo; docs/results.md#the-demo says how long the defaults take."""
-
-    out: str = "orchrm-demo"
-    """Folder for logs, store, pairs, models and the report."""
-    train_tasks: int = 300
-    """World tasks per preset whose logs train the reward models: at the same steps, more
-    tasks mean more distinct pairs (docs/results.md#training-tasks-and-steps)."""
-    test_tasks: int = 100
-    """Held-out world tasks per preset (another seed) for best-of-N."""
-    samples: int = 8
-    """Orchestrations per task and orchestrator (N of best-of-N)."""
-    steps: int = SMALL_DATA_STEPS
-    """Training steps (batch 16) of the math and the mixed reward model."""
-    multihop_steps: int = 45
-    """Training steps of the multihop reward model: its pairs carry little to learn (the
-    orchestration matters little there), and fewer steps keep the demo near 15 minutes
-    on two CPU cores without bf16."""
-    bf16: bool | None = None
-    """Train and score in bfloat16; None: where the hardware runs it fast (see
-    `TrainConfig.bf16`)."""
-    lr: float = SMALL_DATA_LR
-    """Learning rate of the three reward models."""
-    max_length: int = 128
-    """Reward-model tokens per text."""
-    seed: int = 0
-    """Seeds the world, the pair splits and training."""
-    reruns: int = 20
-    """Re-executions of every held-out candidate, from which majority and the weighted
-    vote get an expected accuracy (`orchrm.bestofn.reruns`); 0: none."""
 
 
 def _gap_share(at: dict, measure: str) -> str:

@@ -95,5 +95,7 @@ def test_demo_command_leaves_defaults_to_demo_config_and_shows_them(monkeypatch)
         ("--reruns", "reruns"),
         ("--seed", "seed"),
     ):
-        line = next(x for x in shown.splitlines() if re.search(rf"{option}\s", x))
-        assert f"[{defaults[name]}]" in line, line
+        # The option's help runs from its line to the next option's.
+        after = re.split(rf"{option}\s", shown, maxsplit=1)[1]
+        block = " ".join(re.split(r"│ +--", after, maxsplit=1)[0].replace("│", " ").split())
+        assert f"[default: {defaults[name]}]" in block, block

@@ -142,13 +142,19 @@ class SelectorResult:
     """One selector at one N."""
 
     selector: str
+    """The selector's name in the line-up (`orchrm.bestofn.registry`)."""
     n: int
+    """Candidates it chose among."""
     accuracy: float
+    """Share of tasks whose chosen candidate's logged answer is right."""
     accuracy_ci: tuple[float, float]
     normalized_advantage: float
+    """(accuracy - random) / (oracle - random): 0 is chance, 1 an oracle."""
     normalized_advantage_ci: tuple[float, float]
     verification_tokens: float
+    """Mean tokens per task spent to choose."""
     total_tokens: float
+    """Mean tokens per task: verification plus the execution that gives the answer."""
     expected_accuracy: float | None = None
     """World logs: the selector's expected accuracy, far less noisy than its sampled
     one. A selector that executes one candidate: that candidate's true success

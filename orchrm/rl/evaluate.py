@@ -36,13 +36,18 @@ class PolicyEval:
     """One evaluation of a policy on held-out tasks."""
 
     step: int
+    """The training step the policy was evaluated at."""
     tasks: int
     samples: int
+    """Orchestrations sampled per task."""
     expected: float
+    """Mean true success probability of the sampled valid orchestrations (invalid: 0)."""
     expected_ci: tuple[float, float]
     executed: float
+    """Share right when each sample is executed once."""
     executed_ci: tuple[float, float]
     majority: float | None
+    """Share right by majority vote over a task's executed samples (None: not run)."""
     majority_ci: tuple[float, float] | None
     valid: float
     """Share of sampled orchestrations that parse into a valid graph."""
@@ -61,6 +66,7 @@ def evaluate_policy(
     tokenizer,
     tasks: list[WorldTask],
     samples: int,
+    *,
     step: int = 0,
     seed: int = 0,
     max_new_tokens: int = 96,
@@ -262,7 +268,7 @@ def curve_callback(tokenizer, tasks, samples: int, at_steps: set[int], seed: int
                 return
             training = model.training
             point = evaluate_policy(
-                model, tokenizer, tasks, samples, state.global_step, seed, majority=False
+                model, tokenizer, tasks, samples, step=state.global_step, seed=seed, majority=False
             )
             model.train(training)
             self.points.append(point)

@@ -94,18 +94,18 @@ def prepare(config: RLConfig, need_rm: bool, say=print) -> Prepared:
             tokenizer,
             held_out,
             config.eval_samples,
-            0,
-            config.seed,
-            config.max_completion_length,
+            step=0,
+            seed=config.seed,
+            max_new_tokens=config.max_completion_length,
         )
         point = evaluate_policy(
             model,
             tokenizer,
             held_out[: config.curve_tasks],
             config.eval_samples,
-            0,
-            config.seed,
-            config.max_completion_length,
+            step=0,
+            seed=config.seed,
+            max_new_tokens=config.max_completion_length,
             majority=False,
         )
         cache.write_text(json.dumps({"key": key, "final": asdict(final), "curve": asdict(point)}))
@@ -180,9 +180,9 @@ def train_run(config: RLConfig, prep: Prepared, say=print) -> RunReport:
         tokenizer,
         prep.held_out,
         config.eval_samples,
-        config.steps,
-        config.seed,
-        config.max_completion_length,
+        step=config.steps,
+        seed=config.seed,
+        max_new_tokens=config.max_completion_length,
     )
     report = RunReport(
         config.run_name,

@@ -11,7 +11,7 @@ predicting success takes reading the question and the orchestration together.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from orchrm.orchestration import AGENT_TYPES
 
@@ -52,6 +52,24 @@ class Preset:
     are systematic, so every orchestration fails alike). None: one normal distribution."""
 
 
+_MULTIHOP = Preset(
+    name="multihop",
+    skill_mean=3.5,
+    skill_sd=0.5,
+    affinity_sd=0.1,
+    best_type_boost=0.1,
+    decomposition_mean=0.0,
+    decomposition_sd=0.1,
+    role_gain=(0.0, 0.1),
+    distractor_top=(0.6, 0.9),
+    hops=(0, 0),
+    search_rate=(0.0, 0.0),
+    cue_rate=0.6,
+    answer_kind="name",
+    checkable=(0.0, 0.1),
+    known_rate=0.45,
+)
+
 PRESETS: dict[str, Preset] = {
     # AIME-like: hard (one chain-of-thought call solves about one task in five), and the
     # right orchestration matters a lot. On hard tasks wrong answers outnumber right
@@ -90,41 +108,9 @@ PRESETS: dict[str, Preset] = {
         checkable=(0.0, 0.6),
     ),
     # HotpotQA-like: the model knows the facts or not; orchestrations vary little.
-    "multihop": Preset(
-        name="multihop",
-        skill_mean=3.5,
-        skill_sd=0.5,
-        affinity_sd=0.1,
-        best_type_boost=0.1,
-        decomposition_mean=0.0,
-        decomposition_sd=0.1,
-        role_gain=(0.0, 0.1),
-        distractor_top=(0.6, 0.9),
-        hops=(0, 0),
-        search_rate=(0.0, 0.0),
-        cue_rate=0.6,
-        answer_kind="name",
-        checkable=(0.0, 0.1),
-        known_rate=0.45,
-    ),
+    "multihop": _MULTIHOP,
     # GPQA-like: knowledge-bound; the orchestration matters little.
-    "science": Preset(
-        name="science",
-        skill_mean=3.5,
-        skill_sd=0.5,
-        affinity_sd=0.1,
-        best_type_boost=0.1,
-        decomposition_mean=0.0,
-        decomposition_sd=0.1,
-        role_gain=(0.0, 0.1),
-        distractor_top=(0.6, 0.9),
-        hops=(0, 0),
-        search_rate=(0.0, 0.0),
-        cue_rate=0.6,
-        answer_kind="choice",
-        checkable=(0.0, 0.1),
-        known_rate=0.6,
-    ),
+    "science": replace(_MULTIHOP, name="science", answer_kind="choice", known_rate=0.6),
 }
 
 TOPICS: dict[str, dict] = {

@@ -224,10 +224,64 @@ def _rerun_expected(select: Selector, task: CandidateSet) -> float:
     return statistics.fmean(right)
 
 
+def _task_row(name: str, select: Selector, subs: list[CandidateSet]) -> tuple[float, ...]:
+    """(accuracy, verification tokens, total tokens, expected accuracy) of one selector
+    on one task, averaged over its subsets of N (expected: NaN when unknown)."""
+    rows = []
+    for t in subs:
+        chosen = select(t)
+        answer = t.candidates[chosen.index]  # the execution that gives the answer
+        single = len(chosen.executed) <= 1 and answer.p_success is not None
+        if name in RERUN_SELECTORS:
+            expected = _rerun_expected(select, t)
+        elif single:
+            expected = answer.p_success
+        else:
+            expected = math.nan
+        rows.append(
+            (
+                float(answer.correct),
+                float(chosen.verification_tokens),
+                float(chosen.verification_tokens + answer.execution_tokens),
+                expected,
+            )
+        )
+    return tuple(statistics.fmean(x) for x in zip(*rows, strict=True))
+
+
+def _result(name: str, n: int, rows: list[tuple], *, base, chance, oracle, resamples):
+    """One selector's `SelectorResult` at N from its per-task rows (`_task_row`), paired
+    with the baseline's rows `base` (None: the baseline did not run)."""
+    acc = [r[0] for r in rows]
+    expected = [r[3] for r in rows]
+    known = not any(math.isnan(x) for x in expected)
+    vs, vs_ci = _paired(acc, [r[0] for r in base], resamples) if base else (None, None)
+    expected_vs, expected_vs_ci = (
+        _paired(expected, [r[3] for r in base], resamples) if base else (None, None)
+    )
+    return SelectorResult(
+        selector=name,
+        n=n,
+        accuracy=statistics.fmean(acc),
+        accuracy_ci=bootstrap_interval(acc, resamples),
+        normalized_advantage=_advantage(acc, chance, oracle, range(len(acc))),
+        normalized_advantage_ci=_advantage_interval(acc, chance, oracle, resamples),
+        verification_tokens=statistics.fmean(r[1] for r in rows),
+        total_tokens=statistics.fmean(r[2] for r in rows),
+        expected_accuracy=statistics.fmean(expected) if known else None,
+        expected_accuracy_ci=bootstrap_interval(expected, resamples) if known else None,
+        vs_baseline=vs,
+        vs_baseline_ci=vs_ci,
+        expected_vs_baseline=expected_vs,
+        expected_vs_baseline_ci=expected_vs_ci,
+    )
+
+
 def evaluate_selectors(
     tasks: list[CandidateSet],
     selectors: dict[str, Selector],
     ns: list[int],
+    *,
     domain: str = "",
     draws: int = 5,
     bootstrap: int = 1000,
@@ -247,7 +301,7 @@ def evaluate_selectors(
         if hasattr(select, "warm"):
             select.warm(tasks)
     for n in ns:
-        per_task: dict[str, list[tuple[float, float, float]]] = {s: [] for s in selectors}
+        per_task: dict[str, list[tuple]] = {s: [] for s in selectors}
         chance, oracle = [], []
         for task in tasks:
             subs = _subsets(task, n, draws, seed)
@@ -256,54 +310,13 @@ def evaluate_selectors(
             )
             oracle.append(statistics.fmean(any(c.correct for c in t.candidates) for t in subs))
             for name, select in selectors.items():
-                rows = []
-                for t in subs:
-                    chosen = select(t)
-                    answer = t.candidates[chosen.index]  # the execution that gives the answer
-                    single = len(chosen.executed) <= 1 and answer.p_success is not None
-                    if name in RERUN_SELECTORS:
-                        expected = _rerun_expected(select, t)
-                    elif single:
-                        expected = answer.p_success
-                    else:
-                        expected = math.nan
-                    rows.append(
-                        (
-                            float(answer.correct),
-                            float(chosen.verification_tokens),
-                            float(chosen.verification_tokens + answer.execution_tokens),
-                            expected,
-                        )
-                    )
-                per_task[name].append(tuple(statistics.fmean(x) for x in zip(*rows, strict=True)))
+                per_task[name].append(_task_row(name, select, subs))
             if progress:
                 progress()
         base = per_task.get(baseline)
         for name, rows in per_task.items():
-            acc = [r[0] for r in rows]
-            expected = [r[3] for r in rows]
-            known = not any(math.isnan(x) for x in expected)
-            vs, vs_ci = _paired(acc, [r[0] for r in base], resamples) if base else (None, None)
-            expected_vs, expected_vs_ci = (
-                _paired(expected, [r[3] for r in base], resamples) if base else (None, None)
-            )
             ev.results.append(
-                SelectorResult(
-                    selector=name,
-                    n=n,
-                    accuracy=statistics.fmean(acc),
-                    accuracy_ci=bootstrap_interval(acc, resamples),
-                    normalized_advantage=_advantage(acc, chance, oracle, range(len(acc))),
-                    normalized_advantage_ci=_advantage_interval(acc, chance, oracle, resamples),
-                    verification_tokens=statistics.fmean(r[1] for r in rows),
-                    total_tokens=statistics.fmean(r[2] for r in rows),
-                    expected_accuracy=statistics.fmean(expected) if known else None,
-                    expected_accuracy_ci=bootstrap_interval(expected, resamples) if known else None,
-                    vs_baseline=vs,
-                    vs_baseline_ci=vs_ci,
-                    expected_vs_baseline=expected_vs,
-                    expected_vs_baseline_ci=expected_vs_ci,
-                )
+                _result(name, n, rows, base=base, chance=chance, oracle=oracle, resamples=resamples)
             )
     return ev
 

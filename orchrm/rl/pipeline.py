@@ -117,24 +117,11 @@ def prepare(config: RLConfig, need_rm: bool, say=print) -> Prepared:
     return Prepared(logs, policy_dir, rm_dir, train, data.prompt_rows(train), held_out, start)
 
 
-def train_run(config: RLConfig, prep: Prepared, say=print) -> RunReport:
-    """Train `config.method` (with `config.reward` for GRPO) from the starting policy and
-    evaluate it; writes OUT/<run>/{tokens.jsonl, eval.json, model/, checkpoints/}."""
-    config.check()
-    torch.set_num_threads(config.num_threads)
-    out = Path(config.out) / config.run_name
-    out.mkdir(parents=True, exist_ok=True)
-    ledger = TokenLedger(out / "tokens.jsonl")
-    curve_tasks = prep.held_out[: config.curve_tasks]
-    at = {config.steps * k // config.curve_points for k in range(1, config.curve_points + 1)}
-    tokenizer = load_policy(prep.policy_dir)[1]
-    callback = curve_callback(
-        tokenizer, curve_tasks, config.eval_samples, at, config.seed, lambda m: say(m)
-    )
+def _train_method(config: RLConfig, prep: Prepared, out: Path, *, ledger: TokenLedger, callback):
+    """Train with `config.method` (and `config.reward` for GRPO); returns (model,
+    tokenizer, tokens spent on the training data, notes for the report)."""
     penalty = config.penalty if config.penalty is not None else PENALTIES[config.reward]
     data_tokens, notes = 0, {}
-    say(f"{config.run_name}: {config.steps} steps")
-    start = time.perf_counter()
     if config.method == "grpo":
         from orchrm.rl.grpo import train_grpo
 
@@ -173,6 +160,28 @@ def train_run(config: RLConfig, prep: Prepared, say=print) -> RunReport:
         data_tokens = prep.logs.execution_tokens
         notes["pairs"] = len(rows)
         model, tokenizer, _ = train_dpo(config, prep.policy_dir, rows, out, [callback])
+    return model, tokenizer, data_tokens, notes
+
+
+def train_run(config: RLConfig, prep: Prepared, say=print) -> RunReport:
+    """Train `config.method` (with `config.reward` for GRPO) from the starting policy and
+    evaluate it; writes OUT/<run>/{tokens.jsonl, eval.json, model/, checkpoints/}."""
+    config.check()
+    torch.set_num_threads(config.num_threads)
+    out = Path(config.out) / config.run_name
+    out.mkdir(parents=True, exist_ok=True)
+    ledger = TokenLedger(out / "tokens.jsonl")
+    curve_tasks = prep.held_out[: config.curve_tasks]
+    at = {config.steps * k // config.curve_points for k in range(1, config.curve_points + 1)}
+    tokenizer = load_policy(prep.policy_dir)[1]
+    callback = curve_callback(
+        tokenizer, curve_tasks, config.eval_samples, at, config.seed, lambda m: say(m)
+    )
+    say(f"{config.run_name}: {config.steps} steps")
+    start = time.perf_counter()
+    model, tokenizer, data_tokens, notes = _train_method(
+        config, prep, out, ledger=ledger, callback=callback
+    )
     curve_s = sum(p.seconds for p in callback.points)
     wall = time.perf_counter() - start - curve_s
     final = evaluate_policy(

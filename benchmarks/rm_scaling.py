@@ -47,7 +47,8 @@ from orchrm.rm.train import train
 MAX_LENGTH = 128
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--train-tasks", type=int, default=600)
     parser.add_argument("--test-tasks", type=int, default=200)
@@ -65,7 +66,11 @@ def main() -> None:
         "--lr", type=float, default=DemoConfig.lr, help="learning rate (default: the demo's)"
     )
     parser.add_argument("--out", default="runs/rm-scaling")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     steps = [int(s) for s in args.steps.split(",")]
     out = Path(args.out)
     budget = backbone_budget("", MAX_LENGTH)

@@ -4,7 +4,10 @@
   the verification tokens each spends;
 - `judges`: LLM-as-a-judge at orchestration and at trajectory level;
 - `reruns`: the offline world's executions of the chosen plans;
-- `lineup`: the selectors an evaluation compares, built once for every command;
+- `registry`: one entry per selector (label, colour, what it needs, whether it replays
+  re-executions): adding a selector is its function plus one entry there;
+- `lineup`: the selectors an evaluation compares (from the registry), with the world's
+  judge and re-executions, built once for every command;
 - `metrics`: accuracy with bootstrap intervals, paired against a baseline;
 - `report`: the table, the notes and the plots;
 - `crossval`: leave-one-task-out and k-fold evaluation for logs too small to hold tasks out.

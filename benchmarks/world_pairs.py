@@ -11,10 +11,10 @@ from orchrm.bestofn.metrics import tasks_from_logs
 from orchrm.bestofn.reruns import with_reruns
 from orchrm.bestofn.selectors import CandidateSet
 from orchrm.jsonl import write_jsonl
+from orchrm.rm.world_models import PairDataset, WorldRMConfig, world_reward_models
 from orchrm.store.pairs import MineSummary
 from orchrm.world.generate import generate
 from orchrm.world.orchestrators import orchestrators
-from orchrm.world.pipeline import PairDataset, WorldRMConfig, world_reward_models
 from orchrm.world.tasks import Preset
 
 SAMPLES = 8

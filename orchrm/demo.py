@@ -19,8 +19,8 @@ from orchrm.demo_config import DemoConfig
 from orchrm.jsonl import write_jsonl
 from orchrm.rm.config import TrainConfig
 from orchrm.rm.model import OrchRM
+from orchrm.rm.world_models import PairDataset, WorldRMConfig, WorldRMResult, world_reward_models
 from orchrm.world.generate import generate
-from orchrm.world.pipeline import PairDataset, WorldRMConfig, WorldRMResult, world_reward_models
 
 PRESETS = ("math", "multihop")
 

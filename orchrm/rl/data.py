@@ -26,8 +26,8 @@ from orchrm.rl.policy import (
     sft,
     train_tokenizer,
 )
+from orchrm.rm.world_models import PairDataset, WorldRMConfig, world_reward_models
 from orchrm.runtime import prompts
-from orchrm.world.pipeline import PairDataset, WorldRMConfig, world_reward_models
 from orchrm.world.tasks import WorldTask, generate_tasks
 
 

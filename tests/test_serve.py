@@ -771,7 +771,7 @@ def test_prepare_workers_render_as_the_model_does_with_one_tokenization_per_cut(
     from orchrm.rm.model import token_counter
     from orchrm.serve.prepare import Tokens, tokenizer_spec
 
-    tokens = Tokens(tokenizer_spec(rm.tokenizer), 96)
+    tokens = Tokens(tokenizer_spec(rm.tokenizer))
     assert isinstance(tokens.counter, OffsetTokenCounter)  # cuts read token ends
     for question, text in world:
         o = parse_harmony(text)

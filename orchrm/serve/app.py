@@ -33,7 +33,7 @@ import logging
 import secrets
 import time
 from contextlib import asynccontextmanager
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -104,13 +104,12 @@ class _Scoring:
             max_text_chars=config.max_text_chars,
             invalid_penalty=config.invalid_penalty,
             max_tokens=rm.budget[0],
-            max_length=rm.max_length,
             max_request_seconds=config.max_request_seconds,
         )
         self.pool = WorkerPool(
             config.prepare_workers,
             config.max_queued_requests,
-            initializer=(install_tokenizer, (tokenizer_spec(rm.tokenizer), rm.max_length)),
+            initializer=(install_tokenizer, (tokenizer_spec(rm.tokenizer),)),
             on_restart=self._restarted,
         )
 
@@ -130,9 +129,8 @@ class _Scoring:
             raise ApiError(503, "shutting_down", str(err)) from None
         results = []
         for item in items:
-            if isinstance(item, Rendered):  # its tokens: what the model read to score it
-                score, tokens = next(scores)
-                item = replace(item.scored(score), tokens=tokens)
+            if isinstance(item, Rendered):
+                item = item.scored(*next(scores))
             results.append(item)
         for r in results:
             self.metrics.items[r.status] += 1

@@ -47,8 +47,6 @@ class Limits:
     invalid_penalty: float
     max_tokens: int
     """The rendering budget (`OrchRM.budget`): tokens without the special ones."""
-    max_length: int
-    """The model's input length: the verification tokens of one item are at most this."""
     max_request_seconds: float
 
 
@@ -68,22 +66,21 @@ class Rendered:
     """A parsed orchestration rendered for the model, waiting for its score."""
 
     text: str
-    tokens: int
     broken: tuple[str, ...]
     """The graph rules it breaks (scored all the same, reported as `invalid`)."""
 
-    def scored(self, score: float) -> Scored:
+    def scored(self, score: float, tokens: int) -> Scored:
+        """Its result, with the input tokens the model read to score it."""
         reason = ",".join(self.broken) or None
         message = f"breaks graph rules: {reason}" if self.broken else None
-        return Scored(score, "invalid" if self.broken else "ok", reason, message, self.tokens)
+        return Scored(score, "invalid" if self.broken else "ok", reason, message, tokens)
 
 
 class Tokens:
     """The model's tokenizer as the renderer counts with it, from `tokenizer_spec`."""
 
-    def __init__(self, spec: tuple[str, Any], max_length: int):
+    def __init__(self, spec: tuple[str, Any]):
         kind, data = spec
-        self.max_length = max_length
         if kind == "fast":
             from tokenizers import Tokenizer
 
@@ -102,12 +99,6 @@ class Tokens:
     def token_ends(self, text: str) -> list[int]:
         """Where each token of `text` ends (a fast tokenizer's offsets)."""
         return [end for _, end in self.fast.encode(text, add_special_tokens=False).offsets]
-
-    def model_input(self, text: str) -> int:
-        """Tokens the model reads for `text`: special tokens added, cut to `max_length`."""
-        if self.fast is not None:
-            return min(len(self.fast.encode(text).ids), self.max_length)
-        return len(self.slow(text, truncation=True, max_length=self.max_length)["input_ids"])
 
     @property
     def counter(self) -> TokenCounter:
@@ -140,10 +131,10 @@ def tokenizer_spec(tokenizer) -> tuple[str, Any]:
 _TOKENS: Tokens | None = None  # set once per worker process by `install_tokenizer`
 
 
-def install_tokenizer(spec: tuple[str, Any], max_length: int) -> None:
+def install_tokenizer(spec: tuple[str, Any]) -> None:
     """Worker initializer: load the tokenizer every later `prepare_request` counts with."""
     global _TOKENS
-    _TOKENS = Tokens(spec, max_length)
+    _TOKENS = Tokens(spec)
 
 
 def prepare_request(
@@ -193,7 +184,7 @@ def prepare_item(question: str, text: str, limits: Limits, tokens: Tokens) -> Sc
         return Scored(limits.invalid_penalty, "unparseable", err.reason, err.message, 0)
     broken = tuple(sorted({str(v.rule) for v in validate(o)}))
     rendered = render_for_rm(question, o, limits.max_tokens, tokens.counter)
-    return Rendered(rendered, tokens.model_input(rendered), broken)
+    return Rendered(rendered, broken)
 
 
 def decode(body: bytes) -> dict:

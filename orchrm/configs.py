@@ -67,3 +67,32 @@ def argument_parser(cls: type, description: str) -> argparse.ArgumentParser:
 def given(args: argparse.Namespace) -> dict[str, Any]:
     """The options a command line set (argparse leaves the others None)."""
     return {k: v for k, v in vars(args).items() if v is not None}
+
+
+def setting(default: Any = dataclasses.MISSING, *, choices=None, min=None, max=None, **kw):
+    """A dataclass field whose allowed values live with it: `choices` (a tuple), `min` and
+    `max` (inclusive bounds, None allowed as a value when the type admits it). `check`
+    enforces them and the command line shows them (`orchrm.cli.options`)."""
+    meta = dict(kw.pop("metadata", {}))
+    meta.update(
+        {k: v for k, v in (("choices", choices), ("min", min), ("max", max)) if v is not None}
+    )
+    return dataclasses.field(default=default, metadata=meta, **kw)
+
+
+def check(config: Any) -> None:
+    """Raise `ConfigError` naming the first field of the dataclass instance `config` whose
+    value is outside the `choices`, `min` or `max` its `setting` declares."""
+    from orchrm.errors import ConfigError
+
+    for f in dataclasses.fields(config):
+        value, meta = getattr(config, f.name), f.metadata
+        if value is None:
+            continue
+        if "choices" in meta and value not in meta["choices"]:
+            allowed = ", ".join(map(str, meta["choices"]))
+            raise ConfigError(f"{f.name} must be one of {allowed}, got {value!r}")
+        if "min" in meta and value < meta["min"]:
+            raise ConfigError(f"{f.name} must be at least {meta['min']}, got {value!r}")
+        if "max" in meta and value > meta["max"]:
+            raise ConfigError(f"{f.name} must be at most {meta['max']}, got {value!r}")

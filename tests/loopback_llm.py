@@ -43,7 +43,8 @@ class LoopbackLLM:
     `omit_choices` and `omit_usage` drop those fields from an otherwise valid reply. When
     the request asks for `logprobs`, each completion word is a token with log-probability
     `token_logprob`. Every chat request body received, failed ones included, is appended to
-    `requests`, in order of arrival.
+    `requests`, in order of arrival. `GET /v1/models` lists `listed_models` (default: the
+    one `served_model`).
     """
 
     def __init__(
@@ -58,6 +59,7 @@ class LoopbackLLM:
         omit_usage: bool = False,
         token_logprob: float = -0.25,
         served_model: str = "default",
+        listed_models: tuple[str, ...] = (),
     ):
         self.reply = reply
         self.fail_first = fail_first
@@ -68,6 +70,7 @@ class LoopbackLLM:
         self.omit_usage = omit_usage
         self.token_logprob = token_logprob
         self.served_model = served_model
+        self.listed_models = listed_models or (served_model,)
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         # Set on exit so handlers sleeping through `delay_s` wake up instead of lingering.
@@ -161,8 +164,11 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") != "/v1/models":
             self._send(404, {"error": {"message": f"no route {self.path}"}})
             return
-        model = {"id": self.llm.served_model, "object": "model", "created": 0, "owned_by": "test"}
-        self._send(200, {"object": "list", "data": [model]})
+        models = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "test"}
+            for name in self.llm.listed_models
+        ]
+        self._send(200, {"object": "list", "data": models})
 
     def do_POST(self) -> None:
         if self.path.rstrip("/") != "/v1/chat/completions":

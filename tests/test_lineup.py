@@ -145,3 +145,20 @@ def test_the_line_up_holds_every_registered_selector_its_inputs_allow():
     order = [e.name for e in REGISTRY]
     assert list(world) == [name for name in order if name in world]  # registry order
     assert {"majority", "orchrm-weighted", "oracle"} == RERUN_SELECTORS
+
+
+def test_eval_says_which_domains_and_sample_counts_there_are(tmp_path, orchrm_cli):
+    generated = generate("science", 3, 4, seed=4, progress=False)
+    log = tmp_path / "log.jsonl"
+    write_jsonl(generated.records, log)
+    done = orchrm_cli("eval", str(log), "--domain", "sciense", "--out", str(tmp_path / "r"))
+    assert done.returncode == 2
+    assert "no task of domain 'sciense' in the logs; its domains: 'science'" in done.stderr
+    done = orchrm_cli("eval", str(log), "--n", "9", "--out", str(tmp_path / "r"))
+    assert done.returncode == 2
+    assert "has 9 samples (the most any has: 8); lower --n" in done.stderr
+    done = orchrm_cli("eval", "--store", str(tmp_path / "typo.duckdb"))
+    assert done.returncode == 2 and "does not exist" in done.stderr
+    assert not (tmp_path / "typo.duckdb").exists()
+    done = orchrm_cli("eval", str(log), "--store", str(tmp_path / "typo.duckdb"))
+    assert done.returncode == 2 and "either log files or --store" in done.stderr

@@ -13,7 +13,6 @@ import pytest
 from orchrm.jsonl import read_jsonl, write_jsonl
 from orchrm.orchestration import Agent, DoM, Orchestration, render_for_rm, to_harmony
 from orchrm.parse import from_dict
-from orchrm.runtime.run import RUN_SCHEMA
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
 from orchrm.store.pairs import (
@@ -24,6 +23,7 @@ from orchrm.store.pairs import (
     mine,
     preference_rows,
 )
+from orchrm.tasks.run import RUN_SCHEMA
 from orchrm.world.generate import generate
 
 SOB = {"specialized": ("specialized",), "base": ("base",)}

@@ -1,4 +1,4 @@
-"""orchrm.runtime.run and `orchrm run`: sample, parse, execute, grade, write the log."""
+"""orchrm.tasks.run and `orchrm run`: sample, parse, execute, grade, write the log."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from orchrm.runtime.backend import BackendError
 from orchrm.runtime.config import RunConfig
-from orchrm.runtime.run import RUN_SCHEMA, Task, load_tasks, run_tasks
+from orchrm.tasks.run import RUN_SCHEMA, Task, load_tasks, run_tasks
 from tests.loopback_llm import LoopbackLLM
 from tests.scripted_backend import ScriptedBackend
 
@@ -48,7 +48,7 @@ def scripted_llm():
             return PLANS[(n - 1) % len(PLANS)]
         return "Walk at 3 km/h ...\nAnswer: 204"
 
-    return LoopbackLLM(reply=reply)
+    return LoopbackLLM(reply=reply, listed_models=("orch-model", "sub-model"))
 
 
 def test_load_tasks_reads_aime_and_reports_bad_lines(tmp_path):
@@ -130,3 +130,26 @@ def test_failed_orchestrator_calls_are_recorded_not_lost():
     assert records[0]["correct"] is True
     assert records[1]["parse_error"]["reason"] == "orchestrator_failed"
     assert "401 unauthorized" in records[1]["parse_error"]["message"]
+
+
+def test_orchrm_run_stops_at_once_when_the_server_is_not_there(tmp_path, orchrm_cli):
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text('{"question": "What is 2 + 2?", "answer": "4"}\n')
+    out = tmp_path / "run.jsonl"
+    with LoopbackLLM() as server:
+        dead = server.base_url  # the port is free again once the server has stopped
+    done = orchrm_cli("run", "--tasks", str(tasks), "--base-url", dead, "--out", str(out))
+    assert done.returncode == 2
+    assert "cannot reach the LLM server at " + dead in done.stderr
+    assert not out.exists()
+
+
+def test_orchrm_run_names_a_model_the_server_does_not_serve(tmp_path, orchrm_cli):
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text('{"question": "What is 2 + 2?", "answer": "4"}\n')
+    with LoopbackLLM(listed_models=("Qwen/Qwen3-8B",)) as server:
+        command = ["run", "--tasks", str(tasks), "--base-url", server.base_url]
+        done = orchrm_cli(*command, "--out", str(tmp_path / "run.jsonl"))
+        assert not server.requests  # nothing was sampled
+    assert done.returncode == 2
+    assert "does not serve 'default'; it serves Qwen/Qwen3-8B" in done.stderr

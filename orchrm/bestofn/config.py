@@ -1,10 +1,13 @@
-"""`LotoConfig`: what `orchrm cross-validate` can set (kept apart from the cross-validation
-code so the command line reads it without loading the selectors and DuckDB)."""
+"""`LotoConfig` and `EvalConfig`: what `orchrm cross-validate` and `orchrm eval` can set
+(kept apart from their code so the command line reads them without loading the selectors
+and DuckDB)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from orchrm.configs import check, setting
+from orchrm.errors import ConfigError
 from orchrm.rm.config import TrainConfig
 from orchrm.store.config import MineConfig
 
@@ -29,3 +32,43 @@ class LotoConfig:
     """Keep every fold's model (by default only its scores are kept)."""
     seed: int = 0
     """Seeds the folds (by hash of the task id), the pair mining and every fold's training."""
+
+
+@dataclass
+class EvalConfig:
+    """Which held-out tasks, which models and judges, and where the report goes."""
+
+    logs: tuple[str, ...] = ()
+    """orchrm.run/1 logs of the held-out tasks (or give --store)."""
+    store: str | None = None
+    """Read the tasks from this store instead of logs."""
+    held_out_of: str | None = None
+    """With --store: leave out the tasks in this pair dataset's train and validation splits."""
+    rm: str | None = None
+    """The Orch-RM reward model directory (without it, no orchrm selector runs)."""
+    external_rm: str | None = None
+    """Any Hugging Face sequence-classification reward model directory, as a baseline."""
+    orchestrator: str | None = None
+    """Whose samples are the candidates (None: every orchestrator's)."""
+    n: int = setting(8, min=1)
+    """Candidates per task (tasks with fewer are left out)."""
+    world_tasks: tuple[str, ...] = ()
+    """PRESET.tasks.jsonl files of world logs: the world plays the judges and re-executes
+    candidates for the votes' expected accuracy."""
+    reruns: int = setting(20, min=0)
+    """With --world-tasks: re-executions of every candidate (0: none)."""
+    judge_base_url: str | None = None
+    """An OpenAI-compatible server that plays the LLM judges (without --world-tasks)."""
+    judge_model: str = "default"
+    """Model name the judge server answers to."""
+    domain: str | None = None
+    """Only this domain (None: every domain, a table each)."""
+    out: str = "runs/eval"
+    """Folder for the report (Markdown, PNGs, JSON)."""
+
+    def __post_init__(self) -> None:
+        check(self)
+        if self.logs and self.store:
+            raise ConfigError("give either log files or --store, not both")
+        if self.held_out_of and not self.store:
+            raise ConfigError("--held-out-of needs --store (pair datasets live in the store)")

@@ -12,9 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchrm.bestofn.config import EvalConfig
 from orchrm.bestofn.metrics import Evaluation, evaluate_selectors, tasks_from_logs
 from orchrm.bestofn.registry import LineupInputs, line_up
 from orchrm.bestofn.selectors import CandidateSet, Selector
+from orchrm.errors import InputError
 
 
 @dataclass
@@ -116,3 +118,67 @@ def by_domain(tasks: list[CandidateSet]) -> dict[str, list[CandidateSet]]:
     for t in tasks:
         groups.setdefault(t.domain or "", []).append(t)
     return dict(sorted(groups.items()))
+
+
+def _held_out_tasks(config: EvalConfig) -> list[CandidateSet]:
+    """The candidate sets `config` names, each domain's with at least `n` candidates;
+    raises InputError saying what there is when none qualifies."""
+    from orchrm.bestofn.metrics import tasks_from_store
+
+    if config.store:
+        from orchrm.store.db import Store
+
+        with Store(config.store, read_only=True) as db:
+            every = tasks_from_store(db, config.orchestrator, None, None, config.held_out_of)
+        source = f"the store {config.store}"
+    else:
+        every = tasks_from_logs(list(config.logs), config.orchestrator)
+        source = "the logs"
+    domains = sorted({t.domain or "" for t in every})
+    if config.domain is not None and config.domain not in domains:
+        raise InputError(
+            f"no task of domain {config.domain!r} in {source}; its domains: "
+            + (", ".join(repr(d) for d in domains) or "none")
+        )
+    kept = [
+        t
+        for t in every
+        if len(t.candidates) >= config.n and config.domain in (None, t.domain or "")
+    ]
+    if not kept:
+        most = max((len(t.candidates) for t in every), default=0)
+        whose = f" from {config.orchestrator}" if config.orchestrator else ""
+        raise InputError(
+            f"no task in {source} has {config.n} samples{whose} (the most any has: {most}); "
+            "lower --n"
+        )
+    return kept
+
+
+def evaluate_held_out(config: EvalConfig, say=print, progress: bool = True) -> list[Evaluation]:
+    """`orchrm eval` in one call: the held-out tasks `config` names, the line-up its models
+    and judges allow (`say` names what is left out and why), one `Evaluation` per domain."""
+    from orchrm.rm.model import OrchRM
+
+    tasks = _held_out_tasks(config)
+    model = OrchRM.load(config.rm) if config.rm else None
+    external = OrchRM.load(config.external_rm, check_version=False) if config.external_rm else None
+    judge = None
+    if config.judge_base_url and not config.world_tasks:
+        from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
+
+        judge = OpenAIBackend(
+            OpenAIConfig(base_url=config.judge_base_url, model=config.judge_model)
+        )
+    if not config.rm:
+        say("no --rm: the orchrm selectors are left out")
+    if not config.world_tasks and not judge:
+        say("no --world-tasks or --judge-base-url: the LLM judges are left out")
+    worlds = read_world_tasks(list(config.world_tasks)) if config.world_tasks else None
+    lineup = build_lineup(
+        tasks, rm=model, external_rm=external, judge=judge, world_tasks=worlds, reruns=config.reruns
+    )
+    return [
+        evaluate_tasks(group, lineup.selectors, config.n, name, progress)
+        for name, group in by_domain(lineup.tasks).items()
+    ]

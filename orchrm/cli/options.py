@@ -24,6 +24,26 @@ def _option_type(hint: Any) -> Any:
     return hint
 
 
+def _bounds(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """typer.Option arguments for the bounds a field's `orchrm.configs.setting` declares."""
+    return {k: meta[k] for k in ("min", "max") if k in meta}
+
+
+def _with_choices(hint: Any, meta: Mapping[str, Any]) -> Any:
+    """The field's type as a `Literal` of its declared choices, which typer shows and
+    checks (`X | None` stays optional)."""
+    if "choices" not in meta:
+        return hint
+    literal = typing.Literal[tuple(meta["choices"])]
+    return literal | None if type(None) in typing.get_args(hint) else literal
+
+
+def _repeated(hint: Any) -> bool:
+    """Whether a field of type `hint` is a `tuple[X, ...]` of scalars."""
+    args = typing.get_args(hint)
+    return typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis
+
+
 def _field_option(
     name: str, default: Any, hint: Any, *, help: str, flag: str, settings: Mapping[str, Any]
 ) -> inspect.Parameter:
@@ -38,6 +58,13 @@ def _field_option(
             settings.setdefault("show_default", spell(default) or False)
             default = None
         hint = str | None
+    elif _repeated(hint):
+        # A `tuple[X, ...]` field is an option given once per item; left out, the field
+        # keeps the config's value.
+        if default is not ...:
+            settings = {"show_default": ", ".join(map(str, default)) or False, **settings}
+            default = None
+        hint = list[typing.get_args(hint)[0]] | None
     if hint in (bool, bool | None):
         # A flag that is off by default is only switched on; one with a default of
         # None or True can be set either way.
@@ -69,8 +96,10 @@ def config_options(
     base = config() if isinstance(config, type) else config
     cls = type(base)
     hints, helps = typing.get_type_hints(cls), field_help(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     names, required = list(names), set(required)
     parsed = [n for n, s in (settings or {}).items() if "parser" in s]
+    repeated = [n for n in names if n not in parsed and _repeated(hints[n])]
     missing = [n for n in names if n not in helps]
     if missing:
         raise TypeError(f"{cls.__name__} fields without a help text: {', '.join(missing)}")
@@ -78,10 +107,10 @@ def config_options(
         _field_option(
             name,
             ... if name in required else getattr(base, name),
-            hints[name],
+            _with_choices(hints[name], fields[name].metadata),
             help=helps[name],
             flag=(flags or {}).get(name, "--" + name.replace("_", "-")),
-            settings=(settings or {}).get(name, {}),
+            settings={**_bounds(fields[name].metadata), **(settings or {}).get(name, {})},
         )
         for name in names
     ]
@@ -98,9 +127,11 @@ def config_options(
         @functools.wraps(command)
         def run(**values: Any) -> Any:
             given = {n: values.pop(n) for n in names}
-            for name in parsed:
+            for name in parsed + repeated:
                 if given[name] is None:
                     del given[name]
+                elif name in repeated:
+                    given[name] = tuple(given[name])
             return command(**{into: dataclasses.replace(base, **given)}, **values)
 
         parameters = sorted([*kept, *made], key=lambda p: p.kind)

@@ -65,7 +65,7 @@ class RLConfig:
     """World preset of the training and held-out tasks."""
     tasks: str = ""
     """Train on your own tasks instead of the world's: a JSONL file of questions
-    (`orchrm.runtime.run.load_tasks`), or `NAME:PATH` for a benchmark file
+    (`orchrm.tasks.run.load_tasks`), or `NAME:PATH` for a benchmark file
     (`orchrm.loaders.load_benchmark`: aime, hotpotqa, browsecomp-plus, gpqa). Only
     Orch-RM-reward GRPO (nothing to execute, so no LLM server) and it needs `rm`; there
     are no world tasks to evaluate on, so evaluate the trained policy with `orchrm run`

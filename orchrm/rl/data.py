@@ -53,7 +53,7 @@ def eval_tasks(config: RLConfig) -> list[WorldTask]:
 
 
 def prompt_rows(tasks, chat: bool = False, dom: str = "high") -> list[dict]:
-    """GRPO's dataset rows for tasks (world tasks, or `orchrm.runtime.run.Task`s read
+    """GRPO's dataset rows for tasks (world tasks, or `orchrm.tasks.run.Task`s read
     from a benchmark): the `prompt`, plus the columns the reward functions read
     (`question`, `task_id`, `answer`, `domain`). `chat`: the full orchestrator prompt of
     `orchrm.runtime.prompts` as messages, for a chat model (the GPU path); else the tiny

@@ -127,6 +127,40 @@ class OpenAIBackend:
             raise BackendError(f"{where}: {type(e).__name__}: {e}", transient=False) from e
         return parse_reply(reply, where, logprobs)
 
+    async def preflight(self, roles: tuple[str, ...] = ("orchestrator", "subagent")) -> list[str]:
+        """The models the server lists (`GET /models`), after checking that it answers and
+        serves the model of every role in `roles`; raises a non-transient `BackendError` that
+        says which, before any task is spent on a server that is not there."""
+        where = self.config.base_url
+        try:
+            listed = [m.id async for m in self.client.models.list()]
+        except openai.APIConnectionError as e:
+            raise BackendError(
+                f"cannot reach the LLM server at {where}: {e.__cause__ or e}; start it, or "
+                "point --base-url (or $OPENAI_BASE_URL) at one",
+                transient=False,
+            ) from e
+        except openai.APIStatusError as e:
+            if e.status_code in (401, 403):
+                raise BackendError(
+                    f"{where} refused the API key (HTTP {e.status_code}): set --api-key "
+                    "or $OPENAI_API_KEY",
+                    transient=False,
+                    status=e.status_code,
+                ) from e
+            return []  # a server without the listing route can still complete
+        except openai.OpenAIError:
+            return []
+        wanted = {self.config.model_for(role) for role in roles}
+        missing = sorted(m for m in wanted if listed and m not in listed)
+        if missing:
+            raise BackendError(
+                f"{where} does not serve {', '.join(map(repr, missing))}; it serves "
+                f"{', '.join(listed[:10])}{' ...' if len(listed) > 10 else ''} (--model)",
+                transient=False,
+            )
+        return listed
+
     async def close(self) -> None:
         """Close the client and its connections."""
         await self.client.close()

@@ -33,7 +33,6 @@ from orchrm.parse import (
     parse_mas_code,
     parse_record,
 )
-from orchrm.runtime.run import RUN_SCHEMA
 from orchrm.store.fields import (
     INT64_MAX,
     FieldError,
@@ -44,6 +43,7 @@ from orchrm.store.fields import (
     number,
     text,
 )
+from orchrm.tasks.run import RUN_SCHEMA
 
 
 class FormatError(OrchrmError):

@@ -30,9 +30,10 @@ from pathlib import Path
 from orchrm.errors import ConfigError, InputError
 from orchrm.jsonl import read_jsonl
 from orchrm.runtime.retrieval import BM25Retriever, Document, load_corpus
-from orchrm.runtime.run import Task
+from orchrm.tasks.config import BENCHMARK_NAMES
+from orchrm.tasks.run import Task
 
-BENCHMARKS = ("aime", "hotpotqa", "browsecomp-plus", "gpqa")
+BENCHMARKS = BENCHMARK_NAMES
 CONTEXTS = ("question", "corpus")
 
 HOTPOTQA_INSTRUCTION = "Answer with a short span (a name, a date, a number) or yes/no."

@@ -2,7 +2,7 @@
 is non-trivial: selection headroom, majority vote, and that no surface feature of an
 orchestration predicts its success on its own.
 
-`generate` runs `orchrm.runtime.run.run_tasks` with the world's backend standing in for
+`generate` runs `orchrm.tasks.run.run_tasks` with the world's backend standing in for
 the LLMs, so its records have exactly the schema of `orchrm run`, plus a `world` field
 with the true success probability of each orchestration.
 """
@@ -20,7 +20,7 @@ from orchrm.errors import ConfigError
 from orchrm.orchestration import AGENT_TYPES, Orchestration
 from orchrm.parse import from_dict
 from orchrm.runtime.config import RunConfig
-from orchrm.runtime.run import Task, run_tasks
+from orchrm.tasks.run import Task, run_tasks
 from orchrm.world.backend import WorldBackend
 from orchrm.world.model import success_probability
 from orchrm.world.orchestrators import WorldOrchestrator, orchestrators

@@ -1,0 +1,58 @@
+"""`SampleRunConfig`: what `orchrm run` can set (kept apart from the run's code so the
+command line reads it without loading the OpenAI client)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from orchrm.configs import check, setting
+from orchrm.runtime.config import RunConfig
+
+BENCHMARK_NAMES = ("aime", "hotpotqa", "browsecomp-plus", "gpqa")
+"""The benchmarks whose official files `orchrm.tasks.loaders` reads."""
+
+
+@dataclass
+class SampleRunConfig:
+    """Which tasks, which server and models, how many orchestrations per task, where the
+    log goes; `run` says how each orchestration is executed."""
+
+    tasks: str = ""
+    """JSONL tasks (question/problem, answer, id), or a --benchmark file."""
+    out: str = "runs/run.jsonl"
+    """Where to write the log (orchrm.run/1 records)."""
+    base_url: str | None = None
+    """OpenAI-compatible server up to /v1 (vLLM, SGLang, a hosted API); default:
+    $OPENAI_BASE_URL, else http://127.0.0.1:8000/v1."""
+    api_key: str | None = None
+    """Bearer token of the server; default: $OPENAI_API_KEY, else EMPTY (vLLM accepts it)."""
+    model: str = "default"
+    """Model for every role not set below (vLLM: its --served-model-name)."""
+    orchestrator_model: str | None = None
+    """Model that writes the orchestrations (default: model)."""
+    subagent_model: str | None = None
+    """Model that answers the sub-agents (default: model)."""
+    samples: int = setting(4, min=1)
+    """Orchestrations sampled per task (the N of best-of-N)."""
+    dom: str = setting("high", choices=("low", "high"))
+    """Degree of multi-agent structure the orchestrator is asked for."""
+    limit: int | None = setting(None, min=1)
+    """Use only the first N tasks."""
+    corpus: str | None = None
+    """JSONL corpus searched by WebSearchAgent (BM25)."""
+    orchestrator_id: str | None = None
+    """Name recorded for the orchestrator (default: its model)."""
+    benchmark: str | None = setting(None, choices=BENCHMARK_NAMES)
+    """Read tasks as this benchmark's official file (its answer checker grades)."""
+    context: str = setting("question", choices=("question", "corpus"))
+    """hotpotqa: paragraphs in the question, or as the search corpus."""
+    seed: int = 0
+    """gpqa: seeds the option order of each question."""
+    preflight: bool = True
+    """Ask the server for its models before sampling, and stop at once when it cannot be
+    reached or does not serve a model named here."""
+    run: RunConfig = field(default_factory=RunConfig)
+    """How each orchestration is executed (temperature, timeouts, retries, concurrency)."""
+
+    def __post_init__(self) -> None:
+        check(self)

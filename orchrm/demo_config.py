@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from orchrm.configs import check, setting
 from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS
 
 
@@ -14,16 +15,16 @@ class DemoConfig:
 
     out: str = "orchrm-demo"
     """Folder for logs, store, pairs, models and the report."""
-    train_tasks: int = 300
+    train_tasks: int = setting(300, min=10)
     """World tasks per preset whose logs train the reward models: at the same steps, more
     tasks mean more distinct pairs (docs/results.md#training-tasks-and-steps)."""
-    test_tasks: int = 100
+    test_tasks: int = setting(100, min=10)
     """Held-out world tasks per preset (another seed) for best-of-N."""
-    samples: int = 8
+    samples: int = setting(8, min=2)
     """Orchestrations per task and orchestrator (N of best-of-N)."""
-    steps: int = SMALL_DATA_STEPS
+    steps: int = setting(SMALL_DATA_STEPS, min=1)
     """Training steps (batch 16) of the math and the mixed reward model."""
-    multihop_steps: int = 45
+    multihop_steps: int = setting(45, min=1)
     """Training steps of the multihop reward model: its pairs carry little to learn (the
     orchestration matters little there), and fewer steps keep the demo near 15 minutes
     on two CPU cores without bf16."""
@@ -32,10 +33,13 @@ class DemoConfig:
     `TrainConfig.bf16`)."""
     lr: float = SMALL_DATA_LR
     """Learning rate of the three reward models."""
-    max_length: int = 128
+    max_length: int = setting(128, min=16)
     """Reward-model tokens per text."""
     seed: int = 0
     """Seeds the world, the pair splits and training."""
-    reruns: int = 20
+    reruns: int = setting(20, min=0)
     """Re-executions of every held-out candidate, from which majority and the weighted
     vote get an expected accuracy (`orchrm.bestofn.reruns`); 0: none."""
+
+    def __post_init__(self) -> None:
+        check(self)

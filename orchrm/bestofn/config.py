@@ -18,11 +18,11 @@ class LotoConfig:
 
     out: str = "runs/loto"
     """Folder for the folds' pairs and models and the report."""
-    n: int = 8
+    n: int = setting(8, min=1)
     """Candidates per task (tasks with fewer are left out)."""
     orchestrator: str | None = None
     """Whose samples are the candidates (None: every orchestrator's)."""
-    folds: int | None = None
+    folds: int | None = setting(None, min=2)
     """Folds of tasks; None: one per task (leave-one-task-out)."""
     mine: MineConfig = field(default_factory=lambda: MineConfig(dataset="loto"))
     """Pair mining; its split is ignored (folds decide what is held out)."""
@@ -32,6 +32,9 @@ class LotoConfig:
     """Keep every fold's model (by default only its scores are kept)."""
     seed: int = 0
     """Seeds the folds (by hash of the task id), the pair mining and every fold's training."""
+
+    def __post_init__(self) -> None:
+        check(self)
 
 
 @dataclass

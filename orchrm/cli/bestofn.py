@@ -15,7 +15,6 @@ from orchrm.rm.config import TrainConfig
 from orchrm.store.config import MineConfig
 
 _LOTO_DEFAULTS = LotoConfig()
-_LOTO = {"n": {"min": 1}, "folds": {"min": 2}}
 
 
 @config_options(
@@ -46,7 +45,7 @@ def eval_command(
     console.print(f"report -> {config.out}")
 
 
-@config_options(LotoConfig, ["n", "orchestrator", "folds", "seed", "out"], settings=_LOTO)
+@config_options(LotoConfig, ["n", "orchestrator", "folds", "seed", "out"])
 @config_options(
     _LOTO_DEFAULTS.mine,
     ["specialized", "base", "step_threshold"],

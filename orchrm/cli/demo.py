@@ -10,13 +10,6 @@ from orchrm.demo_config import DemoConfig
 @config_options(
     DemoConfig,
     ["out", "train_tasks", "test_tasks", "steps", "multihop_steps", "bf16", "reruns", "seed"],
-    settings={
-        "train_tasks": {"min": 10},
-        "test_tasks": {"min": 10},
-        "steps": {"min": 1},
-        "multihop_steps": {"min": 1},
-        "reruns": {"min": 0},
-    },
 )
 def demo_command(config: DemoConfig) -> None:
     """The whole story offline: world logs -> store -> pairs -> reward models -> best-of-8

@@ -42,17 +42,6 @@ FIELDS = [
     RLConfig,
     FIELDS,
     flags={"num_threads": "--threads"},
-    settings={
-        "steps": {"min": 1},
-        "lora_r": {"min": 0},
-        "lora_alpha": {"min": 1},
-        "num_generations": {"min": 2},
-        "prompts_per_step": {"min": 1},
-        "eval_tasks": {"min": 1},
-        "eval_samples": {"min": 1},
-        "train_tasks": {"min": 1},
-        "num_threads": {"min": 1},
-    },
 )
 def rl_command(
     config: RLConfig,

@@ -45,21 +45,6 @@ from orchrm.serve.config import API_KEY_ENV, ServeConfig
     },
     settings={
         "api_key": {"envvar": API_KEY_ENV, "show_default": False},
-        "max_wait_ms": {"min": 0},
-        **{
-            name: {"min": 1}
-            for name in (
-                "max_batch_size",
-                "forward_batch_size",
-                "max_items",
-                "max_text_chars",
-                "max_body_bytes",
-                "num_threads",
-                "prepare_workers",
-                "max_queued_requests",
-                "max_connections",
-            )
-        },
     },
 )
 def serve_command(config: ServeConfig) -> None:

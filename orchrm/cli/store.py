@@ -201,7 +201,6 @@ def _spell_list(values: tuple) -> str:
     flags={"cap_per_task": "--cap", "allow_invalid_rejected": "--invalid-rejected"},
     settings={
         "ratio": {"parser": _ratio, "spell": _spell_ratio},
-        "cap_per_task": {"min": 1},
         "specialized": {"parser": csv_values, "spell": _spell_list},
         "base": {"parser": csv_values, "spell": _spell_list},
         "split": {"parser": _shares, "spell": _spell_list},

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from orchrm.configs import check, setting
 from orchrm.errors import ConfigError
 from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS
 
@@ -45,14 +46,14 @@ class RLConfig:
     out: str = "runs/rl"
     """Folder for the world logs, the default policy and reward model when built here,
     each run's checkpoints, token log, curve and the report."""
-    method: str = "grpo"
+    method: str = setting("grpo", choices=METHODS)
     """`grpo` (TRL's GRPOTrainer), `rft` (rejection-sampling fine-tuning) or `dpo`
     (TRL's DPOTrainer on pairs mined from the world logs)."""
-    reward: str = "orchrm"
+    reward: str = setting("orchrm", choices=REWARDS)
     """GRPO's reward: `orchrm` (the reward model scores the plan; nothing runs) or
     `execution` (the plan runs on the world's sub-agents; 1 if the answer is right).
     RFT always keeps samples by execution; DPO has no reward."""
-    steps: int = 150
+    steps: int = setting(150, min=1)
     """Optimizer steps (GRPO, DPO; RFT: supervised steps over all its rounds)."""
     policy: str = ""
     """The starting policy: a causal-LM directory. Empty: the offline default, built
@@ -74,15 +75,15 @@ class RLConfig:
     """Give the policy the full orchestrator prompt (`orchrm.runtime.prompts`) as chat
     messages. None: when its tokenizer has a chat template (an instruct LLM), else the
     tiny policy's compact prompt."""
-    lora_r: int = 0
+    lora_r: int = setting(0, min=0)
     """LoRA rank of the policy's adapter (0: train every weight, as the tiny policy does;
     the paper's setting for a 7B orchestrator is a LoRA)."""
-    lora_alpha: int = 32
+    lora_alpha: int = setting(32, min=1)
     """LoRA scaling numerator."""
     vllm: bool = False
     """Generate GRPO's samples with vLLM (TRL's colocate mode; a GPU with vllm
     installed)."""
-    train_tasks: int = 300
+    train_tasks: int = setting(300, min=1)
     """World tasks whose logs build the default policy, the reward model and DPO pairs,
     and whose questions are the training prompts."""
     log_samples: int = 8
@@ -93,9 +94,9 @@ class RLConfig:
     """Reward-model learning rate when one is built here (the demo's)."""
     rm_max_length: int = 128
     """Reward-model tokens per text when one is built here."""
-    eval_tasks: int = 300
+    eval_tasks: int = setting(300, min=1)
     """Held-out world tasks (another seed than training) for the final evaluation."""
-    eval_samples: int = 8
+    eval_samples: int = setting(8, min=1)
     """Orchestrations sampled per held-out task (majority vote is over these)."""
     curve_points: int = 4
     """Evaluations during training (plus the start and the end), on `curve_tasks`."""
@@ -106,9 +107,9 @@ class RLConfig:
     training."""
 
     # GRPO
-    num_generations: int = 8
+    num_generations: int = setting(8, min=2)
     """Samples per prompt: the group whose mean reward is each sample's baseline."""
-    prompts_per_step: int = 4
+    prompts_per_step: int = setting(4, min=1)
     """Prompts per optimizer step (so num_generations x prompts_per_step samples)."""
     lr: float = 3e-4
     """Peak learning rate (GRPO and RFT; DPO has `dpo_lr`). At 1e-3 execution-reward GRPO
@@ -117,7 +118,7 @@ class RLConfig:
     beta: float = 0.0
     """KL coefficient against the starting policy (0: no reference model, as TRL's
     default and Dr. GRPO)."""
-    scale_rewards: str = "none"
+    scale_rewards: str = setting("none", choices=("none", "group", "batch"))
     """`none`: advantage r(x, z_n) - mean_j r(x, z_j), the paper's; `group`: also divided
     by the group's standard deviation; `batch`: by the batch's."""
     temperature: float = 1.0
@@ -150,26 +151,18 @@ class RLConfig:
 
     policy_config: PolicyConfig = field(default_factory=PolicyConfig)
     """The offline default policy, when it is built here."""
-    num_threads: int = 1
+    num_threads: int = setting(1, min=1)
     """CPU threads for PyTorch. One: on shared cores, spin-waiting threads slow every step
     down (docs/results.md#why-the-defaults)."""
     progress: bool = True
     """Progress bars on stderr."""
 
+    def __post_init__(self) -> None:
+        self.check()
+
     def check(self) -> None:
-        """Raise ConfigError on a setting that cannot work."""
-        if self.method not in METHODS:
-            raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        if self.reward not in REWARDS:
-            raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
-        if self.scale_rewards not in ("none", "group", "batch"):
-            raise ConfigError(f"scale_rewards must be none, group or batch: {self.scale_rewards!r}")
-        if self.num_generations < 2:
-            raise ConfigError("GRPO needs at least 2 generations per prompt (a group)")
-        if self.steps < 1:
-            raise ConfigError("steps must be at least 1")
-        if self.lora_r < 0:
-            raise ConfigError(f"lora_r must be 0 (no LoRA) or more, got {self.lora_r}")
+        """Raise ConfigError on a setting that cannot work (run at construction)."""
+        check(self)
         if self.tasks:
             if self.method != "grpo" or self.reward != "orchrm":
                 raise ConfigError(

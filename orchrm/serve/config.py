@@ -6,6 +6,7 @@ import ipaddress
 import socket
 from dataclasses import dataclass
 
+from orchrm.configs import check, setting
 from orchrm.errors import ConfigError
 
 API_KEY_ENV = "ORCHRM_API_KEY"
@@ -26,38 +27,38 @@ class ServeConfig:
     `orchrm serve` also reads it from the ORCHRM_API_KEY environment variable."""
     insecure: bool = False
     """Allow a non-loopback bind without an API key (anyone who reaches it can score)."""
-    max_batch_size: int = 32
+    max_batch_size: int = setting(32, min=1)
     """Most orchestrations in one forward pass. 1 turns micro-batching off."""
-    forward_batch_size: int | None = None
+    forward_batch_size: int | None = setting(None, min=1)
     """Most orchestrations per forward pass inside a micro-batch: the batch is sorted by
     length and cut into passes of this size, so short texts are not padded to the
     longest. None: the whole micro-batch in one pass on CUDA (padding is cheap there),
     passes of 8 on a CPU (where padding costs as much as real tokens)."""
-    max_wait_ms: float = 5.0
+    max_wait_ms: float = setting(5.0, min=0)
     """How long the first orchestration of a batch waits for others to join it. 0: take
     whatever is already queued, never wait."""
-    max_items: int = 1024
+    max_items: int = setting(1024, min=1)
     """Most orchestrations (or OpenRLHF queries) in one request (422 beyond)."""
-    max_text_chars: int = 100_000
+    max_text_chars: int = setting(100_000, min=1)
     """Longest question, orchestration, query or prompt, in characters (422 beyond)."""
-    max_body_bytes: int = 32 * 1024 * 1024
+    max_body_bytes: int = setting(32 * 1024 * 1024, min=1)
     """Largest request body (413 beyond, checked before the body is parsed)."""
     invalid_penalty: float = -10.0
     """The score of an unparseable orchestration (it cannot run). Parsed orchestrations
     that break a graph rule are scored by the model and reported as `invalid`."""
     device: str | None = None
     """Torch device; None: CUDA when available, else CPU."""
-    num_threads: int | None = None
+    num_threads: int | None = setting(None, min=1)
     """CPU threads for PyTorch; None: its default (one per core)."""
     max_request_seconds: float = 30.0
     """Longest time one request may take from its complete body to its answer: parsing,
     rendering, waiting for and running its forward passes. Past it the request gets 503
     `over_budget` and its work still queued is dropped."""
-    prepare_workers: int = 2
+    prepare_workers: int = setting(2, min=1)
     """Worker processes that decode, check, parse and render request bodies, off the
     event loop and apart from the scoring thread. One whose request runs past
     `max_request_seconds` is killed and replaced."""
-    max_queued_requests: int = 64
+    max_queued_requests: int = setting(64, min=1)
     """Requests that may wait for a free prepare worker; past it a request gets 503
     `overloaded` at once."""
     header_timeout_s: float = 10.0
@@ -68,7 +69,7 @@ class ServeConfig:
     `body_timeout` beyond, and the connection is closed)."""
     keep_alive_timeout_s: float = 5.0
     """How long an idle keep-alive connection stays open."""
-    max_connections: int = 512
+    max_connections: int = setting(512, min=1)
     """Most connections open at once (lowered to stay below the process's descriptor
     limit). At the limit a connection still waiting for request headers is closed to
     make room, one that never completed a request first, then the longest waiting; with
@@ -79,23 +80,18 @@ class ServeConfig:
     openapi: bool = False
     """Serve the OpenAPI schema and its pages (/openapi.json, /docs, /redoc)."""
 
+    def __post_init__(self) -> None:
+        self.check()
+
     def check(self) -> None:
         """Raise ConfigError for limits that make no sense and for an open bind without a
         key (before any model is loaded)."""
-        if self.forward_batch_size is not None and self.forward_batch_size < 1:
-            raise ConfigError("forward_batch_size must be at least 1")
-        counts = ("max_batch_size", "max_items", "max_text_chars", "max_body_bytes")
-        counts += ("prepare_workers", "max_queued_requests", "max_connections")
-        for name in counts:
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        check(self)
         seconds = ("max_request_seconds", "header_timeout_s", "body_timeout_s")
         seconds += ("keep_alive_timeout_s", "shutdown_timeout_s")
         for name in seconds:
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be more than 0, got {getattr(self, name)}")
-        if self.max_wait_ms < 0:
-            raise ConfigError(f"max_wait_ms must be 0 or more, got {self.max_wait_ms}")
         if not self.api_key and not self.insecure and not is_loopback(self.host):
             raise ConfigError(
                 f"refusing to bind {self.host!r} without an API key: anyone who can reach "

@@ -3,7 +3,14 @@ command line reads it without loading DuckDB)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+from orchrm.configs import check, setting
+from orchrm.errors import ConfigError
+
+KINDS = ("sob", "soo", "coi")
+"""The pair kinds: specialized over base, specialized over other, correct over incorrect."""
 
 
 @dataclass
@@ -15,7 +22,7 @@ class MineConfig:
     ratio: dict[str, float] = field(default_factory=lambda: {"sob": 1, "soo": 0, "coi": 3})
     """Mix of kinds, SoB : SoO : CoI = 1 : 0 : 3 as in the paper. A kind with no pair
     available is left out and the others keep their proportions."""
-    cap_per_task: int = 16
+    cap_per_task: int = setting(16, min=1)
     """Most pairs of one kind from one task (drawn at random, seeded)."""
     specialized: tuple[str, ...] = ()
     """Orchestrator ids that count as specialized (SoB chosen side)."""
@@ -34,3 +41,21 @@ class MineConfig:
     """Train, validation and test shares of tasks (a task is in exactly one split)."""
     seed: int = 0
     """Seeds the per-task draws and the task split."""
+
+    def __post_init__(self) -> None:
+        check(self)
+        unknown = set(self.ratio) - set(KINDS)
+        if unknown:
+            raise ConfigError(f"unknown pair kind(s) {sorted(unknown)}: choose from {KINDS}")
+        if any(not math.isfinite(v) or v < 0 for v in self.ratio.values()):
+            raise ConfigError(f"ratio shares must be finite and >= 0; got {self.ratio}")
+        shares = tuple(self.split)
+        if (
+            len(shares) != 3
+            or not all(math.isfinite(x) and x >= 0 for x in shares)
+            or abs(sum(shares) - 1) > 1e-9
+        ):
+            raise ConfigError(
+                "split shares must be three (train, validation, test), each >= 0, summing "
+                f"to 1; got {self.split}"
+            )

@@ -15,7 +15,6 @@ Exports are preference datasets (`prompt`, `chosen`, `rejected`, plus `source`,
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +28,6 @@ from orchrm.parse import ParseError, from_dict, parse_harmony
 from orchrm.store.config import MineConfig
 from orchrm.store.db import Store
 
-KINDS = ("sob", "soo", "coi")
 SOURCE_NAMES = {
     "coi": "correct-over-incorrect",
     "sob": "specialized-over-base",
@@ -66,19 +64,6 @@ def _role_sql(config: MineConfig) -> str:
 def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
     """Mine, cap, mix and split pairs into the store's `pairs` table (one transaction)."""
     config = config or MineConfig()
-    unknown = set(config.ratio) - set(KINDS)
-    if unknown:
-        raise ConfigError(f"unknown pair kind(s) {sorted(unknown)}: choose from {KINDS}")
-    shares = tuple(config.split)
-    if (
-        len(shares) != 3
-        or not all(math.isfinite(x) and x >= 0 for x in shares)
-        or abs(sum(shares) - 1) > 1e-9
-    ):
-        raise ConfigError(
-            "split shares must be three (train, validation, test), each >= 0, summing "
-            f"to 1; got {config.split}"
-        )
     params = {
         "specialized": list(config.specialized),
         "base": list(config.base),
@@ -126,24 +111,16 @@ def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
             """,
             [config.dataset, train, train + validation, str(config.seed)],
         )
-        kept = dict(
-            db.execute(
-                "SELECT kind, count(*) FROM pairs WHERE dataset = ? GROUP BY kind", [config.dataset]
-            ).fetchall()
-        )
-        by_split = dict(
-            db.execute(
-                "SELECT split, count(*) FROM pairs WHERE dataset = ? GROUP BY split",
-                [config.dataset],
-            ).fetchall()
-        )
-        tasks_by_split = dict(
-            db.execute(
-                "SELECT split, count(DISTINCT task_id) FROM pairs WHERE dataset = ? GROUP BY split",
-                [config.dataset],
-            ).fetchall()
-        )
+        kept = _grouped(db, config.dataset, "kind, count(*)")
+        by_split = _grouped(db, config.dataset, "split, count(*)")
+        tasks_by_split = _grouped(db, config.dataset, "split, count(DISTINCT task_id)")
     return MineSummary(config.dataset, available, kept, by_split, tasks_by_split, left_out)
+
+
+def _grouped(db, dataset: str, columns: str) -> dict:
+    """`{key: count}` of a dataset's pairs: `columns` is the key column and the count."""
+    query = f"SELECT {columns} FROM pairs WHERE dataset = ? GROUP BY 1"
+    return dict(db.execute(query, [dataset]).fetchall())
 
 
 def _sql(config: MineConfig) -> str:

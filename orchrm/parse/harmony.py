@@ -67,13 +67,7 @@ def parse_harmony(text: str) -> Orchestration:
     Only the part after the last `assistantfinal` marker is read when the marker is
     present. Raises `ParseError` with the offset in `text` of what was wrong.
     """
-    if not isinstance(text, str):
-        raise ParseError(
-            "not_text", f"expected a string, got {type(text).__name__}", None, "harmony"
-        )
-    check_length(text, "harmony")
-    if not text.strip():
-        raise ParseError("empty", "the text is empty", 0, "harmony")
+    check_text(text, "harmony", "the text is empty")
     if _final_start(text) is None and text.lstrip().startswith(_ANALYSIS_STARTS):
         # A gpt-oss reasoning trace cut before its final channel: any XML in it is a
         # draft the model was still thinking about, not its orchestration.
@@ -141,8 +135,12 @@ class _Scan:
     first_tag: int = 0
 
 
-def check_length(text: str, source: str) -> None:
-    """Raise `ParseError` (`too_long`) when `text` is over `MAX_ORCHESTRATION_CHARS`."""
+def check_text(text: object, source: str, empty: str) -> None:
+    """Raise `ParseError` unless `text` is a string (`not_text`), at most
+    `MAX_ORCHESTRATION_CHARS` long (`too_long`) and not blank (`empty`, with the message
+    `empty`): what every parser checks before reading."""
+    if not isinstance(text, str):
+        raise ParseError("not_text", f"expected a string, got {type(text).__name__}", None, source)
     if len(text) > MAX_ORCHESTRATION_CHARS:
         raise ParseError(
             "too_long",
@@ -151,6 +149,8 @@ def check_length(text: str, source: str) -> None:
             MAX_ORCHESTRATION_CHARS,
             source,
         )
+    if not text.strip():
+        raise ParseError("empty", empty, 0, source)
 
 
 def _final_start(text: str) -> int | None:

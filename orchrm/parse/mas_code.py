@@ -22,7 +22,7 @@ from orchrm.orchestration import (
     replace_surrogates,
 )
 from orchrm.parse.error import ParseError
-from orchrm.parse.harmony import MAX_LITERAL_DEPTH, check_length, parse_roles, safe_literal
+from orchrm.parse.harmony import MAX_LITERAL_DEPTH, check_text, parse_roles, safe_literal
 
 _MAS_CODE_NAMES = {
     "agents_config",
@@ -42,13 +42,7 @@ def parse_mas_code(code: str) -> Orchestration:
     `agent_output_id` for the low-DoM one); multi-agent code carries `agents_config` and
     `edges`. Only literal assignments are read, with `ast.literal_eval`.
     """
-    if not isinstance(code, str):
-        raise ParseError(
-            "not_text", f"expected a string, got {type(code).__name__}", None, "mas_code"
-        )
-    check_length(code, "mas_code")
-    if not code.strip():
-        raise ParseError("empty", "mas_code is empty", 0, "mas_code")
+    check_text(code, "mas_code", "mas_code is empty")
     try:
         with warnings.catch_warnings():  # e.g. invalid escapes in data, not our code
             warnings.simplefilter("ignore")

@@ -99,32 +99,9 @@ class OpenAIBackend:
                 extra_body=self.config.extra_body or None,
                 **options,
             )
-        except openai.APITimeoutError as e:
-            raise BackendError(
-                f"{where}: no reply within {self.config.timeout_s}s", transient=True
-            ) from e
-        except openai.APIConnectionError as e:
-            raise BackendError(
-                f"{where}: cannot connect: {e.__cause__ or e}", transient=True
-            ) from e
-        except openai.APIStatusError as e:
-            status = e.status_code
-            transient = status >= 500 or status in TRANSIENT_STATUSES
-            detail = e.body.get("message") if isinstance(e.body, dict) else None
-            raise BackendError(
-                f"{where}: HTTP {status}: {detail or e.response.text[:200]}",
-                transient=transient,
-                status=status,
-            ) from e
         # The client parses a JSON content type without catching a broken body.
-        except json.JSONDecodeError as e:
-            raise BackendError(
-                f"{where}: malformed reply, body is not JSON: {e}", transient=False
-            ) from e
-        except openai.APIResponseValidationError as e:
-            raise BackendError(f"{where}: malformed reply: {e}", transient=False) from e
-        except openai.OpenAIError as e:
-            raise BackendError(f"{where}: {type(e).__name__}: {e}", transient=False) from e
+        except (openai.OpenAIError, json.JSONDecodeError) as e:
+            raise backend_error(e, where, self.config.timeout_s) from e
         return parse_reply(reply, where, logprobs)
 
     async def preflight(self, roles: tuple[str, ...] = ("orchestrator", "subagent")) -> list[str]:
@@ -170,6 +147,28 @@ class OpenAIBackend:
 
     async def __aexit__(self, *exc_info) -> None:
         await self.close()
+
+
+def backend_error(e: Exception, where: str, timeout_s: float) -> BackendError:
+    """The `BackendError` for what the OpenAI client raised: transient for a timeout, a
+    lost connection, 5xx, 408 and 429; not for a refused request or a malformed reply."""
+    if isinstance(e, openai.APITimeoutError):
+        return BackendError(f"{where}: no reply within {timeout_s}s", transient=True)
+    if isinstance(e, openai.APIConnectionError):
+        return BackendError(f"{where}: cannot connect: {e.__cause__ or e}", transient=True)
+    if isinstance(e, openai.APIStatusError):
+        status = e.status_code
+        detail = e.body.get("message") if isinstance(e.body, dict) else None
+        return BackendError(
+            f"{where}: HTTP {status}: {detail or e.response.text[:200]}",
+            transient=status >= 500 or status in TRANSIENT_STATUSES,
+            status=status,
+        )
+    if isinstance(e, json.JSONDecodeError):
+        return BackendError(f"{where}: malformed reply, body is not JSON: {e}", transient=False)
+    if isinstance(e, openai.APIResponseValidationError):
+        return BackendError(f"{where}: malformed reply: {e}", transient=False)
+    return BackendError(f"{where}: {type(e).__name__}: {e}", transient=False)
 
 
 def parse_reply(reply: object, where: str, logprobs: bool) -> Completion:

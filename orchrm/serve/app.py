@@ -9,6 +9,8 @@ Routes (JSON in and out):
 - `POST /select` (same body): best-of-N, `{"chosen", "scores", "results", "tokens"}`:
   the highest-scoring parseable orchestration (first on ties), null when none parses.
 - `POST /get_reward`: OpenRLHF's remote reward model (`orchrm.serve.openrlhf`).
+- `POST /classify`: vLLM's classification route for rendered texts, in vLLM's shape
+  (`orchrm.serve.classify`), under the same limits and budget as `/score`.
 - `GET /healthz` (never needs the key), `GET /metrics` (Prometheus text).
 - `/openapi.json`, `/docs`, `/redoc` only with `ServeConfig.openapi`.
 
@@ -43,6 +45,7 @@ from starlette.requests import ClientDisconnect
 
 from orchrm.bestofn.selectors import first_max
 from orchrm.serve.batcher import BatcherClosed, MicroBatcher
+from orchrm.serve.classify import classify_answer, prepare_classify
 from orchrm.serve.config import ServeConfig
 from orchrm.serve.metrics import Metrics
 from orchrm.serve.prepare import (
@@ -57,7 +60,7 @@ from orchrm.serve.prepare import (
 )
 from orchrm.serve.workers import WorkerBusy, WorkerFailed, WorkerPool, WorkerTimeout
 
-ROUTES = ("/score", "/select", "/get_reward", "/healthz", "/metrics")
+ROUTES = ("/score", "/select", "/get_reward", "/classify", "/healthz", "/metrics")
 OPEN_ROUTES = ("/healthz",)
 MAX_HEADER_BYTES = 64 * 1024
 """Largest request head (request line and headers); h11 answers 400 beyond."""
@@ -119,6 +122,15 @@ class _Scoring:
     async def results(self, request: Request, route: str) -> list[Scored]:
         """The scored items of `request`'s body for `route`, in input order."""
         items, deadline = await self._prepared(request, route)
+        return await self._scored(items, deadline)
+
+    async def classified(self, request: Request) -> tuple[list[Scored], bool]:
+        """The scored texts of a `/classify` body and whether it asks for the sigmoid."""
+        body, deadline = await self._prepared(request, "classify")
+        return await self._scored(body.items, deadline), body.activation
+
+    async def _scored(self, items: list, deadline: float) -> list[Scored]:
+        """Each prepared item scored by the batcher (by `deadline`), in input order."""
         texts = [item.text for item in items if isinstance(item, Rendered)]
         try:
             async with asyncio.timeout_at(deadline):
@@ -136,14 +148,14 @@ class _Scoring:
             self.metrics.items[r.status] += 1
         return results
 
-    async def _prepared(self, request: Request, route: str) -> tuple[list, float]:
-        """The request's items, prepared by a worker, and the request's deadline."""
+    async def _prepared(self, request: Request, route: str) -> tuple:
+        """The request's items (a `ClassifyBody` for `/classify`), prepared by a worker,
+        and the request's deadline."""
         body = await read_body(request, self.config)
         deadline = time.monotonic() + self.config.max_request_seconds  # the loop's clock
+        job = (prepare_request, route) if route != "classify" else (prepare_classify,)
         try:
-            items = await self.pool.run(
-                deadline, prepare_request, route, body, self.limits, deadline
-            )
+            items = await self.pool.run(deadline, *job, body, self.limits, deadline)
         except WorkerBusy as err:
             raise ApiError(503, "overloaded", f"the service is busy ({err}); retry later") from None
         except WorkerTimeout:
@@ -220,6 +232,14 @@ def _add_routes(app: FastAPI, scoring: _Scoring, rm, config: ServeConfig) -> Non
         }
         return JSONResponse({"rewards": rewards, "scores": rewards, "extra_logs": extra_logs})
 
+    label = _first_label(rm)
+
+    @app.post("/classify")
+    async def classify(request: Request) -> JSONResponse:
+        results, activation = await scoring.classified(request)
+        model = Path(config.rm).name
+        return JSONResponse(classify_answer(results, activation, model=model, label=label))
+
     @app.get("/healthz")
     async def healthz() -> dict:
         return {
@@ -235,6 +255,12 @@ def _add_routes(app: FastAPI, scoring: _Scoring, rm, config: ServeConfig) -> Non
     async def metrics_route() -> PlainTextResponse:
         text = scoring.metrics.render()
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+
+def _first_label(rm) -> str:
+    """The name of the model's one label, as vLLM reports it (`id2label[0]`)."""
+    names = getattr(getattr(getattr(rm, "model", None), "config", None), "id2label", None)
+    return str(names.get(0, "LABEL_0")) if isinstance(names, dict) else "LABEL_0"
 
 
 async def read_body(request: Request, config: ServeConfig) -> bytes:

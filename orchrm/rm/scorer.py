@@ -1,0 +1,116 @@
+"""One scorer interface for everything that reads reward-model scores: best-of-N
+selectors, the GRPO and verl rewards, `orchrm score`, `orchrm eval`.
+
+A `Scorer` is a local `orchrm.rm.model.OrchRM` or an `orchrm.rm.remote.RemoteScorer` (a
+model behind vLLM, SGLang, an OpenRLHF reward server or `orchrm serve`); `load_scorer`
+makes either from a model directory, a server URL, or both (the directory then says how
+to render for the served model). Consumers score parsed orchestrations with
+`score_items_with_tokens`, which lets a server that renders for itself do so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from orchrm.errors import ConfigError
+from orchrm.orchestration import Orchestration, TokenCounter
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """What every consumer uses of a reward model."""
+
+    metadata: dict
+    """The model's `orchrm.json` (rendering version, max_length, reward statistics)."""
+
+    @property
+    def budget(self) -> tuple[int, TokenCounter]:
+        """(`max_tokens`, `count_tokens`) `render` cuts every text to."""
+        ...
+
+    def render(self, question: str, orchestration: Orchestration) -> str:
+        """The text the model reads for (question, orchestration)."""
+        ...
+
+    def score_batch(self, items: list[tuple[str, Orchestration | str]]) -> list[float | None]:
+        """Scores of (question, orchestration or harmony text) items, in input order;
+        None for text that does not parse."""
+        ...
+
+    def score_texts_with_tokens(self, texts: list[str]) -> tuple[list[float], list[int]]:
+        """(raw reward, input tokens) of each rendered text, in input order."""
+        ...
+
+    def normalize(self, scores: list[float | None]) -> list[float | None]:
+        """(score - mean) / std with the model's training-time reward statistics."""
+        ...
+
+
+def score_items_with_tokens(
+    scorer: Scorer, items: Sequence[tuple[str, Orchestration]]
+) -> tuple[list[float], list[int]]:
+    """(raw reward, input tokens) of parsed (question, orchestration) items, in input
+    order: the scorer's own `score_items_with_tokens` when it has one (a server that
+    renders itself), else `render` and `score_texts_with_tokens`."""
+    own = getattr(scorer, "score_items_with_tokens", None)
+    if own is not None:
+        return own(list(items))
+    return scorer.score_texts_with_tokens([scorer.render(q, o) for q, o in items])
+
+
+def load_scorer(
+    rm: str | Path | None = None,
+    rm_url: str | None = None,
+    protocol: str | None = None,
+    *,
+    batch_size: int = 32,
+    device: str | None = None,
+    bf16: bool | None = None,
+    check_version: bool = True,
+    trust_remote_code: bool = False,
+    **remote,
+) -> Scorer:
+    """The reward model to score with: `rm` (a model directory) loaded here, or, with
+    `rm_url`, the model that server holds, `rm` then being its local copy (rendering
+    version and budget). `protocol` and `remote` (any `orchrm.rm.remote.RemoteConfig`
+    field: `tokenizer`, `max_length`, `concurrency`, `timeout_s`, `api_key`, ...) only go
+    with a URL; `api_key` defaults to the ORCHRM_API_KEY environment variable. Raises an
+    `OrchrmError` naming what is missing or wrong."""
+    if rm_url:
+        from orchrm.rm.remote import API_KEY_ENV, RemoteConfig, RemoteScorer
+
+        known = {f.name for f in dataclasses.fields(RemoteConfig)} - {"url", "model_dir"}
+        unknown = sorted(set(remote) - known)
+        if unknown:
+            raise ConfigError(f"unknown remote scoring option(s): {', '.join(unknown)}")
+        if remote.get("api_key") is None:
+            remote["api_key"] = os.environ.get(API_KEY_ENV) or None
+        config = RemoteConfig(
+            url=rm_url,
+            protocol=protocol or "",
+            model_dir=str(rm) if rm else "",
+            batch_size=batch_size,
+            check_version=check_version,
+            trust_remote_code=trust_remote_code,
+            **remote,
+        )
+        return RemoteScorer(config)
+    if protocol or remote:
+        given = ", ".join(["protocol"] * bool(protocol) + sorted(remote))
+        raise ConfigError(f"{given} only apply to scoring through a server (rm_url)")
+    if not rm:
+        raise ConfigError("no reward model: give a model directory or a reward server's URL")
+    from orchrm.rm.model import OrchRM
+
+    return OrchRM.load(
+        rm,
+        device=device,
+        bf16=bf16,
+        trust_remote_code=trust_remote_code,
+        check_version=check_version,
+        batch_size=batch_size,
+    )

@@ -1,0 +1,249 @@
+"""Scoring through reward servers (`orchrm.rm.remote`): every protocol over real loopback
+HTTP, backed by a real model (the offline MiniLM, saved untrained: arbitrary but
+deterministic scores), gives the local model's scores and token counts; and the failures
+a client meets (a busy server, a slow one, none at all, another rendering version)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from orchrm.errors import ConfigError, OrchrmError
+from orchrm.parse import parse_harmony
+from orchrm.rm.config import default_backbone
+from orchrm.rm.model import OrchRM, load_backbone, save_model
+from orchrm.rm.remote_http import RemoteError
+from orchrm.rm.remote_protocols import apportion, logit, protocol_of
+from orchrm.rm.scorer import Scorer, load_scorer, score_items_with_tokens
+from orchrm.serve.app import create_app, uvicorn_config
+from orchrm.serve.config import ServeConfig
+from orchrm.world.orchestrators import orchestrators
+from orchrm.world.tasks import generate_tasks
+from tests.loopback_rm import LoopbackRM, sigmoid32
+
+TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def rm_dir(tmp_path_factory) -> Path:
+    model, tokenizer = load_backbone(default_backbone())
+    meta = {"max_length": 96, "reward_mean": 0.25, "reward_std": 2.0}
+    return save_model(model, tokenizer, tmp_path_factory.mktemp("rm") / "model", meta)
+
+
+@pytest.fixture(scope="module")
+def rm(rm_dir) -> OrchRM:
+    return OrchRM.load(rm_dir, device="cpu", bf16=False)  # fp32: scores compared to 1e-5
+
+
+@pytest.fixture(scope="module")
+def items() -> list[tuple[str, object]]:
+    """(question, Orchestration) written by the world's orchestrators for three tasks."""
+    found = []
+    for task in generate_tasks("math", 3, seed=1):
+        for writer in orchestrators(0).values():
+            for sample in range(2):
+                found.append((task.question, parse_harmony(writer.write(task, sample)[0])))
+    return found
+
+
+@pytest.fixture(scope="module")
+def local(rm, items) -> tuple[list[float], list[int]]:
+    return score_items_with_tokens(rm, items)
+
+
+def close(a: list[float], b: list[float]) -> float:
+    """The largest difference between two score lists of the same length."""
+    assert len(a) == len(b)
+    return max(abs(x - y) for x, y in zip(a, b, strict=True))
+
+
+# --------------------------------------------------------------------------- protocols
+
+
+@pytest.mark.parametrize("kind", ["vllm", "sglang", "openrlhf"])
+def test_each_protocol_scores_as_the_local_model(kind, rm, rm_dir, items, local):
+    with LoopbackRM(rm, kind) as server:
+        scorer = load_scorer(
+            rm_dir, server.url, "sglang" if kind == "sglang" else None, batch_size=5, concurrency=2
+        )
+        scores, tokens = score_items_with_tokens(scorer, items)
+    assert isinstance(scorer, Scorer)
+    assert close(scores, local[0]) < TOLERANCE and tokens == local[1]
+    assert len(set(local[0])) > 1  # the scores tell orchestrations apart
+    field = {"vllm": "input", "sglang": "text"}.get(kind, "query")
+    sent = [text for r in server.requests for text in r[field]]
+    # rendered here, as the model was trained (requests arrive in any order)
+    assert sorted(sent) == sorted(rm.render(q, o) for q, o in items)
+    assert len(server.requests) == math.ceil(len(items) / 5)
+    assert len(server.connections) <= 2  # kept-alive, one per request thread
+    if kind == "vllm":
+        assert all(r["use_activation"] is False and "model" not in r for r in server.requests)
+
+
+def test_a_token_total_is_split_per_text_in_proportion(rm, rm_dir, items, local):
+    with LoopbackRM(rm, "vllm", extra_tokens=1) as server:
+        scorer = load_scorer(rm_dir, server.url, batch_size=4)
+        _, tokens = score_items_with_tokens(scorer, items)
+    assert sum(tokens) == sum(local[1]) + len(items)  # what the server says it read
+    assert all(0 <= t - n <= 2 for t, n in zip(tokens, local[1], strict=True))
+    assert apportion(10, [1, 1, 1]) == [4, 3, 3] and apportion(7, [0, 0]) == [4, 3]
+    assert apportion(5, [2, 3]) == [2, 3] and apportion(0, []) == []
+
+
+def test_a_server_that_returns_only_probabilities_is_read_through_logit(rm, rm_dir, items, local):
+    with LoopbackRM(rm, "vllm", legacy=True) as server:
+        probabilities = load_scorer(rm_dir, server.url).score_texts([rm.render(*items[0])])
+        scorer = load_scorer(rm_dir, server.url, server_activation="sigmoid")
+        scores, _ = score_items_with_tokens(scorer, items)
+    assert 0 < probabilities[0] < 1 and abs(probabilities[0] - local[0][0]) > 1e-3
+    assert close(scores, local[0]) < TOLERANCE
+    assert "use_activation" not in server.requests[-1]
+    # float32 probabilities keep ever fewer digits of a score as it grows, none past ~17
+    error = {s: abs(logit(sigmoid32(s), "test") - s) for s in (0.5, 5.0, 10.0, 15.0)}
+    assert error[0.5] < 1e-6 and error[5.0] < 1e-4 and error[15.0] > 1e-2
+    with pytest.raises(RemoteError, match=r"probability 1\.0 cannot be turned back into a score"):
+        logit(sigmoid32(20.0), "test")
+
+
+def test_a_model_with_more_than_one_label_is_refused(rm, rm_dir, items):
+    with LoopbackRM(rm, "vllm", labels=2) as server, pytest.raises(RemoteError, match="2 classes"):
+        load_scorer(rm_dir, server.url).score_batch(items[:2])
+
+
+def test_the_protocol_comes_from_the_route_or_is_named():
+    assert protocol_of("http://h:8000/classify") == "vllm"
+    assert protocol_of("http://h/rm/get_reward/") == "openrlhf"
+    assert protocol_of("https://h/score") == "orchrm"
+    assert protocol_of("http://h/anything", "sglang") == "sglang"
+    with pytest.raises(ConfigError, match="cannot tell the protocol"):
+        protocol_of("http://h:8000/v1")
+    with pytest.raises(ConfigError, match="native /classify"):
+        load_scorer(rm_url="http://h/v1/classify", protocol="sglang")
+    with pytest.raises(ConfigError, match="only apply to scoring through a server"):
+        load_scorer("some/dir", protocol="vllm")
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_busy_answers_are_retried_after_the_servers_retry_after(rm, rm_dir, items, local):
+    with LoopbackRM(rm, "vllm", fail_first=2, retry_after="0") as server:
+        scorer = load_scorer(rm_dir, server.url, batch_size=64, retries=3, backoff_s=5.0)
+        start = time.monotonic()
+        scores, _ = score_items_with_tokens(scorer, items)
+    assert time.monotonic() - start < 3  # Retry-After: 0, not the 5 s backoff
+    assert len(server.requests) == 3 and close(scores, local[0]) < TOLERANCE
+    with LoopbackRM(rm, "vllm", fail_first=9, fail_status=429) as server:
+        scorer = load_scorer(rm_dir, server.url, retries=2, backoff_s=0.01)
+        with pytest.raises(RemoteError, match=r"failed 3 times; last: HTTP 429"):
+            scorer.score_batch(items[:1])
+    assert len(server.requests) == 3
+
+
+def test_a_slow_server_times_out_and_a_missing_one_is_named(rm, rm_dir, items):
+    with LoopbackRM(rm, "vllm", delay_s=3) as server:
+        scorer = load_scorer(rm_dir, server.url, timeout_s=0.3)
+        start = time.monotonic()
+        with pytest.raises(OrchrmError, match=r"did not answer within 0\.3 s"):
+            scorer.score_batch(items[:1])
+        assert time.monotonic() - start < 2
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/classify"
+    sock.close()  # nothing listens there now
+    message = f"cannot reach the reward server at {url}: connection refused"
+    with pytest.raises(OrchrmError, match=re.escape(message)):
+        load_scorer(rm_dir, url).score_batch(items[:1])
+
+
+def test_a_model_trained_on_another_rendering_is_refused(tmp_path, rm_dir):
+    (tmp_path / "orchrm.json").write_text(json.dumps({"render_version": "orchrm-rm-text/0"}))
+    with pytest.raises(ConfigError, match="trained on rendering 'orchrm-rm-text/0'"):
+        load_scorer(tmp_path, "http://127.0.0.1:9/classify")
+    assert load_scorer(tmp_path, "http://127.0.0.1:9/classify", check_version=False)
+
+
+# --------------------------------------------------------------------------- orchrm serve
+
+
+class Served:
+    """`orchrm serve`'s app under uvicorn in a thread, on a free loopback port."""
+
+    def __init__(self, rm: OrchRM, **settings):
+        config = ServeConfig(rm="test-model", prepare_workers=1, **settings)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn_config(create_app(rm, config), config))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]})
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "did not start"
+            time.sleep(0.02)
+
+    def post(self, route: str, body: dict) -> tuple[int, dict]:
+        import http.client
+
+        connection = http.client.HTTPConnection("127.0.0.1", int(self.base.rsplit(":", 1)[1]))
+        connection.request("POST", route, json.dumps(body), {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+        connection.close()
+        return response.status, answer
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(60)
+
+
+@pytest.fixture(scope="module")
+def served(rm):
+    server = Served(rm, max_items=8)
+    yield server
+    server.stop()
+
+
+def test_orchrm_serve_scores_as_the_local_model_with_or_without_a_tokenizer(
+    served, rm, rm_dir, items, local
+):
+    server_renders = load_scorer(rm_url=f"{served.base}/score", batch_size=4)
+    assert not server_renders.renders and server_renders.max_length == 96  # from /healthz
+    scores, tokens = score_items_with_tokens(server_renders, items)
+    assert close(scores, local[0]) < TOLERANCE and tokens == local[1]
+    renders_here = load_scorer(rm_dir, f"{served.base}/score", batch_size=4)
+    scores, tokens = score_items_with_tokens(renders_here, items)  # through /classify
+    assert close(scores, local[0]) < TOLERANCE and tokens == local[1]
+    assert server_renders.score_batch([(items[0][0], "not an orchestration")]) == [None]
+
+
+def test_orchrm_serve_answers_classify_as_vllm_does(served, rm, items, local):
+    texts = [rm.render(q, o) for q, o in items[:3]]
+    status, answer = served.post("/classify", {"model": "any", "input": texts})
+    assert status == 200 and answer["object"] == "list"
+    assert [d["index"] for d in answer["data"]] == [0, 1, 2]
+    assert all(d["num_classes"] == 1 and len(d["probs"]) == 1 for d in answer["data"])
+    probs = [d["probs"][0] for d in answer["data"]]
+    assert close(probs, [1 / (1 + math.exp(-s)) for s in local[0][:3]]) < TOLERANCE
+    assert answer["usage"]["prompt_tokens"] == sum(local[1][:3])
+    status, answer = served.post("/classify", {"input": texts[0], "use_activation": False})
+    assert status == 200 and abs(answer["data"][0]["probs"][0] - local[0][0]) < TOLERANCE
+    status, answer = served.post("/classify", {"input": texts * 3})
+    assert status == 422 and answer["error"] == "too_many_items"
+    status, answer = served.post("/classify", {"input": texts, "use_activation": "no"})
+    assert status == 422 and answer["field"] == "use_activation"
+
+
+def test_orchrm_serves_get_reward_for_orchestrator_output_not_rendered_text(served, rm_dir, items):
+    scorer = load_scorer(rm_dir, f"{served.base}/get_reward")
+    with pytest.raises(RemoteError, match="use the same server's /score URL"):
+        scorer.score_batch(items[:1])

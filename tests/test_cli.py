@@ -184,3 +184,25 @@ def test_pairs_mine_options_reach_mine_config(tmp_path, orchrm_cli):
     assert json.loads(done.stdout)["kept"] == expected.kept and expected.kept["sob"] > 0
     bad = orchrm_cli("pairs", "mine", "--store", str(db), "--ratio", "1:x")
     assert bad.returncode == 2 and "give SoB:SoO:CoI" in bad.stderr
+
+
+def test_a_store_typo_is_refused_and_a_small_mine_warns_of_an_empty_split(tmp_path, orchrm_cli):
+    typo = tmp_path / "typo.duckdb"
+    for args in (("pairs", "mine"), ("store", "stats"), ("pairs", "export", "--out", "x")):
+        done = orchrm_cli(*args, "--store", str(typo))
+        assert done.returncode == 2 and "no store at" in done.stderr, args
+        assert not typo.exists()
+    done = orchrm_cli("ingest", str(tmp_path / "missing.jsonl"), "--store", str(typo))
+    assert done.returncode == 2 and "no such file" in done.stderr
+    assert not typo.exists()
+    world = str(tmp_path / "world")
+    orchrm_cli("world", "generate", "--tasks", "4", "--samples", "4", "--out", world)
+    db = tmp_path / "s.duckdb"
+    assert orchrm_cli("ingest", "--store", str(db), f"{world}/math.jsonl").returncode == 0
+    done = orchrm_cli("pairs", "mine", "--store", str(db), "--split", "0.99,0.01,0")
+    assert done.returncode == 0, done.stderr
+    assert "pairs kept of" in done.stdout and "{" not in done.stdout
+    assert "warning: the validation split is empty" in done.stderr
+    done = orchrm_cli("pairs", "export", "--store", str(db), "--out", str(tmp_path / "p"))
+    assert done.returncode == 0, done.stderr
+    assert "no validation file was written" in done.stderr

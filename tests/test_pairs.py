@@ -477,7 +477,7 @@ def test_pairs_export_command_cuts_by_a_tokenizer_and_names_one_it_cannot_load(
     with Store(db) as store:
         ingest_file(store, world_log)
         mine(store, MineConfig(specialized=("specialized",), base=("base",)))
-    args = ("pairs", "export", "--store", str(db), "--max-tokens", "64")
+    args = ("pairs", "export", "--store", str(db), "--max-length", "64")
     missing = tmp_path / "no-such-model"
     bad = orchrm_cli(*args, "--out", str(tmp_path / "bad"), "--tokenizer", str(missing))
     assert bad.returncode == 2 and str(missing) in bad.stdout + bad.stderr
@@ -488,3 +488,15 @@ def test_pairs_export_command_cuts_by_a_tokenizer_and_names_one_it_cannot_load(
     # MiniLM adds 2 special tokens; the question gets half of the 62 left.
     count = token_counter(AutoTokenizer.from_pretrained(default_backbone()))
     assert rows and max(count(r["prompt"]) for r in rows) <= 31
+
+
+def test_store_summary_lists_the_mined_pairs(many_tasks):
+    from orchrm.store.db import store_summary
+
+    summary = mine(many_tasks, MineConfig(dataset="d", ratio={"coi": 1}))
+    listed = store_summary(many_tasks)["pairs"]
+    assert {(r["dataset"], r["kind"], r["split"]) for r in listed} == {
+        ("d", "coi", split) for split in summary.by_split
+    }
+    assert {r["split"]: r["pairs"] for r in listed} == summary.by_split
+    assert sum(r["tasks"] for r in listed) == 400

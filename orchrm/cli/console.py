@@ -25,6 +25,11 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+def warn(message: str) -> None:
+    """Something the user should know that does not stop the command: one line on stderr."""
+    err_console.print(Text.assemble(("warning:", "yellow"), " ", message), soft_wrap=True)
+
+
 def report_unreadable(path: Path, err: OSError) -> dict:
     """Report a file that cannot be read at all (on stderr) and describe it for JSON."""
     if isinstance(err, FileNotFoundError):

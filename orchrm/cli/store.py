@@ -17,9 +17,11 @@ from orchrm.cli.console import (
     err_console,
     fail,
     print_problems,
+    warn,
 )
 from orchrm.cli.options import config_options
 from orchrm.jsonl import printable
+from orchrm.rm.config import TrainConfig
 from orchrm.store.config import MineConfig
 
 STORE_OPTION = typer.Option(
@@ -27,12 +29,17 @@ STORE_OPTION = typer.Option(
 )
 
 
-def open_store(path: Path, read_only: bool = False):
-    """The store at `path` (read-only: it must exist already)."""
+def open_store(path: Path, read_only: bool = False, create: bool = False):
+    """The store at `path`. Only `create` (what `orchrm ingest` asks) makes a new one: a
+    command that reads or mines a store refuses a path where there is none, so a typo
+    never leaves an empty store behind."""
     from orchrm.store.db import Store
 
-    if read_only and not path.exists():
-        fail(f"no store at {path}: ingest something first")
+    if not create and not path.exists():
+        fail(
+            f"no store at {printable(path)}: `orchrm ingest` creates one; give the store's "
+            "path with --store or ORCHRM_STORE"
+        )
     return Store(path, read_only=read_only)
 
 
@@ -62,8 +69,11 @@ def ingest_command(
         fail("--map takes FIELD=COLUMN")
     given = {"domain": domain, "orchestrator": orchestrator, "map": dict(pairs) or None}
     options = {k: v for k, v in given.items() if v}
+    missing = [printable(f) for f in files if not f.exists()]
+    if missing:
+        fail(f"no such file: {', '.join(missing)} (nothing was ingested)")
     summaries = []
-    with open_store(store) as db:
+    with open_store(store, create=True) as db:
         for path in files:
             try:
                 summary = ingest_file(
@@ -233,18 +243,44 @@ def pairs_mine(
     if as_json:
         print(json.dumps(asdict(summary), indent=2))
         return
+    _print_mined(summary, config)
+
+
+def _print_mined(summary, config: MineConfig) -> None:
+    """Pairs kept of those available per kind, pairs and tasks per split, and a warning
+    for each split that has a share of tasks but no pair."""
+    kept, available = sum(summary.kept.values()), sum(summary.available.values())
     console.print(
-        f"dataset {summary.dataset!r}: kept {summary.kept} of available "
-        f"{summary.available}; pairs by split {summary.by_split}; tasks by split "
-        f"{summary.tasks_by_split}",
+        f"dataset {summary.dataset!r}: {kept:,} pairs kept of {available:,} available",
         highlight=False,
     )
-    for kind in summary.left_out:
+    for kind in sorted(summary.available):
         console.print(
-            f"  no {kind} pair available: left out of the mix (see --specialized, "
-            "--base, --step-threshold, --specialized-for)",
+            f"  {kind}: {summary.kept.get(kind, 0):,} kept of {summary.available[kind]:,}",
             highlight=False,
         )
+    for split in ("train", "validation", "test"):
+        pairs, tasks = summary.by_split.get(split, 0), summary.tasks_by_split.get(split, 0)
+        console.print(f"  {split}: {pairs:,} pairs from {tasks:,} tasks", highlight=False)
+    if not available:
+        warn("the store holds no orchestration that makes a pair: ingest logs first")
+    for kind in summary.left_out:
+        warn(
+            f"no {kind} pair available: left out of the mix (see --specialized, "
+            "--base, --step-threshold, --specialized-for)"
+        )
+    for split, share in zip(("train", "validation", "test"), config.split, strict=True):
+        if available and share > 0 and not summary.by_split.get(split):
+            warn(
+                f"the {split} split is empty: {share:g} of "
+                f"{sum(summary.tasks_by_split.values())} tasks drew no pair there"
+                + (
+                    "; `orchrm train` will have no validation (mine more tasks or raise "
+                    "the share with --split)"
+                    if split == "validation"
+                    else ""
+                )
+            )
 
 
 @pairs_app.command("export")
@@ -255,9 +291,18 @@ def pairs_export(
     store: Path = STORE_OPTION,
     dataset: str = typer.Option("default", "--dataset", help="The mined dataset to export."),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl, parquet or orchrm-datasets."),
-    max_tokens: int = typer.Option(512, "--max-tokens", help="Reward-model text budget."),
+    max_length: int = typer.Option(
+        TrainConfig.max_length,
+        "--max-length",
+        min=16,
+        help="Tokens per reward-model text, special tokens included: what `orchrm train "
+        "--max-length` reads, so exported texts are never cut again by the trainer.",
+    ),
     tokenizer: str = typer.Option(
-        None, "--tokenizer", help="Count the budget with this model's tokenizer (dir or id)."
+        "",
+        "--tokenizer",
+        help="Count tokens with this model's tokenizer (dir or id); default: the default "
+        "backbone's, as `orchrm train` uses; 'approx' for a word-based estimate.",
     ),
 ) -> None:
     """Export a dataset as preference data (prompt/chosen/rejected, one file per split) or
@@ -269,11 +314,13 @@ def pairs_export(
             n = export_orchrm_datasets(db, out, dataset)
             console.print(f"{n} pairs -> {out}")
             return
-        count = None
-        if tokenizer:
+        max_tokens, count = max_length, None
+        if tokenizer != "approx":
             from orchrm.rm.model import backbone_budget
 
-            max_tokens, count = backbone_budget(tokenizer, max_tokens)
+            max_tokens, count = backbone_budget(tokenizer, max_length)
         written = export(db, out, dataset, fmt, max_tokens, count)
     for part, path in written.items():
         console.print(f"{part}: {path}")
+    if "validation" not in written:
+        warn(f"dataset {dataset!r} has no validation pairs: no validation file was written")

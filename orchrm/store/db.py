@@ -318,10 +318,19 @@ class Store:
         self.close()
 
 
+def _records(db: duckdb.DuckDBPyConnection, query: str) -> list[dict]:
+    """Every row of `query` as a dict, fetched before the connection runs anything else
+    (a DuckDB connection holds one pending result: the next `execute` discards it)."""
+    result = db.execute(query)
+    names = [d[0] for d in result.description]
+    return [dict(zip(names, r, strict=True)) for r in result.fetchall()]
+
+
 def store_summary(store: Store) -> dict:
     """What the store holds, as plain data (for `orchrm store stats`)."""
     db = store.db
-    rows = db.execute(
+    orchestrations = _records(
+        db,
         """
         SELECT o.orchestrator, coalesce(nullif(o.domain, ''), t.domain) AS domain, o.step,
                count(*) AS total, count(*) FILTER (WHERE o.valid) AS valid,
@@ -330,19 +339,17 @@ def store_summary(store: Store) -> dict:
                count(e.orch_id) AS executed, count(*) FILTER (WHERE e.correct) AS correct
         FROM orchestrations o JOIN tasks t USING (task_id) LEFT JOIN executions e USING (orch_id)
         GROUP BY ALL ORDER BY ALL
-        """
+        """,
     )
-    names = [d[0] for d in rows.description]
-    orchestrations = [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
-    pairs = db.execute(
+    pairs = _records(
+        db,
         "SELECT dataset, kind, split, count(*) AS pairs, count(DISTINCT task_id) AS tasks "
-        "FROM pairs GROUP BY ALL ORDER BY ALL"
+        "FROM pairs GROUP BY ALL ORDER BY ALL",
     )
-    names = [d[0] for d in pairs.description]
     version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
     return {
         "schema_version": int(version),
         "counts": store.counts(),
         "orchestrations": orchestrations,
-        "pairs": [dict(zip(names, r, strict=True)) for r in pairs.fetchall()],
+        "pairs": pairs,
     }

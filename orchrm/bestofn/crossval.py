@@ -57,7 +57,7 @@ def _fold_selector(
 ) -> RewardModelSelector | None:
     """A reward model trained on the pairs of every task outside `members`, with the
     scores of `members`' candidates; None when no pair is left to train on."""
-    from orchrm.rm.model import OrchRM
+    from orchrm.rm.scorer import load_scorer
     from orchrm.rm.train import train
 
     out = Path(config.out) / name
@@ -70,7 +70,7 @@ def _fold_selector(
     summary = train(
         replace(config.train, pairs=str(out / "pairs"), out=str(out / "rm"), seed=config.seed)
     )
-    selector = RewardModelSelector(OrchRM.load(out / "rm" / "model"))
+    selector = RewardModelSelector(load_scorer(out / "rm" / "model"))
     selector.warm(members)  # every candidate scored once; subsets of N reuse the scores
     selector.rm = None  # the scores are all it needs from now on
     say(

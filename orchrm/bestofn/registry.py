@@ -28,9 +28,10 @@ class LineupInputs:
     """What a line-up can be built from; a selector whose need is missing is left out."""
 
     rm: object | None = None
-    """The Orch-RM reward model (`orchrm.rm.model.OrchRM`)."""
+    """The Orch-RM reward model: an `orchrm.rm.scorer.Scorer`, local (`OrchRM`) or behind
+    a server (`orchrm.rm.remote.RemoteScorer`), as `load_scorer` gives either."""
     external_rm: object | None = None
-    """Another reward model used off the shelf (`external-rm`)."""
+    """Another reward model used off the shelf (`external-rm`), a `Scorer` too."""
     mixed_rm: object | None = None
     """A reward model trained on every domain's pairs mixed (`orchrm-mixed`)."""
     rm_selector: Selector | None = None

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from orchrm.orchestration import Orchestration
+from orchrm.rm.scorer import Scorer, score_items_with_tokens
 from orchrm.tasks.grading import answer_key
 
 
@@ -122,11 +123,12 @@ def _extra_executions(task: CandidateSet, kept: int) -> int:
 
 class RewardModelSelector:
     """argmax of a reward model's scores (`orchrm`, or any HF reward model off the shelf:
-    `external-rm`); with `weighted`, execute all N and sum the scores per answer (the
-    weighted vote of search-and-learn). Verification tokens: the model's input tokens
-    (plus the extra executions when weighted)."""
+    `external-rm`), local or behind a server (any `orchrm.rm.scorer.Scorer`); with
+    `weighted`, execute all N and sum the scores per answer (the weighted vote of
+    search-and-learn). Verification tokens: the model's input tokens (plus the extra
+    executions when weighted)."""
 
-    def __init__(self, rm, weighted: bool = False, share_scores_with=None):
+    def __init__(self, rm: Scorer | None, weighted: bool = False, share_scores_with=None):
         self.rm = rm
         self.weighted = weighted
         self._seen: dict[tuple[str, Orchestration], tuple[int, float]] = (
@@ -139,8 +141,7 @@ class RewardModelSelector:
     def _score_new(self, items: list[tuple[str, Orchestration]]) -> None:
         todo = [item for item in dict.fromkeys(items) if item not in self._seen]
         if todo:
-            texts = [self.rm.render(question, o) for question, o in todo]
-            scores, tokens = self.rm.score_texts_with_tokens(texts)
+            scores, tokens = score_items_with_tokens(self.rm, todo)
             for item, count, score in zip(todo, tokens, scores, strict=True):
                 self._seen[item] = (count, score)
 

@@ -6,8 +6,9 @@ TRL's `GRPOTrainer` calls with the dataset's other columns as keyword arguments 
 the trainer). A completion that does not parse, or parses into a graph that breaks a rule
 (`orchrm.orchestration.validate`), gets the penalty and is neither scored nor run.
 
-- `OrchRMReward`: the reward model's score of (question, orchestration). No sub-agent
-  runs: the cost is the reward model's input tokens.
+- `OrchRMReward`: the reward model's score of (question, orchestration), by a local
+  model or a reward server (any `orchrm.rm.scorer.Scorer`). No sub-agent runs: the cost
+  is the reward model's input tokens.
 - `ExecutionReward`: the orchestration runs on the sub-agents (the world's, or any
   `ChatBackend`); 1.0 when the answer is right, 0.0 when not. The cost is every sub-agent
   call's prompt and completion tokens.
@@ -28,6 +29,7 @@ from orchrm.errors import InputError
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import Orchestration, validate
 from orchrm.parse import ParseError, parse_harmony
+from orchrm.rm.scorer import Scorer, score_items_with_tokens
 from orchrm.runtime.backend import ChatBackend
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.executor import RunItem, execute_many
@@ -106,38 +108,35 @@ def _policy_tokens(completions: list[str], completion_ids) -> int:
 class OrchRMReward:
     """Orch-RM as the GRPO reward: the model's score of (question, orchestration),
     normalized by its training-time statistics when `normalize`; `penalty` for what does
-    not parse or breaks a graph rule. Scores are cached by rendered text (the model is
-    deterministic), but every request's tokens are counted, as if each were scored."""
+    not parse or breaks a graph rule. Scores are cached by (question, orchestration) (the
+    model is deterministic), but every request's tokens are counted, as if each were
+    scored."""
 
     __name__ = "orchrm_reward"
 
-    def __init__(self, rm, penalty: float = -3.0, normalize: bool = True, ledger=None):
+    def __init__(self, rm: Scorer, penalty: float = -3.0, normalize: bool = True, ledger=None):
         self.rm = rm
         self.penalty = penalty
         self.normalize = normalize
         self.ledger = ledger if ledger is not None else TokenLedger()
-        self._cache: dict[str, tuple[float, int]] = {}
+        self._cache: dict[tuple[str, Orchestration], tuple[float, int]] = {}
 
     def __call__(self, prompts, completions, completion_ids=None, question=None, **kwargs):
         if question is None:
             raise InputError("the Orch-RM reward needs a `question` column in the dataset")
         plans = [runnable(completion_text(c)) for c in completions]
-        texts = {
-            n: self.rm.render(q, o)
-            for n, (q, o) in enumerate(zip(question, plans, strict=True))
-            if o
-        }
-        new = sorted({t for t in texts.values() if t not in self._cache})
+        keys = {n: (q, o) for n, (q, o) in enumerate(zip(question, plans, strict=True)) if o}
+        new = [key for key in dict.fromkeys(keys.values()) if key not in self._cache]
         if new:
-            scores, tokens = self.rm.score_texts_with_tokens(new)
-            for text, score, count in zip(new, scores, tokens, strict=True):
-                self._cache[text] = (score, count)
+            scores, tokens = score_items_with_tokens(self.rm, new)
+            for key, score, count in zip(new, scores, tokens, strict=True):
+                self._cache[key] = (score, count)
         rewards, rm_tokens = [], 0
         for n in range(len(completions)):
-            if n not in texts:
+            if n not in keys:
                 rewards.append(self.penalty)
                 continue
-            score, tokens = self._cache[texts[n]]
+            score, tokens = self._cache[keys[n]]
             rm_tokens += tokens
             rewards.append(self.rm.normalize([score])[0] if self.normalize else score)
         self.ledger.add(
@@ -145,7 +144,7 @@ class OrchRMReward:
             policy=_policy_tokens(completions, completion_ids),
             rm=rm_tokens,
             reward=sum(rewards) / len(rewards),
-            valid=len(texts) / len(completions),
+            valid=len(keys) / len(completions),
         )
         return rewards
 

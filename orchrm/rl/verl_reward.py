@@ -9,12 +9,16 @@ orchestrator's output; the question comes from the row's `extra_info["question"]
 there when building the parquet files), `ground_truth` is not used: nothing executes.
 
 The reward model is local (a directory, from `extra_info["rm_path"]`, the `rm_path`
-reward kwarg or `ORCHRM_RM_PATH`; loaded once per worker process) or the HTTP service
-(`orchrm serve`; `rm_url` / `ORCHRM_RM_URL`, `POST {url}/score`, bearer token from
-`ORCHRM_API_KEY`). An output that does not parse into a valid graph gets `penalty`
-(`penalty` kwarg / `ORCHRM_PENALTY`, default -3.0) and is not scored. Local scores are
-normalized by the model's training-time statistics (`normalize`, `ORCHRM_NORMALIZE=0` to
-turn off); the service's scores are used as it returns them.
+reward kwarg or `ORCHRM_RM_PATH`; loaded once per worker process) or behind a reward
+server (`rm_url` / `ORCHRM_RM_URL`: `orchrm serve`'s `/score`, which is what a URL
+without a route means, a vLLM or SGLang `/classify` or an OpenRLHF `/get_reward`, with
+`rm_protocol` / `ORCHRM_RM_PROTOCOL` to name one; bearer token from `ORCHRM_API_KEY`;
+docs/remote-scoring.md). With both, `rm_path` is the served model's local copy, which
+tells the client how to render. An output that does not parse into a valid graph gets
+`penalty` (`penalty` kwarg / `ORCHRM_PENALTY`, default -3.0) and is not scored. Scores
+are normalized by the model's training-time statistics (`normalize`,
+`ORCHRM_NORMALIZE=0` to turn off) when they are known: a local model's, or a server's
+whose model directory is given; otherwise used as the server returns them.
 
 verl configuration (`ppo_trainer.yaml` keys, as command-line overrides):
 
@@ -27,26 +31,28 @@ verl configuration (`ppo_trainer.yaml` keys, as command-line overrides):
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.request
 from functools import lru_cache
+from urllib.parse import urlsplit
 
+from orchrm.errors import ConfigError, InputError
 from orchrm.rl.rewards import runnable
+from orchrm.rm.scorer import load_scorer, score_items_with_tokens
 
 RM_PATH_ENV = "ORCHRM_RM_PATH"
 RM_URL_ENV = "ORCHRM_RM_URL"
 PENALTY_ENV = "ORCHRM_PENALTY"
 NORMALIZE_ENV = "ORCHRM_NORMALIZE"
-API_KEY_ENV = "ORCHRM_API_KEY"
+RM_PROTOCOL_ENV = "ORCHRM_RM_PROTOCOL"
 DEFAULT_PENALTY = -3.0
 
 
 @lru_cache(maxsize=4)
-def _local_rm(path: str):
-    from orchrm.rm.model import OrchRM
-
-    return OrchRM.load(path)
+def _scorer(path: str, url: str, protocol: str):
+    """The scorer of these settings, made once per worker process."""
+    if url and not urlsplit(url).path.strip("/"):
+        url = url.rstrip("/") + "/score"  # a bare server address: orchrm serve
+    return load_scorer(path or None, url or None, protocol or None)
 
 
 def _setting(name: str, extra: dict, kwargs: dict, env: str, default=None):
@@ -54,26 +60,18 @@ def _setting(name: str, extra: dict, kwargs: dict, env: str, default=None):
     return value if value is not None else os.environ.get(env, default)
 
 
-def _score_local(path: str, items: list[tuple[str, object]], normalize: bool):
-    rm = _local_rm(path)
-    texts = [rm.render(q, o) for q, o in items]
-    scores, tokens = rm.score_texts_with_tokens(texts)
-    if normalize:
-        scores = rm.normalize(scores)
-    return list(zip(scores, tokens, strict=True))
-
-
-def _score_http(url: str, question: str, texts: list[str], timeout: float = 60.0):
-    body = json.dumps({"question": question, "orchestrations": texts}).encode()
-    request = urllib.request.Request(
-        url.rstrip("/") + "/score", data=body, headers={"Content-Type": "application/json"}
-    )
-    key = os.environ.get(API_KEY_ENV)
-    if key:
-        request.add_header("Authorization", f"Bearer {key}")
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        results = json.loads(response.read())["results"]
-    return [(float(r["score"]), int(r.get("tokens", 0))) for r in results]
+def _settings(extra: dict, kwargs: dict) -> tuple[str, str, str, bool]:
+    """(rm_path, rm_url, rm_protocol, normalize) of one row."""
+    path = str(_setting("rm_path", extra, kwargs, RM_PATH_ENV, "") or "")
+    url = str(_setting("rm_url", extra, kwargs, RM_URL_ENV, "") or "")
+    protocol = str(_setting("rm_protocol", extra, kwargs, RM_PROTOCOL_ENV, "") or "")
+    if not path and not url:
+        raise ConfigError(
+            f"no reward model: set {RM_PATH_ENV} or {RM_URL_ENV}, or the rm_path / "
+            "rm_url reward kwarg"
+        )
+    flag = str(_setting("normalize", extra, kwargs, NORMALIZE_ENV, "1"))
+    return path, url, protocol, flag not in ("0", "false", "False")
 
 
 def compute_score_batch(
@@ -82,38 +80,30 @@ def compute_score_batch(
     """Rewards of many responses (verl's batch reward manager); see the module docstring."""
     extras = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
     out: list[dict | None] = [None] * len(solution_strs)
-    pending: list[tuple[int, str, object, dict]] = []
+    pending: list[tuple[int, str, str, dict]] = []
     for n, (text, extra) in enumerate(zip(solution_strs, extras, strict=True)):
         extra = dict(extra or {})
         question = extra.get("question", kwargs.get("question"))
         if not question:
-            raise ValueError(
+            raise InputError(
                 "the Orch-RM reward needs the question: put it in the row's extra_info['question']"
             )
         penalty = float(_setting("penalty", extra, kwargs, PENALTY_ENV, DEFAULT_PENALTY))
-        o = runnable(text)
-        if o is None:
+        if runnable(text) is None:
             out[n] = {"score": penalty, "valid": 0.0, "rm_tokens": 0}
         else:
-            pending.append((n, question, o, extra))
-    for n, question, o, extra in pending:
-        url = _setting("rm_url", extra, kwargs, RM_URL_ENV)
-        path = _setting("rm_path", extra, kwargs, RM_PATH_ENV)
-        if url:
-            (score, tokens), *_ = _score_http(url, question, [solution_strs[n]])
-        elif path:
-            normalize = str(_setting("normalize", extra, kwargs, NORMALIZE_ENV, "1")) not in (
-                "0",
-                "false",
-                "False",
-            )
-            (score, tokens), *_ = _score_local(str(path), [(question, o)], normalize)
-        else:
-            raise ValueError(
-                f"no reward model: set {RM_PATH_ENV} or {RM_URL_ENV}, or the rm_path / "
-                "rm_url reward kwarg"
-            )
-        out[n] = {"score": float(score), "valid": 1.0, "rm_tokens": tokens}
+            pending.append((n, question, text, extra))
+    # The output goes as written: a server that renders for itself reads the text verl saw.
+    groups: dict[tuple, list[tuple[int, str, str]]] = {}
+    for n, question, text, extra in pending:
+        groups.setdefault(_settings(extra, kwargs), []).append((n, question, text))
+    for (path, url, protocol, normalize), members in groups.items():
+        scorer = _scorer(path, url, protocol)
+        scores, tokens = score_items_with_tokens(scorer, [(q, o) for _, q, o in members])
+        if normalize:
+            scores = scorer.normalize(scores)
+        for (n, _, _), score, count in zip(members, scores, tokens, strict=True):
+            out[n] = {"score": float(score), "valid": 1.0, "rm_tokens": count}
     return [r for r in out if r is not None]
 
 

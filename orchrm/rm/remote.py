@@ -139,6 +139,10 @@ def _read_metadata(model_dir: str) -> dict:
     return value
 
 
+def _harmony(o: Orchestration | str) -> str:
+    return o if isinstance(o, str) else to_harmony(o)
+
+
 def _check_render_version(version: object, where: str) -> None:
     if version and version != RM_RENDER_VERSION:
         raise ConfigError(
@@ -183,7 +187,12 @@ class RemoteScorer:
     def _read_health(self) -> None:
         """`orchrm serve`'s rendering version and max_length, checked against the model
         directory's when both are known."""
-        health = self.client.get(self._route("healthz"))
+        try:
+            health = self.client.get(self._route("healthz"))
+        except RemoteError as err:
+            if err.status is None:
+                raise
+            health = None  # no /healthz there: the version and max_length stay unknown
         health = health if isinstance(health, dict) else {}
         if self.config.check_version:
             _check_render_version(health.get("render_version"), f"the model at {self.url}")
@@ -257,16 +266,19 @@ class RemoteScorer:
         return [None if p is None else next(scores) for p in parsed]
 
     def score_items_with_tokens(
-        self, items: Sequence[tuple[str, Orchestration]]
+        self, items: Sequence[tuple[str, Orchestration | str]]
     ) -> tuple[list[float], list[int]]:
         """(raw reward, input tokens) of (question, orchestration) items, in order:
-        rendered here when a tokenizer is known, else by `orchrm serve` (`/score`)."""
+        rendered here when a tokenizer is known, else by `orchrm serve` (`/score`), which
+        gets harmony text as given and an `Orchestration` as `to_harmony` writes it.
+        Harmony text must parse (`score_batch` takes any)."""
         if self.renders or self.protocol != "orchrm":
-            return self.score_texts_with_tokens([self.render(q, o) for q, o in items])
+            plans = [(q, parse_harmony(o) if isinstance(o, str) else o) for q, o in items]
+            return self.score_texts_with_tokens([self.render(q, o) for q, o in plans])
         return self._score_on_server(items)
 
     def _score_on_server(
-        self, items: Sequence[tuple[str, Orchestration]]
+        self, items: Sequence[tuple[str, Orchestration | str]]
     ) -> tuple[list[float], list[int]]:
         """Items sent as harmony XML to `orchrm serve`'s `/score`, which renders them
         with the served model's tokenizer: one request per question and batch."""
@@ -281,7 +293,7 @@ class RemoteScorer:
 
         def post(job: tuple[str, list[int]]) -> Reply:
             question, members = job
-            plans = [to_harmony(items[n][1]) for n in members]
+            plans = [_harmony(items[n][1]) for n in members]
             answer = self.client.post(self.url, {"question": question, "orchestrations": plans})
             return read_score(answer, len(members), self.url)
 

@@ -39,7 +39,12 @@ class RemoteError(OrchrmError):
     """A reward server cannot be reached, refused a request or answered something a
     reward server does not (the message names the URL). An `OrchrmError`, so the command
     line reports it as one line; it does not derive from `orchrm.rm.model.ModelError`,
-    whose module loads PyTorch, which a scoring client does not need."""
+    whose module loads PyTorch, which a scoring client does not need. `status` is the
+    HTTP status of a refusal (None when no answer came)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -176,7 +181,8 @@ def _answer(url: str, status: int, data: bytes) -> object:
     if status >= 400:
         raise RemoteError(
             f"the reward server at {url} refused the request: HTTP {status}: "
-            f"{_error_message(value, data)}"
+            f"{_error_message(value, data)}",
+            status,
         )
     return value
 

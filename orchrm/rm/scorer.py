@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from orchrm.errors import ConfigError
 from orchrm.orchestration import Orchestration, TokenCounter
+from orchrm.parse import parse_harmony
 
 
 @runtime_checkable
@@ -51,15 +52,17 @@ class Scorer(Protocol):
 
 
 def score_items_with_tokens(
-    scorer: Scorer, items: Sequence[tuple[str, Orchestration]]
+    scorer: Scorer, items: Sequence[tuple[str, Orchestration | str]]
 ) -> tuple[list[float], list[int]]:
-    """(raw reward, input tokens) of parsed (question, orchestration) items, in input
-    order: the scorer's own `score_items_with_tokens` when it has one (a server that
-    renders itself), else `render` and `score_texts_with_tokens`."""
+    """(raw reward, input tokens) of (question, orchestration) items, in input order;
+    an orchestration may be harmony text that parses. The scorer's own
+    `score_items_with_tokens` when it has one (a server that renders for itself gets
+    the text as written), else `render` and `score_texts_with_tokens`."""
     own = getattr(scorer, "score_items_with_tokens", None)
     if own is not None:
         return own(list(items))
-    return scorer.score_texts_with_tokens([scorer.render(q, o) for q, o in items])
+    plans = [(q, parse_harmony(o) if isinstance(o, str) else o) for q, o in items]
+    return scorer.score_texts_with_tokens([scorer.render(q, o) for q, o in plans])
 
 
 def load_scorer(

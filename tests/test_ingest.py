@@ -233,6 +233,10 @@ def test_unknown_formats_and_missing_files_fail_clearly(store, tmp_path):
     path.write_text('{"hello": 1}\n')
     with pytest.raises(IngestError, match="cannot detect the format"):
         ingest_file(store, path)
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text('{"task_id": "t", "qustion": "q?", "orchestration": "x"}\n')
+    with pytest.raises(IngestError, match=r"'qustion' \(did you mean 'question'\?\)"):
+        ingest_file(store, typo)
     with pytest.raises(IngestError, match="no such file"):
         ingest_file(store, tmp_path / "absent.jsonl")
     with pytest.raises(IngestError, match="unknown adapter"):

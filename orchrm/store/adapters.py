@@ -16,6 +16,7 @@ the line reasons of `orchrm.jsonl.LINE_REASONS`, `not_a_record`, `bad_field`,
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Iterator
@@ -117,13 +118,41 @@ def detect_adapter(path: Path) -> str:
         if (path / "generated_code").is_dir():
             return "steps"
         raise FormatError(f"{path}: a folder must hold generated_code/ (MAS-Orchestra steps)")
+    first = None
     for line, value in read_values(path):
         found = _format_of(value) if isinstance(value, dict) else None
+        if first is None and isinstance(value, dict):
+            first = (line, value)
         if found or line >= SNIFF_LINES:
             if found:
                 return found
             break
-    raise FormatError(f"cannot detect the format of {path}: give --adapter (generic needs --map)")
+    raise FormatError(f"cannot detect the format of {path}: " + _near_miss(first))
+
+
+KNOWN_FIELDS = ("schema", "chosen", "rejected", "mas_code", "thinking", "question")
+"""The fields `_format_of` recognizes a format by."""
+
+
+def _near_miss(first: tuple[int, dict] | None) -> str:
+    """What the first JSON object lacks to be a known format, naming a misspelt field."""
+    if first is None:
+        return "no JSON object in it; give --adapter (generic needs --map)"
+    line, record = first
+    keys = [k for k in record if isinstance(k, str)]
+    shown = ", ".join(repr(k) for k in keys[:12]) + (" ..." if len(keys) > 12 else "")
+    hints = []
+    for key in keys:
+        close = difflib.get_close_matches(key, KNOWN_FIELDS, n=1, cutoff=0.8)
+        if close and close[0] not in record:
+            hints.append(f"{key!r} (did you mean {close[0]!r}?)")
+    return (
+        f"line {line} has fields {shown or 'none'}"
+        + (f"; {', '.join(hints)}" if hints else "")
+        + f"; an orchrm log has schema {RUN_SCHEMA!r}, a preference record chosen and "
+        "rejected, a diagram record mas_code or thinking and question; or give --adapter "
+        "(generic needs --map)"
+    )
 
 
 SNIFF_LINES = 1000

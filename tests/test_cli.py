@@ -79,7 +79,9 @@ def test_every_option_of_every_command_has_a_help_text():
         f"{' '.join(path)} {param.opts[0]}"
         for path, command in _commands(get_command(app))
         for param in command.params
-        if param.param_type_name == "option" and not (param.help or "").strip()
+        if param.param_type_name == "option"
+        and not param.hidden
+        and not (param.help or "").strip()
     ]
     assert missing == []
 
@@ -162,7 +164,9 @@ def test_pairs_mine_options_reach_mine_config(tmp_path, orchrm_cli):
     from orchrm.store.pairs import mine
 
     world = str(tmp_path / "world")
-    generated = orchrm_cli("world", "generate", "--tasks", "12", "--samples", "4", "--out", world)
+    generated = orchrm_cli(
+        "world", "generate", "--num-tasks", "12", "--samples", "4", "--out", world
+    )
     assert generated.returncode == 0, generated.stderr
     db = tmp_path / "s.duckdb"
     ingested = orchrm_cli("ingest", "--store", str(db), f"{world}/math.jsonl")
@@ -196,7 +200,7 @@ def test_a_store_typo_is_refused_and_a_small_mine_warns_of_an_empty_split(tmp_pa
     assert done.returncode == 2 and "no such file" in done.stderr
     assert not typo.exists()
     world = str(tmp_path / "world")
-    orchrm_cli("world", "generate", "--tasks", "4", "--samples", "4", "--out", world)
+    orchrm_cli("world", "generate", "--num-tasks", "4", "--samples", "4", "--out", world)
     db = tmp_path / "s.duckdb"
     assert orchrm_cli("ingest", "--store", str(db), f"{world}/math.jsonl").returncode == 0
     done = orchrm_cli("pairs", "mine", "--store", str(db), "--split", "0.99,0.01,0")

@@ -55,7 +55,7 @@ def test_each_task_is_scored_by_a_model_that_never_saw_it(store_file, tmp_path):
 
 def test_cross_validate_command_with_folds_by_hash(store_file, tmp_path):
     orchrm = str(Path(sys.executable).with_name("orchrm"))
-    args = [orchrm, "cross-validate", "--store", str(store_file), "--n", "4"]
+    args = [orchrm, "cross-validate", "--store", str(store_file), "--samples", "4"]
     args += ["--orchestrator", "specialized", "--specialized", "specialized", "--base", "base"]
     args += ["--folds", "2", "--epochs", "0.2", "--max-length", "64", "--out", str(tmp_path)]
     done = subprocess.run(
@@ -72,7 +72,16 @@ def test_cross_validate_command_with_folds_by_hash(store_file, tmp_path):
         rows = [r for _, r in read_jsonl(tmp_path / f"fold-{fold:02d}" / "pairs" / "train.jsonl")]
         assert all(fold_of(r["task_id"], 2) != fold for r in rows)
     missing = subprocess.run(
-        [orchrm, "cross-validate", "--store", str(store_file), "--n", "99", "--out", str(tmp_path)],
+        [
+            orchrm,
+            "cross-validate",
+            "--store",
+            str(store_file),
+            "--samples",
+            "99",
+            "--out",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=600,

@@ -57,7 +57,7 @@ def test_eval_command_writes_the_report(tmp_path):
             orchrm,
             "eval",
             str(log),
-            "--n",
+            "--samples",
             "4",
             "--orchestrator",
             "base",
@@ -81,7 +81,7 @@ def test_eval_command_writes_the_report(tmp_path):
     ]
     assert majority[-1]["expected_accuracy"] is not None  # 20 re-executions by default
     missing = subprocess.run(
-        [orchrm, "eval", str(log), "--n", "9", "--out", str(tmp_path)],
+        [orchrm, "eval", str(log), "--samples", "9", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -107,7 +107,7 @@ def test_eval_command_reads_a_store_and_writes_a_table_per_domain(tmp_path):
             files.append(str(tmp_path / f"{preset}.tasks.jsonl"))
             ingest_file(store, log)
     orchrm = str(Path(sys.executable).with_name("orchrm"))
-    args = [orchrm, "eval", "--store", str(tmp_path / "s.duckdb"), "--n", "4"]
+    args = [orchrm, "eval", "--store", str(tmp_path / "s.duckdb"), "--samples", "4"]
     args += ["--orchestrator", "base", "--out", str(tmp_path / "report")]
     done = subprocess.run(
         args + [x for f in files for x in ("--world-tasks", f)],
@@ -154,11 +154,15 @@ def test_eval_says_which_domains_and_sample_counts_there_are(tmp_path, orchrm_cl
     done = orchrm_cli("eval", str(log), "--domain", "sciense", "--out", str(tmp_path / "r"))
     assert done.returncode == 2
     assert "no task of domain 'sciense' in the logs; its domains: 'science'" in done.stderr
-    done = orchrm_cli("eval", str(log), "--n", "9", "--out", str(tmp_path / "r"))
+    done = orchrm_cli("eval", str(log), "--samples", "9", "--out", str(tmp_path / "r"))
     assert done.returncode == 2
-    assert "has 9 samples (the most any has: 8); lower --n" in done.stderr
+    assert "has 9 samples (the most any has: 8); lower --samples" in done.stderr
     done = orchrm_cli("eval", "--store", str(tmp_path / "typo.duckdb"))
     assert done.returncode == 2 and "does not exist" in done.stderr
     assert not (tmp_path / "typo.duckdb").exists()
     done = orchrm_cli("eval", str(log), "--store", str(tmp_path / "typo.duckdb"))
     assert done.returncode == 2 and "either log files or --store" in done.stderr
+    done = orchrm_cli("eval", str(log), "--n", "4")
+    assert done.returncode == 2 and "did you mean --samples?" in done.stderr
+    done = orchrm_cli("world", "generate", "--tasks", "4", "--out", str(tmp_path / "w"))
+    assert done.returncode == 2 and "did you mean --num-tasks" in done.stderr

@@ -238,7 +238,7 @@ def test_world_generate_command_writes_run_records(tmp_path):
         "generate",
         "--preset",
         "search",
-        "--tasks",
+        "--num-tasks",
         "4",
         "--samples",
         "2",

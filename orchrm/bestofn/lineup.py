@@ -150,7 +150,7 @@ def _held_out_tasks(config: EvalConfig) -> list[CandidateSet]:
         whose = f" from {config.orchestrator}" if config.orchestrator else ""
         raise InputError(
             f"no task in {source} has {config.n} samples{whose} (the most any has: {most}); "
-            "lower --n"
+            "lower --samples"
         )
     return kept
 

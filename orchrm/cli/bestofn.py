@@ -9,7 +9,7 @@ import typer
 
 from orchrm.bestofn.config import EvalConfig, LotoConfig
 from orchrm.cli.console import console, csv_values, err_console, fail
-from orchrm.cli.options import config_options
+from orchrm.cli.options import config_options, spelled_as
 from orchrm.cli.store import STORE_OPTION, open_store
 from orchrm.rm.config import TrainConfig
 from orchrm.store.config import MineConfig
@@ -23,8 +23,10 @@ _LOTO_DEFAULTS = LotoConfig()
         *("store", "held_out_of", "rm", "external_rm", "orchestrator", "n", "world_tasks"),
         *("reruns", "judge_base_url", "judge_model", "domain", "out"),
     ],
+    flags={"n": "--samples"},
     settings={"store": {"envvar": "ORCHRM_STORE"}},
 )
+@spelled_as({"--n": "--samples"})
 def eval_command(
     config: EvalConfig,
     logs: list[Path] = typer.Argument(None, help="orchrm.run/1 logs of the held-out tasks."),
@@ -45,7 +47,9 @@ def eval_command(
     console.print(f"report -> {config.out}")
 
 
-@config_options(LotoConfig, ["n", "orchestrator", "folds", "seed", "out"])
+@config_options(
+    LotoConfig, ["n", "orchestrator", "folds", "seed", "out"], flags={"n": "--samples"}
+)
 @config_options(
     _LOTO_DEFAULTS.mine,
     ["specialized", "base", "step_threshold"],
@@ -56,6 +60,7 @@ def eval_command(
     },
 )
 @config_options(_LOTO_DEFAULTS.train, ["epochs", "max_length", "backbone"], into="train")
+@spelled_as({"--n": "--samples"})
 def cross_validate_command(
     config: LotoConfig, mine: MineConfig, train: TrainConfig, store: Path = STORE_OPTION
 ) -> None:

@@ -140,3 +140,39 @@ def config_options(
         return run
 
     return wrap
+
+
+def spelled_as(renames: Mapping[str, str]) -> Callable[[Callable], Callable]:
+    """Answer another command's spelling of a notion (`{"--n": "--samples"}`) with "did
+    you mean": each old spelling is a hidden option that, when given, stops the command
+    with one line naming the option this command uses."""
+
+    def wrap(command: Callable) -> Callable:
+        own = inspect.signature(command)
+        hidden = {
+            f"_spelled_{old.lstrip('-').replace('-', '_')}": (old, new)
+            for old, new in renames.items()
+        }
+
+        @functools.wraps(command)
+        def run(**values: Any) -> Any:
+            for name, (old, new) in hidden.items():
+                if values.pop(name) is not None:
+                    raise typer.BadParameter(f"no option {old} here: did you mean {new}?")
+            return command(**values)
+
+        extra = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=typer.Option(None, old, hidden=True),
+                annotation=typing.Optional[str],  # noqa: UP045
+            )
+            for name, (old, _) in hidden.items()
+        ]
+        parameters = sorted([*own.parameters.values(), *extra], key=lambda p: p.kind)
+        run.__signature__ = own.replace(parameters=parameters)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in parameters}
+        return run
+
+    return wrap

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from orchrm.cli.console import console, fail
+from orchrm.cli.options import spelled_as
 
 world_app = typer.Typer(
     help="The offline world: a benchmark with ground truth.", no_args_is_help=True
@@ -16,9 +17,10 @@ world_app = typer.Typer(
 
 
 @world_app.command("generate")
+@spelled_as({"--tasks": "--num-tasks (--tasks is a task file in `orchrm run`)"})
 def world_generate(
     preset: str = typer.Option("math", "--preset", help="math, search, multihop or science."),
-    tasks: int = typer.Option(300, "--tasks", min=1, help="World tasks to generate."),
+    tasks: int = typer.Option(300, "--num-tasks", min=1, help="World tasks to generate."),
     samples: int = typer.Option(8, "--samples", min=1, help="Samples per task per orchestrator."),
     seed: int = typer.Option(0, "--seed", help="Seeds the tasks and every sample."),
     out: Path = typer.Option(Path("runs/world"), "--out", help="Folder for the logs."),
@@ -39,11 +41,12 @@ def world_generate(
 
 
 @world_app.command("stats")
+@spelled_as({"--tasks": "--num-tasks", "--n": "--samples"})
 def world_stats_command(
     presets: str = typer.Option(
         "math,search,multihop,science", "--presets", help="Comma-separated world presets."
     ),
-    tasks: int = typer.Option(300, "--tasks", min=1, help="World tasks per preset."),
+    tasks: int = typer.Option(300, "--num-tasks", min=1, help="World tasks per preset."),
     samples: int = typer.Option(8, "--samples", min=2, help="N: samples per task."),
     seed: int = typer.Option(0, "--seed", help="Seeds the tasks and every sample."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),

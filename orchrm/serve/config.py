@@ -20,8 +20,8 @@ class ServeConfig:
     """The reward model directory (`orchrm train`'s `model/`, or any HF reward model)."""
     host: str = "127.0.0.1"
     """Address to bind. A non-loopback address needs `api_key` or `insecure`."""
-    port: int = 8000
-    """TCP port to listen on."""
+    port: int = 8080
+    """TCP port to listen on (not 8000, where vLLM and SGLang serve the LLM by default)."""
     api_key: str | None = None
     """Bearer token every route but /healthz requires (`Authorization: Bearer KEY`);
     `orchrm serve` also reads it from the ORCHRM_API_KEY environment variable."""

@@ -25,8 +25,8 @@ verl configuration (`ppo_trainer.yaml` keys, as command-line overrides):
     custom_reward_function.path=$(python -c 'import orchrm.rl.verl_reward as m; print(m.__file__)')
     custom_reward_function.name=compute_score
     +custom_reward_function.reward_kwargs.rm_path=/models/orchrm-math
-    # or, scoring through `orchrm serve --rm /models/orchrm-math --port 8000`:
-    +custom_reward_function.reward_kwargs.rm_url=http://rm-host:8000
+    # or, scoring through `orchrm serve --rm /models/orchrm-math --port 8080`:
+    +custom_reward_function.reward_kwargs.rm_url=http://rm-host:8080
 """
 
 from __future__ import annotations

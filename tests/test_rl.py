@@ -370,3 +370,11 @@ def test_rl_on_tasks_refuses_what_it_cannot_do(rm_dir, tmp_path):
     bad.write_text('{"question": "ok"}\nnot json\n')
     result = CliRunner().invoke(app, [*base[:3], str(bad), "--rm", str(rm_dir), "--policy", "x"])
     assert result.exit_code == 2 and "bad.jsonl" in result.output
+
+
+def test_the_default_policy_trains_in_proportion_to_its_examples():
+    config = PolicyConfig()
+    assert config.steps_for(300 * 8) == 600  # the default run: 8 passes of batch 32
+    assert config.steps_for(40 * 8) == 80
+    assert config.steps_for(10) == 50
+    assert PolicyConfig(sft_steps=7).steps_for(10_000) == 7

@@ -54,13 +54,43 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+THIRD_PARTY = ("transformers", "trl", "peft", "accelerate", "datasets", "huggingface_hub", "torch")
+"""Libraries whose logging, warnings and progress bars stay quiet unless `-v`."""
+
+
+def quiet_third_party() -> None:
+    """Errors only from the libraries orchrm drives: their info logs, load reports,
+    warnings and tqdm bars would bury orchrm's own output. Environment variables first,
+    as the libraries read them when imported."""
+    import logging
+    import os
+    import warnings
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("DATASETS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    for name in THIRD_PARTY:
+        logging.getLogger(name).setLevel(logging.ERROR)
+        warnings.filterwarnings("ignore", module=rf"{name}(\.|$)")
+
+
 @app.callback()
 def main(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    verbose: bool = typer.Option(
+        False,
+        "-v",
+        "--verbose",
+        help="Show the logs, warnings and progress bars of the "
+        "libraries orchrm uses (transformers, TRL, PEFT, accelerate, datasets).",
+    ),
 ) -> None:
     """orchrm: parse, validate, score and select orchestrations."""
+    if not verbose:
+        quiet_third_party()
 
 
 app.command("parse")(parse_command)

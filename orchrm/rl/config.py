@@ -3,6 +3,7 @@ world's `math` preset within 20 minutes on two CPU cores."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from orchrm.configs import check, setting
@@ -28,8 +29,12 @@ class PolicyConfig:
     """Attention heads per block."""
     n_positions: int = 384
     """Longest prompt + completion in tokens."""
-    sft_steps: int = 600
-    """Optimizer steps of supervised fine-tuning on base-orchestrator outputs."""
+    sft_steps: int | None = setting(None, min=1)
+    """Optimizer steps of supervised fine-tuning on base-orchestrator outputs; None:
+    `sft_epochs` passes over them (600 steps at the default 300 tasks x 8 samples)."""
+    sft_epochs: float = setting(8.0, min=0.01)
+    """Passes over the examples when `sft_steps` is None, so a small run builds a small
+    policy quickly; at least 50 steps."""
     sft_batch_size: int = 32
     """Examples per supervised step."""
     sft_lr: float = 2e-3
@@ -37,6 +42,15 @@ class PolicyConfig:
     from scratch wants a large one."""
     seed: int = 0
     """Seeds the initialization and the supervised batches."""
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    def steps_for(self, examples: int) -> int:
+        """Supervised steps for `examples` examples."""
+        if self.sft_steps is not None:
+            return self.sft_steps
+        return max(50, math.ceil(self.sft_epochs * examples / self.sft_batch_size))
 
 
 @dataclass

@@ -121,7 +121,7 @@ def build_policy(config: RLConfig, logs: WorldLogs, say=print) -> Path:
         model,
         tokenizer,
         examples,
-        pc.sft_steps,
+        pc.steps_for(len(examples)),
         pc.sft_batch_size,
         pc.sft_lr,
         pc.seed,

@@ -247,3 +247,106 @@ def test_orchrm_serves_get_reward_for_orchestrator_output_not_rendered_text(serv
     scorer = load_scorer(rm_dir, f"{served.base}/get_reward")
     with pytest.raises(RemoteError, match="use the same server's /score URL"):
         scorer.score_batch(items[:1])
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def test_score_and_eval_commands_read_a_reward_server_as_the_local_model(
+    rm, rm_dir, tmp_path, orchrm_cli
+):
+    from orchrm.jsonl import write_jsonl
+    from orchrm.world.generate import generate
+
+    log = tmp_path / "log.jsonl"
+    write_jsonl(generate("math", 3, 4, seed=5, progress=False).records, log)
+    local = orchrm_cli("score", str(log), "--rm", str(rm_dir))
+    assert local.returncode == 0, local.stderr
+    with LoopbackRM(rm, "vllm") as server:
+        remote = orchrm_cli("score", str(log), "--rm", str(rm_dir), "--rm-url", server.url)
+        reports = {}
+        for name, given in (("local", []), ("remote", ["--rm-url", server.url])):
+            out = tmp_path / name
+            args = ("eval", str(log), "--samples", "4", "--rm", str(rm_dir), "--out", str(out))
+            done = orchrm_cli(*args, *given)
+            assert done.returncode == 0, done.stderr
+            reports[name] = json.loads((out / "report.json").read_text())
+    assert remote.returncode == 0, remote.stderr
+    rows = [[json.loads(x) for x in d.stdout.splitlines()] for d in (local, remote)]
+    assert [r["task_id"] for r in rows[0]] == [r["task_id"] for r in rows[1]]
+    assert close([r["score"] for r in rows[0]], [r["score"] for r in rows[1]]) < TOLERANCE
+
+    def orchrm_rows(report: dict) -> list[tuple]:
+        return [
+            (r["selector"], r["n"], r["accuracy"], r["verification_tokens"])
+            for ev in report["evaluations"]
+            for r in ev["results"]
+            if r["selector"].startswith("orchrm")
+        ]
+
+    assert orchrm_rows(reports["local"]) == orchrm_rows(reports["remote"]) != []
+    down = orchrm_cli("score", str(log), "--rm", str(rm_dir), "--rm-url", server.url)
+    assert down.returncode == 2 and "cannot reach" in down.stderr
+
+
+# --------------------------------------------------------------------------- consumers
+
+
+def test_every_consumer_scores_through_a_server_as_with_the_local_model(
+    rm, rm_dir, items, monkeypatch
+):
+    from orchrm.bestofn.selectors import Candidate, CandidateSet, RewardModelSelector
+    from orchrm.orchestration import to_harmony
+    from orchrm.rl import verl_reward
+    from orchrm.rl.rewards import OrchRMReward
+
+    tasks = [
+        CandidateSet(f"t{k}", q, tuple(Candidate(o) for qq, o in items if qq == q))
+        for k, q in enumerate(dict.fromkeys(q for q, _ in items))
+    ]
+    question = [q for q, _ in items]
+    completions = [to_harmony(o) for _, o in items] + ["no plan here"]
+    with LoopbackRM(rm, "vllm") as server:
+        remote = load_scorer(rm_dir, server.url)
+        for task in tasks:
+            here, there = RewardModelSelector(rm)(task), RewardModelSelector(remote)(task)
+            assert (here.index, here.verification_tokens) == (
+                there.index,
+                there.verification_tokens,
+            )
+            assert close(here.scores, there.scores) < TOLERANCE
+        rewards = [
+            OrchRMReward(scorer)(None, completions, question=[*question, "q"])
+            for scorer in (rm, remote)
+        ]
+        monkeypatch.setenv(verl_reward.RM_URL_ENV, server.url)
+        monkeypatch.setenv(verl_reward.RM_PATH_ENV, str(rm_dir))
+        verl = verl_reward.compute_score_batch(
+            ["math"] * len(items), completions[:-1], ["1"] * len(items),
+            [{"question": q} for q in question],
+        )  # fmt: skip
+    assert close(rewards[0], rewards[1]) < TOLERANCE and rewards[0][-1] == -3.0
+    assert close([r["score"] for r in verl], rewards[0][:-1]) < TOLERANCE  # normalized
+
+
+def test_orchrm_score_takes_a_server_url(rm, rm_dir, items, orchrm_cli, tmp_path):
+    from orchrm.orchestration import to_harmony
+
+    records = [
+        {"task_id": n, "question": q, "full_response": to_harmony(o)}
+        for n, (q, o) in enumerate(items[:4])
+    ]
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [*records, {"question": "q"}]) + "\n")
+    with LoopbackRM(rm, "vllm") as server:
+        done = orchrm_cli("score", str(path), "--rm", str(rm_dir), "--rm-url", server.url)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    expected = rm.score_batch(items[:4])
+    assert close([r["score"] for r in rows[:4]], expected) < TOLERANCE and rows[4]["score"] is None
+    assert "4 of 5 records scored" in done.stderr
+    done = orchrm_cli(
+        "score", str(path), "--rm-url", "http://127.0.0.1:9/classify", "--tokenizer", str(rm_dir)
+    )
+    assert done.returncode == 2 and "cannot reach the reward server" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -48,7 +48,13 @@ class EvalConfig:
     held_out_of: str | None = None
     """With --store: leave out the tasks in this pair dataset's train and validation splits."""
     rm: str | None = None
-    """The Orch-RM reward model directory (without it, no orchrm selector runs)."""
+    """The Orch-RM reward model directory (without it and --rm-url, no orchrm selector
+    runs); with --rm-url, its local copy (rendering version and budget)."""
+    rm_url: str | None = None
+    """Score through a reward server instead: .../classify (vLLM, SGLang), .../get_reward
+    (OpenRLHF), .../score (orchrm serve)."""
+    rm_protocol: str | None = setting(None, choices=("vllm", "sglang", "openrlhf", "orchrm"))
+    """With --rm-url: the server's protocol (default: read from the URL's route)."""
     external_rm: str | None = None
     """Any Hugging Face sequence-classification reward model directory, as a baseline."""
     orchestrator: str | None = None

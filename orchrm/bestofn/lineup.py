@@ -159,9 +159,12 @@ def evaluate_held_out(config: EvalConfig, say=print, progress: bool = True) -> l
     """`orchrm eval` in one call: the held-out tasks `config` names, the line-up its models
     and judges allow (`say` names what is left out and why), one `Evaluation` per domain."""
     from orchrm.rm.model import OrchRM
+    from orchrm.rm.scorer import load_scorer
 
     tasks = _held_out_tasks(config)
-    model = OrchRM.load(config.rm) if config.rm else None
+    model = None
+    if config.rm or config.rm_url:
+        model = load_scorer(config.rm, config.rm_url, config.rm_protocol)
     external = OrchRM.load(config.external_rm, check_version=False) if config.external_rm else None
     judge = None
     if config.judge_base_url and not config.world_tasks:
@@ -170,8 +173,8 @@ def evaluate_held_out(config: EvalConfig, say=print, progress: bool = True) -> l
         judge = OpenAIBackend(
             OpenAIConfig(base_url=config.judge_base_url, model=config.judge_model)
         )
-    if not config.rm:
-        say("no --rm: the orchrm selectors are left out")
+    if not model:
+        say("no --rm or --rm-url: the orchrm selectors are left out")
     if not config.world_tasks and not judge:
         say("no --world-tasks or --judge-base-url: the LLM judges are left out")
     worlds = read_world_tasks(list(config.world_tasks)) if config.world_tasks else None

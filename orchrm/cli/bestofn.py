@@ -20,7 +20,8 @@ _LOTO_DEFAULTS = LotoConfig()
 @config_options(
     EvalConfig,
     [
-        *("store", "held_out_of", "rm", "external_rm", "orchestrator", "n", "world_tasks"),
+        *("store", "held_out_of", "rm", "rm_url", "rm_protocol", "external_rm"),
+        *("orchestrator", "n", "world_tasks"),
         *("reruns", "judge_base_url", "judge_model", "domain", "out"),
     ],
     flags={"n": "--samples"},
@@ -47,9 +48,7 @@ def eval_command(
     console.print(f"report -> {config.out}")
 
 
-@config_options(
-    LotoConfig, ["n", "orchestrator", "folds", "seed", "out"], flags={"n": "--samples"}
-)
+@config_options(LotoConfig, ["n", "orchestrator", "folds", "seed", "out"], flags={"n": "--samples"})
 @config_options(
     _LOTO_DEFAULTS.mine,
     ["specialized", "base", "step_threshold"],

@@ -87,19 +87,43 @@ def evaluate_rm_command(
 
 def score_command(
     files: list[Path] = typer.Argument(..., help="Record files (any form `orchrm parse` reads)."),
-    rm: Path = typer.Option(..., "--rm", help="A trained reward model directory."),
+    rm: Path = typer.Option(
+        None, "--rm", help="A trained reward model directory (with --rm-url: its local copy)."
+    ),
+    rm_url: str = typer.Option(
+        None,
+        "--rm-url",
+        help="Score through a reward server: .../classify (vLLM), .../get_reward (OpenRLHF), "
+        ".../score (orchrm serve); docs/remote-scoring.md.",
+    ),
+    protocol: str = typer.Option(
+        None,
+        "--protocol",
+        help="With --rm-url: vllm, sglang, openrlhf or orchrm (default: by route).",
+    ),
+    tokenizer: str = typer.Option(
+        None, "--tokenizer", help="With --rm-url and no --rm: the tokenizer to render with."
+    ),
+    max_length: int = typer.Option(
+        None, "--max-length", min=2, help="With --rm-url and no --rm: tokens per text."
+    ),
     out: Path = typer.Option(None, "--out", help="JSONL of scores (default: stdout)."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Orchestrations per forward pass."),
+    batch_size: int = typer.Option(
+        32, "--batch-size", help="Orchestrations per forward pass (per request with --rm-url)."
+    ),
 ) -> None:
-    """Score every orchestration in FILES with a reward model: one JSON line per record
-    (file, line, task_id, score or null with the reason). The summary (records scored,
-    the others by reason, the first few with file:line) goes to stderr. A file that
-    cannot be read is reported, the others are still scored, and the exit status is 1."""
+    """Score every orchestration in FILES with a reward model, here or through a reward
+    server: one JSON line per record (file, line, task_id, score or null with the
+    reason). The summary (records scored, the others by reason, the first few with
+    file:line) goes to stderr. A file that cannot be read is reported, the others are
+    still scored, and the exit status is 1."""
     from orchrm.jsonl import write_jsonl
-    from orchrm.rm.model import OrchRM
     from orchrm.rm.score import score_files
+    from orchrm.rm.scorer import load_scorer
 
-    model = OrchRM.load(rm, batch_size=batch_size)
+    remote = {"tokenizer": tokenizer, "max_length": max_length}
+    remote = {k: v for k, v in remote.items() if v is not None}
+    model = load_scorer(rm, rm_url, protocol, batch_size=batch_size, **remote)
     result = score_files(model, files)
     unreadable = [report_unreadable(path, err) for path, err in result.unreadable]
     if out:

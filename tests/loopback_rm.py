@@ -114,8 +114,14 @@ class LoopbackRM:
         ]
         total = sum(tokens) + self.extra_tokens * len(tokens)
         usage = {"prompt_tokens": total, "total_tokens": total, "completion_tokens": 0}
-        return {"id": "classify-1", "object": "list", "created": int(time.time()),
-                "model": request.get("model", "rm"), "data": data, "usage": usage}  # fmt: skip
+        return {
+            "id": "classify-1",
+            "object": "list",
+            "created": int(time.time()),
+            "model": request.get("model", "rm"),
+            "data": data,
+            "usage": usage,
+        }
 
     def _sglang(self, request, texts, scores, tokens) -> list:
         return [

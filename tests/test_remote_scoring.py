@@ -89,6 +89,14 @@ def test_each_protocol_scores_as_the_local_model(kind, rm, rm_dir, items, local)
         assert all(r["use_activation"] is False and "model" not in r for r in server.requests)
 
 
+def test_a_tokenizer_and_max_length_stand_in_for_the_model_directory(rm, rm_dir, items, local):
+    with LoopbackRM(rm, "vllm") as server:
+        scorer = load_scorer(rm_url=server.url, tokenizer=str(rm_dir), max_length=96)
+        scores, tokens = score_items_with_tokens(scorer, items)
+    assert close(scores, local[0]) < TOLERANCE and tokens == local[1]
+    assert scorer.normalize([1.0]) == [1.0]  # no training statistics without orchrm.json
+
+
 def test_a_token_total_is_split_per_text_in_proportion(rm, rm_dir, items, local):
     with LoopbackRM(rm, "vllm", extra_tokens=1) as server:
         scorer = load_scorer(rm_dir, server.url, batch_size=4)
@@ -322,31 +330,10 @@ def test_every_consumer_scores_through_a_server_as_with_the_local_model(
         monkeypatch.setenv(verl_reward.RM_URL_ENV, server.url)
         monkeypatch.setenv(verl_reward.RM_PATH_ENV, str(rm_dir))
         verl = verl_reward.compute_score_batch(
-            ["math"] * len(items), completions[:-1], ["1"] * len(items),
+            ["math"] * len(items),
+            completions[:-1],
+            ["1"] * len(items),
             [{"question": q} for q in question],
-        )  # fmt: skip
+        )
     assert close(rewards[0], rewards[1]) < TOLERANCE and rewards[0][-1] == -3.0
     assert close([r["score"] for r in verl], rewards[0][:-1]) < TOLERANCE  # normalized
-
-
-def test_orchrm_score_takes_a_server_url(rm, rm_dir, items, orchrm_cli, tmp_path):
-    from orchrm.orchestration import to_harmony
-
-    records = [
-        {"task_id": n, "question": q, "full_response": to_harmony(o)}
-        for n, (q, o) in enumerate(items[:4])
-    ]
-    path = tmp_path / "records.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in [*records, {"question": "q"}]) + "\n")
-    with LoopbackRM(rm, "vllm") as server:
-        done = orchrm_cli("score", str(path), "--rm", str(rm_dir), "--rm-url", server.url)
-    assert done.returncode == 0, done.stderr
-    rows = [json.loads(line) for line in done.stdout.splitlines()]
-    expected = rm.score_batch(items[:4])
-    assert close([r["score"] for r in rows[:4]], expected) < TOLERANCE and rows[4]["score"] is None
-    assert "4 of 5 records scored" in done.stderr
-    done = orchrm_cli(
-        "score", str(path), "--rm-url", "http://127.0.0.1:9/classify", "--tokenizer", str(rm_dir)
-    )
-    assert done.returncode == 2 and "cannot reach the reward server" in done.stderr
-    assert "Traceback" not in done.stderr

@@ -76,6 +76,11 @@ class RLConfig:
     rm: str = ""
     """The reward-model directory (`orchrm train`'s model/). Empty: one is trained into
     OUT/rm from the world logs (pairs mined as `orchrm demo` does), or reused."""
+    rm_url: str = ""
+    """The Orch-RM reward through a reward server instead of a model loaded here
+    (`.../classify` vLLM or SGLang, `.../get_reward` OpenRLHF, `.../score` orchrm serve;
+    docs/remote-scoring.md), built with `orchrm.rm.scorer.load_scorer(rm, rm_url)`: `rm`,
+    when given, is the served model's local copy, which says how to render."""
     preset: str = "math"
     """World preset of the training and held-out tasks."""
     tasks: str = ""

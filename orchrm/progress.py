@@ -10,14 +10,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 @contextmanager
 def progress_bar(description: str, total: int, enabled: bool = True):
-    """A rich progress bar (count, ETA) on stderr; yields (bar, task) for `bar.advance`."""
+    """A rich progress bar (count, ETA) on stderr; yields (bar, task) for `bar.advance`.
+    Only on a terminal: redrawn into a file or a pipe it would only leave blank lines."""
+    console = Console(stderr=True)
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        disable=not enabled,
+        disable=not enabled or not console.is_terminal,
         transient=True,
-        console=Console(stderr=True),
+        console=console,
     ) as bar:
         yield bar, bar.add_task(description, total=total)

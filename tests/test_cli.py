@@ -101,6 +101,8 @@ def test_train_options_are_train_config_fields_with_its_defaults(monkeypatch, tm
         raise SystemExit(0)
 
     monkeypatch.setattr(orchrm.rm.train, "train", train)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p").mkdir()  # train refuses a pair path where there is nothing
     args = ["train", "--pairs", "p", "--lr", "0.001", "--no-bf16", "--lora", "--resume"]
     assert CliRunner().invoke(app, args).exit_code == 0
     assert seen == [(TrainConfig(pairs="p", lr=0.001, bf16=False, lora=True), True)]
@@ -210,3 +212,26 @@ def test_a_store_typo_is_refused_and_a_small_mine_warns_of_an_empty_split(tmp_pa
     done = orchrm_cli("pairs", "export", "--store", str(db), "--out", str(tmp_path / "p"))
     assert done.returncode == 0, done.stderr
     assert "no validation file was written" in done.stderr
+
+
+def test_a_wrong_model_path_says_what_is_there(tmp_path, orchrm_cli):
+    from orchrm.rm.model import ModelError, model_directory
+
+    (tmp_path / "rm" / "model").mkdir(parents=True)
+    (tmp_path / "rm" / "model" / "config.json").write_text("{}")
+    assert model_directory(tmp_path / "rm") == tmp_path / "rm" / "model"  # train's OUT
+    (tmp_path / "pairs").mkdir()
+    (tmp_path / "pairs" / "train.jsonl").write_text("")
+    for path, says in (
+        (tmp_path / "nope", "no such directory"),
+        (tmp_path / "pairs", "it holds train.jsonl"),
+        (tmp_path / "pairs" / "train.jsonl", "is a file"),
+    ):
+        with pytest.raises(ModelError, match=says):
+            model_directory(path)
+    log = tmp_path / "log.jsonl"
+    log.write_text("")
+    done = orchrm_cli("score", str(log), "--rm", str(tmp_path / "nope"))
+    assert done.returncode == 2 and "no reward model at" in done.stderr
+    done = orchrm_cli("train", "--pairs", str(tmp_path / "missing"), "--out", str(tmp_path / "o"))
+    assert done.returncode == 2 and "no pairs at" in done.stderr

@@ -13,8 +13,10 @@ from orchrm.cli.console import (
     console,
     err_console,
     exit_if_unreadable,
+    fail,
     print_problems,
     report_unreadable,
+    warn,
 )
 from orchrm.cli.options import config_options
 from orchrm.jsonl import printable
@@ -52,16 +54,34 @@ def train_command(
     accuracy and ETA). Multi-process: `accelerate launch ... -m orchrm.rm.train`."""
     from orchrm.rm.train import train
 
+    if not Path(config.pairs).exists():
+        fail(f"no pairs at {config.pairs}: give `orchrm pairs export`'s folder or a pair file")
     summary = train(config, resume=resume)
     history = summary.history[-1] if summary.history else {}
+    best = summary.best_validation_accuracy
+    by_kind = history.get("accuracy_by_kind", {})
+    processes = f"{summary.processes} process" + ("es" if summary.processes > 1 else "")
     console.print(
-        f"trained {summary.steps} steps on {summary.train_pairs} pairs "
-        f"({summary.pairs_per_second:.1f} pairs/s, {summary.processes} process(es)); "
-        f"best validation accuracy {summary.best_validation_accuracy}; last by kind "
-        f"{history.get('accuracy_by_kind', {})}; {summary.truncated_texts} texts truncated; "
-        f"model -> {Path(config.out) / 'model'}",
+        f"trained {summary.steps} steps on {summary.train_pairs:,} pairs "
+        f"({summary.pairs_per_second:.1f} pairs/s, {processes})",
         highlight=False,
     )
+    if best is None:
+        warn("no validation pairs: nothing told the best checkpoint apart (see pairs mine)")
+    else:
+        kinds = ", ".join(f"{k} {v:.3f}" for k, v in sorted(by_kind.items()))
+        console.print(
+            f"best validation accuracy {best:.3f}"
+            + (f" (last, by kind: {kinds})" if kinds else ""),
+            highlight=False,
+        )
+    if summary.truncated_texts:
+        warn(
+            f"{summary.truncated_texts:,} texts were longer than --max-length "
+            f"{config.max_length} and cut from the end; export the pairs with the same "
+            "--max-length so the rendering cuts thinking first"
+        )
+    console.print(f"model -> {Path(config.out) / 'model'}", highlight=False)
 
 
 def evaluate_rm_command(

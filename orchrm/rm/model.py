@@ -157,6 +157,28 @@ def save_model(model, tokenizer, out: str | Path, metadata: dict) -> Path:
     return out
 
 
+def model_directory(path: str | Path) -> Path:
+    """`path` when it holds a model (a `config.json`); for `orchrm train`'s output folder,
+    its `model/`. Raises ModelError saying what is there instead, before any loader reads
+    the path as a hub id."""
+    path = Path(path)
+    if (path / "config.json").is_file():
+        return path
+    if (path / "model" / "config.json").is_file():
+        return path / "model"
+    if not path.exists():
+        raise ModelError(f"no reward model at {path}: no such directory")
+    if path.is_file():
+        raise ModelError(
+            f"{path} is a file; a reward model is a directory (`orchrm train`'s OUT/model)"
+        )
+    inside = sorted(p.name for p in path.iterdir())[:8]
+    raise ModelError(
+        f"no reward model in {path}: it has no config.json (it holds "
+        f"{', '.join(inside) or 'nothing'}); give `orchrm train`'s OUT/model"
+    )
+
+
 @dataclass
 class OrchRM:
     """A loaded reward model that scores (question, orchestration) before anything runs.
@@ -186,7 +208,7 @@ class OrchRM:
         """Load a saved reward model, or any sequence-classification model directory
         used off the shelf (then without orchrm metadata). Refuses a model trained on
         another rendering version unless `check_version` is False."""
-        path = Path(path)
+        path = model_directory(path)
         meta_file = path / METADATA
         metadata = json.loads(meta_file.read_text()) if meta_file.exists() else {}
         version = metadata.get("render_version")

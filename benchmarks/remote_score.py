@@ -1,0 +1,98 @@
+"""Scoring throughput, local against through `orchrm serve` on the loopback.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/remote_score.py --plans 192
+
+The offline MiniLM (saved untrained, max_length 128) scores world orchestrations three
+ways: `OrchRM` in process; `RemoteScorer` rendering here and posting to the server's
+`/classify`; `RemoteScorer` without a tokenizer, posting harmony XML to `/score`, where
+the server renders. The server runs in this process (uvicorn in a thread, one prepare
+worker), so all three share the same CPU cores and the same PyTorch threads
+(`--threads`). Prints orchestrations per second and the
+largest score difference from the local model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import torch
+import uvicorn
+
+from orchrm.parse import parse_harmony
+from orchrm.rm.config import default_backbone
+from orchrm.rm.model import OrchRM, load_backbone, save_model
+from orchrm.rm.scorer import load_scorer, score_items_with_tokens
+from orchrm.serve.app import create_app, uvicorn_config
+from orchrm.serve.config import ServeConfig
+from orchrm.world.orchestrators import orchestrators
+from orchrm.world.tasks import generate_tasks
+
+
+def world_items(count: int) -> list[tuple[str, object]]:
+    items = []
+    for task in generate_tasks("math", count, seed=3):
+        for writer in orchestrators(0).values():
+            items.append((task.question, parse_harmony(writer.write(task, 0)[0])))
+    return items[:count]
+
+
+def serve(rm: OrchRM) -> tuple[str, uvicorn.Server, threading.Thread]:
+    config = ServeConfig(rm="bench", prepare_workers=1)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn_config(create_app(rm, config), config))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    return f"http://127.0.0.1:{sock.getsockname()[1]}", server, thread
+
+
+def rate(scorer, items, repeats: int) -> tuple[float, list[float]]:
+    score_items_with_tokens(scorer, items[:8])  # warm-up
+    best, scores = 0.0, []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        scores, _ = score_items_with_tokens(scorer, items)
+        best = max(best, len(items) / (time.perf_counter() - start))
+    return best, scores
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plans", type=int, default=192)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="PyTorch CPU threads.")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        model, tokenizer = load_backbone(default_backbone())
+        path = save_model(model, tokenizer, Path(tmp) / "model", {"max_length": 128})
+        rm = OrchRM.load(path, device="cpu", bf16=False, batch_size=8)
+        items = world_items(args.plans)
+        base, server, thread = serve(rm)
+        try:
+            local, expected = rate(rm, items, args.repeats)
+            print(
+                f"local OrchRM: {local:.1f} orchestrations/s ({len(items)} plans, "
+                f"{args.threads} thread(s))"
+            )
+            for name, scorer in (
+                ("remote /classify, rendered here", load_scorer(path, f"{base}/classify")),
+                ("remote /score, rendered by the server", load_scorer(rm_url=f"{base}/score")),
+            ):
+                speed, scores = rate(scorer, items, args.repeats)
+                diff = max(abs(a - b) for a, b in zip(scores, expected, strict=True))
+                print(f"{name}: {speed:.1f} orchestrations/s; max |score - local| {diff:.1e}")
+        finally:
+            server.should_exit = True
+            thread.join(60)
+
+
+if __name__ == "__main__":
+    main()

@@ -16,6 +16,7 @@ FIELDS = [
     "method",
     "steps",
     "rm",
+    "rm_url",
     "policy",
     "preset",
     "tasks",

@@ -188,8 +188,10 @@ class RLConfig:
                     "training on --tasks is Orch-RM-reward GRPO only (--method grpo --reward "
                     "orchrm): the execution reward, RFT and DPO run on the offline world"
                 )
-            if not self.rm:
-                raise ConfigError("training on --tasks needs a reward model (--rm DIR)")
+            if not self.rm and not self.rm_url:
+                raise ConfigError(
+                    "training on --tasks needs a reward model (--rm DIR or --rm-url URL)"
+                )
 
     @property
     def run_name(self) -> str:

@@ -126,11 +126,11 @@ def _train_method(config: RLConfig, prep: Prepared, out: Path, *, ledger: TokenL
         from orchrm.rl.grpo import train_grpo
 
         if config.reward == "orchrm":
-            from orchrm.rm.model import OrchRM
+            from orchrm.rm.scorer import load_scorer
 
             # Forward passes of 8: on a CPU, padding a bigger batch to its longest text costs
             # more than batching saves (docs/results.md#why-the-defaults).
-            rm = OrchRM.load(prep.rm_dir, device="cpu", batch_size=8)
+            rm = load_scorer(prep.rm_dir, config.rm_url or None, device="cpu", batch_size=8)
             reward = OrchRMReward(rm, penalty, config.normalize_rm, ledger)
             data_tokens = prep.logs.execution_tokens if not config.rm else 0
             notes["reward model"] = str(prep.rm_dir)
@@ -278,7 +278,7 @@ def grpo_on_tasks(config: RLConfig, say=print) -> Path:
     from transformers import AutoTokenizer
 
     from orchrm.rl.grpo import train_grpo
-    from orchrm.rm.model import OrchRM
+    from orchrm.rm.scorer import load_scorer
 
     config.check()
     if not config.policy:
@@ -297,7 +297,12 @@ def grpo_on_tasks(config: RLConfig, say=print) -> Path:
     cuda = torch.cuda.is_available()
     if not cuda:
         torch.set_num_threads(config.num_threads)
-    rm = OrchRM.load(config.rm, device="cuda" if cuda else "cpu", batch_size=64 if cuda else 8)
+    rm = load_scorer(
+        config.rm or None,
+        config.rm_url or None,
+        device="cuda" if cuda else "cpu",
+        batch_size=64 if cuda else 8,
+    )
     ledger = TokenLedger(out / "tokens.jsonl")
     penalty = config.penalty if config.penalty is not None else PENALTIES[config.reward]
     say(f"{config.run_name}: {len(tasks)} tasks from {config.tasks}, {config.steps} steps")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from orchrm.jsonl import printable
 from orchrm.parse.records import score_inputs
-from orchrm.rm.model import OrchRM
+from orchrm.rm.scorer import Scorer
 
 
 @dataclass
@@ -27,7 +27,7 @@ class ScoredRecords:
     """Rows with a score."""
 
 
-def score_files(model: OrchRM, files: Sequence[Path]) -> ScoredRecords:
+def score_files(model: Scorer, files: Sequence[Path]) -> ScoredRecords:
     """Score every orchestration in `files` (any form `orchrm.parse.records.score_inputs`
     reads) in one batched pass; a file that cannot be read is listed, not raised."""
     out, items = ScoredRecords(), []

@@ -1,10 +1,11 @@
 """`orchrm demo`: the whole story offline, on the controlled world.
 
-For the `math` and `multihop` presets: generate logs for training tasks and held-out
-test tasks, ingest the training logs, mine pairs, train the default MiniLM reward model
-per domain and one on both domains mixed, then evaluate best-of-8 on the held-out tasks
-against every selector (the other domain's reward model serves as `external-rm`), and
-write the report (Markdown, PNGs, JSON) to the output folder.
+For each preset asked for (`math` by default): generate logs for training tasks and
+held-out test tasks, ingest the training logs, mine pairs, train the default MiniLM reward
+model per domain (and, with `mixed`, one on every domain's pairs mixed), then evaluate
+best-of-8 on the held-out tasks against every selector (with two presets or more, another
+domain's reward model serves as `external-rm`), and write the report (Markdown, PNGs,
+JSON) to the output folder.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from orchrm.rm.config import TrainConfig
 from orchrm.rm.model import OrchRM
 from orchrm.rm.world_models import PairDataset, WorldRMConfig, WorldRMResult, world_reward_models
 from orchrm.world.generate import generate
-
-PRESETS = ("math", "multihop")
 
 
 def _gap_share(at: dict, measure: str) -> str:
@@ -55,7 +54,7 @@ def _generate_logs(config: DemoConfig, say) -> tuple[dict, dict]:
     (out / "logs").mkdir(parents=True, exist_ok=True)
     logs: dict[tuple[str, str], Path] = {}
     world: dict[tuple[str, str], list] = {}
-    for preset in PRESETS:
+    for preset in config.presets:
         for part, n, seed in (
             ("train", config.train_tasks, config.seed),
             ("test", config.test_tasks, config.seed + 1),
@@ -76,20 +75,22 @@ def _generate_logs(config: DemoConfig, say) -> tuple[dict, dict]:
 
 
 def _reward_models(config: DemoConfig, logs: dict, lap) -> WorldRMResult:
-    """One reward model per domain and one on both domains mixed, from the training logs."""
+    """One reward model per domain (and one on every domain mixed), from the training logs."""
+    wanted = [
+        (preset, preset, config.multihop_steps if preset == "multihop" else config.steps)
+        for preset in config.presets
+    ]
+    if config.mixed:
+        wanted.append(("mixed", None, config.steps))
     return world_reward_models(
         WorldRMConfig(
             out=config.out,
-            logs=[str(logs[(preset, "train")]) for preset in PRESETS],
+            logs=[str(logs[(preset, "train")]) for preset in config.presets],
             datasets=tuple(
-                # Validated once, at the end: in the default demo the last step beat the
-                # halfway one for all three models.
+                # Validated once, at the end: in the demo the last step beat the halfway
+                # one for every model.
                 PairDataset(name, domain, steps=steps, eval_every=steps, folder=name)
-                for name, domain, steps in (
-                    ("math", "math", config.steps),
-                    ("multihop", "multihop", config.multihop_steps),
-                    ("mixed", None, config.steps),
-                )
+                for name, domain, steps in wanted
             ),
             seed=config.seed,
             train=TrainConfig(
@@ -102,13 +103,14 @@ def _reward_models(config: DemoConfig, logs: dict, lap) -> WorldRMResult:
 
 def _evaluate_preset(config: DemoConfig, preset: str, models: dict, logs: dict, world: dict):
     """Best-of-N on the preset's held-out tasks against the whole line-up, with notes."""
-    other = "multihop" if preset == "math" else "math"
+    others = [p for p in config.presets if p != preset]
+    other = others[0] if others else None
     tasks = tasks_from_logs([str(logs[(preset, "test")])], "specialized", config.samples)
     lineup = build_lineup(
         tasks,
         rm=models[preset],
-        external_rm=models[other],
-        mixed_rm=models["mixed"],
+        external_rm=models[other] if other else None,
+        mixed_rm=models.get("mixed"),
         world_tasks=world[(preset, "test")],
         reruns=config.reruns,
         seed=config.seed,
@@ -125,7 +127,7 @@ def _evaluate_preset(config: DemoConfig, preset: str, models: dict, logs: dict, 
         ),
         "orchrm - majority, task by task": _versus_majority(at["orchrm"]),
         "judge-traj / orchrm verification tokens": f"{cheaper:.1f}x",
-        "external-rm": f"the reward model trained on {other}",
+        **({"external-rm": f"the reward model trained on {other}"} if other else {}),
         "world judges": "orchestration level: true success probability + N(0, 0.3) noise; "
         "trajectory level: reads each answer's correctness right 85% of "
         "the time",
@@ -165,7 +167,7 @@ def run_demo(config: DemoConfig, say=print) -> dict:
             f"{config.max_length} tokens)"
         )
     evaluations = []
-    for preset in PRESETS:
+    for preset in config.presets:
         evaluations.append(_evaluate_preset(config, preset, models, logs, world))
         lap(f"evaluate {preset}")
     seconds["total"] = round(time.perf_counter() - started, 1)

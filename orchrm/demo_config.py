@@ -6,7 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchrm.configs import check, setting
+from orchrm.errors import ConfigError
 from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS
+
+WORLD_PRESETS = ("math", "search", "multihop", "science")
+"""The offline world's presets (`orchrm.world.tasks.PRESETS`)."""
 
 
 @dataclass
@@ -15,6 +19,12 @@ class DemoConfig:
 
     out: str = "orchrm-demo"
     """Folder for logs, store, pairs, models and the report."""
+    presets: tuple[str, ...] = ("math",)
+    """World presets, each with its own reward model and table: math, search, multihop,
+    science (the default keeps the demo within 10 minutes on two CPU cores)."""
+    mixed: bool = False
+    """Also train one reward model on every preset's pairs mixed, as `orchrm-mixed` (with
+    two presets or more)."""
     train_tasks: int = setting(300, min=10)
     """World tasks per preset whose logs train the reward models: at the same steps, more
     tasks mean more distinct pairs (docs/results.md#training-tasks-and-steps)."""
@@ -43,3 +53,11 @@ class DemoConfig:
 
     def __post_init__(self) -> None:
         check(self)
+        unknown = [p for p in self.presets if p not in WORLD_PRESETS]
+        if unknown or not self.presets or len(set(self.presets)) < len(self.presets):
+            raise ConfigError(
+                f"presets must be distinct names among {', '.join(WORLD_PRESETS)}; got "
+                f"{', '.join(self.presets) or 'none'}"
+            )
+        if self.mixed and len(self.presets) < 2:
+            raise ConfigError("a mixed reward model needs two presets or more (--presets)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from transformers import AutoTokenizer
 
 from orchrm.demo import DemoConfig, run_demo
@@ -17,6 +18,8 @@ def test_demo_writes_the_report_with_every_selector(tmp_path):
     run_demo(
         DemoConfig(
             out=str(tmp_path),
+            presets=("math", "multihop"),
+            mixed=True,
             train_tasks=20,
             test_tasks=12,
             samples=4,
@@ -71,7 +74,7 @@ def test_demo_writes_the_report_with_every_selector(tmp_path):
 
 
 def test_demo_command_leaves_defaults_to_demo_config_and_shows_them(monkeypatch):
-    """The CLI once carried its own `--steps` default, which hid DemoConfig's."""
+    """The CLI shows DemoConfig's defaults and sets only the options given."""
     import dataclasses
     import re
 
@@ -99,3 +102,16 @@ def test_demo_command_leaves_defaults_to_demo_config_and_shows_them(monkeypatch)
         after = re.split(rf"{option}\s", shown, maxsplit=1)[1]
         block = " ".join(re.split(r"│ +--", after, maxsplit=1)[0].replace("│", " ").split())
         assert f"[default: {defaults[name]}]" in block, block
+
+
+def test_demo_presets_are_the_world_presets_and_mixing_needs_two():
+    from orchrm.demo_config import WORLD_PRESETS
+    from orchrm.errors import ConfigError
+    from orchrm.world.tasks import PRESETS
+
+    assert tuple(PRESETS) == WORLD_PRESETS
+    assert DemoConfig().presets == ("math",) and not DemoConfig().mixed
+    DemoConfig(presets=("search", "math"), mixed=True)
+    for bad in ({"presets": ("maths",)}, {"presets": ()}, {"mixed": True}):
+        with pytest.raises(ConfigError):
+            DemoConfig(**bad)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from orchrm.cli.console import console
+from orchrm.cli.console import console, csv_values
 from orchrm.cli.options import config_options
 from orchrm.demo_config import DemoConfig
 
 
 @config_options(
     DemoConfig,
-    ["out", "train_tasks", "test_tasks", "steps", "multihop_steps", "bf16", "reruns", "seed"],
+    [
+        *("out", "presets", "mixed", "train_tasks", "test_tasks", "steps", "multihop_steps"),
+        *("bf16", "reruns", "seed"),
+    ],
+    settings={"presets": {"parser": csv_values, "spell": ",".join}},
 )
 def demo_command(config: DemoConfig) -> None:
     """The whole story offline: world logs -> store -> pairs -> reward models -> best-of-8

@@ -19,8 +19,8 @@ from transformers import AutoModelForSequenceClassification
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import render_for_rm
 from orchrm.parse import parse_harmony
+from orchrm.rm.batching import length_grouped_batches
 from orchrm.rm.config import TrainConfig
-from orchrm.rm.data import length_grouped_batches
 from orchrm.rm.model import ModelError, OrchRM, bf16_supported, token_counter
 from orchrm.rm.train import train
 from orchrm.store.db import Store

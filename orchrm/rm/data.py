@@ -1,16 +1,14 @@
-"""Preference pairs for the reward model: loading, tokenizing, length-grouped batches.
+"""Preference pairs for the reward model: loading, tokenizing, padding into tensors.
 
 Each pair becomes two token sequences, `prompt + chosen` and `prompt + rejected`: exactly
-the text `render_for_rm` gives (the export wrote it that way). Batches group pairs of
-similar length so dynamic padding wastes little; their order is a pure function of the
-seed and the epoch, so a resumed run sees exactly the batches it would have seen.
+the text `render_for_rm` gives (the export wrote it that way). Which pairs go together
+in a batch is `orchrm.rm.batching`'s.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +37,10 @@ class Pairs:
 
     def __len__(self) -> int:
         return len(self.chosen)
+
+    def widths(self) -> list[int]:
+        """Tokens of the longer text of each pair: what it pads a batch to."""
+        return [max(len(c), len(r)) for c, r in zip(self.chosen, self.rejected, strict=True)]
 
 
 def read_pair_file(path: str | Path) -> list[dict]:
@@ -114,23 +116,6 @@ def _truncate(ids: list[int], max_length: int, tokenizer) -> list[int]:
     # Keep the end-of-sequence token when the tokenizer adds one (BERT's [SEP]).
     last = ids[-1] if ids[-1] in (tokenizer.sep_token_id, tokenizer.eos_token_id) else None
     return [*ids[: max_length - 1], last] if last is not None else ids[:max_length]
-
-
-def length_grouped_batches(
-    lengths: list[int], batch_size: int, seed: int, epoch: int, group: int = 64
-) -> list[list[int]]:
-    """Index batches: shuffled (by seed and epoch), then sorted by length inside chunks of
-    `group` batches, so each batch holds similar lengths; batch order shuffled again."""
-    rng = random.Random(f"{seed}:{epoch}")
-    order = list(range(len(lengths)))
-    rng.shuffle(order)
-    chunk = batch_size * group
-    batches = []
-    for start in range(0, len(order), chunk):
-        part = sorted(order[start : start + chunk], key=lambda i: -lengths[i])
-        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
-    rng.shuffle(batches)
-    return batches
 
 
 def collate(sequences: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:

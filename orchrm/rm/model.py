@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from orchrm.errors import OrchrmError
+from orchrm.errors import ConfigError, OrchrmError
 from orchrm.orchestration import (
     RM_RENDER_VERSION,
     Orchestration,
@@ -31,6 +31,7 @@ from orchrm.orchestration import (
     replace_surrogates,
 )
 from orchrm.parse import ParseError, parse_harmony
+from orchrm.rm.config import TrainConfig
 from orchrm.rm.data import collate
 
 METADATA = "orchrm.json"
@@ -102,17 +103,39 @@ def backbone_budget(
     return render_budget(tokenizer, max_length)
 
 
-def load_backbone(name: str, trust_remote_code: bool = False):
-    """(model, tokenizer) with one output label and a pad token set; safetensors only."""
+def load_backbone(
+    name: str,
+    trust_remote_code: bool = False,
+    *,
+    dtype: torch.dtype = torch.float32,
+    attn_implementation: str | None = None,
+):
+    """(model, tokenizer) with one output label and a pad token set; safetensors only.
+    Weights are loaded in `dtype`; `attn_implementation` picks the attention kernel
+    (sdpa, flash_attention_2, eager; None: the model's default)."""
+    chosen = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
         model = AutoModelForSequenceClassification.from_pretrained(
-            name, num_labels=1, trust_remote_code=trust_remote_code, use_safetensors=True
+            name,
+            num_labels=1,
+            trust_remote_code=trust_remote_code,
+            use_safetensors=True,
+            dtype=dtype,
+            **chosen,
         )
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, ImportError) as err:
         raise ModelError(f"cannot load backbone {name!r}: {err}") from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    rows = model.get_input_embeddings().num_embeddings
+    if tokenizer.pad_token_id is None or tokenizer.pad_token_id >= rows:
+        # The score is read before the first pad token: one the model cannot embed fails
+        # every padded batch.
+        raise ModelError(
+            f"backbone {name!r}: pad token {tokenizer.pad_token!r} (id "
+            f"{tokenizer.pad_token_id}) is not in the model's {rows}-token vocabulary"
+        )
     model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
 
@@ -131,19 +154,82 @@ def add_lora(model, r: int, alpha: int, dropout: float):
         target_modules="all-linear",
         modules_to_save=heads,
     )
-    return get_peft_model(model, config)
+    model = get_peft_model(model, config)
+    # The trained parameters stay fp32 over a bf16 base: AdamW's updates at small
+    # learning rates vanish below bf16's 8-bit mantissa.
+    for p in model.parameters():
+        if p.requires_grad:
+            p.data = p.data.float()
+    return model
 
 
-def save_model(model, tokenizer, out: str | Path, metadata: dict) -> Path:
+def enable_gradient_checkpointing(model, lora: bool) -> None:
+    """Recompute each layer's activations in the backward pass instead of keeping them.
+    Non-reentrant checkpointing, which needs no input that requires grad; with LoRA the
+    embeddings are frozen, so their output is made to require grad anyway, as PEFT
+    recommends for either kind."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise ConfigError(
+            f"{type(model).__name__} does not support gradient checkpointing: "
+            "set gradient_checkpointing to False"
+        )
+    settings = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.24
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=settings)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=settings)
+    if lora:
+        model.enable_input_require_grads()
+
+
+def disable_dropout(model) -> None:
+    """Set every dropout of the model to zero (modules and attention kernels)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if hasattr(module, "dropout_prob"):  # attention layers that pass it to SDPA
+            module.dropout_prob = 0.0
+
+
+def load_for_training(config: TrainConfig, backbone: str, *, bf16: bool, cuda: bool):
+    """(model, tokenizer, gradient checkpointing on) as `config` asks: a LoRA base in
+    bf16 when computing in bf16, everything trained in fp32."""
+    if config.attn_implementation == "flash_attention_2" and not (bf16 and cuda):
+        raise ConfigError("attn_implementation flash_attention_2 needs CUDA and dtype bf16")
+    dtype = torch.bfloat16 if bf16 and config.lora else torch.float32
+    model, tokenizer = load_backbone(
+        backbone,
+        config.trust_remote_code,
+        dtype=dtype,
+        attn_implementation=config.attn_implementation,
+    )
+    checkpointing = config.gradient_checkpointing
+    if checkpointing is None:
+        # (ZeRO-3 loads each process a shard; DeepSpeed keeps the full size in ds_numel)
+        big = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters()) > 1e9
+        checkpointing = cuda and (config.lora or big)
+    if checkpointing:
+        enable_gradient_checkpointing(model, config.lora)
+    if config.lora:
+        model = add_lora(model, config.lora_r, config.lora_alpha, config.lora_dropout)
+    if config.disable_dropout:
+        disable_dropout(model)
+    return model, tokenizer, checkpointing
+
+
+def save_model(
+    model, tokenizer, out: str | Path, metadata: dict, state_dict: dict | None = None
+) -> Path:
     """Write a standard Hugging Face directory plus `orchrm.json`, atomically (a
-    temporary folder renamed into place). LoRA adapters are merged first."""
+    temporary folder renamed into place). LoRA adapters are merged first. `state_dict`
+    replaces the model's own weights (a consolidated copy of a sharded model)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
+        model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
         tokenizer.save_pretrained(tmp)
         (tmp / METADATA).write_text(
             json.dumps({"render_version": RM_RENDER_VERSION, **metadata}, indent=2)

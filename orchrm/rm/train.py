@@ -8,34 +8,40 @@ over gloo.)
 
 Loss -log sigmoid(r_chosen - r_rejected) (optional per-pair margin and reward-centering
 term). Chosen and rejected texts go through the model in one forward pass; batches group
-pairs of similar length and pad only to their longest member; bf16 autocast where the
-hardware supports it; gradient accumulation; linear warm-up and decay; early stopping on
-validation accuracy. Multi-process data parallelism comes from `accelerate`. Resumable
-checkpoints (`orchrm.rm.checkpoint`: safetensors weights, optimizer state loaded with
-`weights_only`, JSON trainer state) are written atomically, and a resume passes over a
-damaged one to the newest intact one; because the batch order is a function of the
-seed and epoch and dropout is seeded per step, a resumed run continues exactly where the
-interrupted one stopped, repeating and skipping nothing.
+pairs of similar length and pad only to their longest member, optionally under a token
+budget per pass (`orchrm.rm.batching`); gradients are accumulated over a step's passes
+with every pair weighing the same; bf16 where the hardware runs it fast (frozen LoRA
+base in bf16, trained parameters in fp32); gradient checkpointing; linear warm-up and
+decay; early stopping on validation accuracy; tokens/s and MFU (`orchrm.rm.throughput`).
+Multi-process data parallelism, DeepSpeed and FSDP (configs/accelerate/) come from
+`accelerate` (`orchrm.rm.parallel`). Resumable checkpoints (`orchrm.rm.checkpoint`: safetensors
+weights, optimizer state loaded with `weights_only`, JSON trainer state) are written
+atomically, and a resume passes over a damaged one to the newest intact one; because the
+batch order is a function of the seed and epoch and dropout is seeded per pass, a
+resumed run continues exactly where the interrupted one stopped, repeating and skipping
+nothing.
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import json
 import math
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator
-from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import broadcast_object_list
 from transformers import get_linear_schedule_with_warmup
 
+from orchrm.errors import ConfigError, InputError
 from orchrm.progress import progress_bar
+from orchrm.rm.batching import MicroBatch, Step, epoch_steps, padded_tokens, steps_done
 from orchrm.rm.checkpoint import (
     TrainState,
     apply_checkpoint,
@@ -45,93 +51,28 @@ from orchrm.rm.checkpoint import (
     save_checkpoint,
 )
 from orchrm.rm.config import TrainConfig, default_backbone
-from orchrm.rm.data import Pairs, collate, data_hash, length_grouped_batches, load_splits, tokenize
-from orchrm.rm.model import add_lora, bf16_supported, load_backbone, rewards, save_model
+from orchrm.rm.data import Pairs, collate, data_hash, load_splits, tokenize
 
-
-def disable_dropout(model) -> None:
-    """Set every dropout of the model to zero (modules and attention kernels)."""
-    for module in model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-        if hasattr(module, "dropout_prob"):  # attention layers that pass it to SDPA
-            module.dropout_prob = 0.0
-
-
-def pairwise_accuracy(
-    model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bool
-) -> dict:
-    """Pairwise accuracy overall, per pair kind and per domain; reward mean and spread."""
-    if not len(pairs):
-        return {}
-    was_training = model.training
-    model.eval()
-    # A plan is in many pairs of its task (every right one against every wrong one):
-    # each distinct text is scored once.
-    distinct = list(dict.fromkeys(tuple(ids) for ids in pairs.chosen + pairs.rejected))
-    scored = rewards(model, [list(ids) for ids in distinct], pad_id, batch_size * 2, device, bf16)
-    reward_of = dict(zip(distinct, scored, strict=True))
-    model.train(was_training)
-    chosen = [reward_of[tuple(ids)] for ids in pairs.chosen]
-    rejected = [reward_of[tuple(ids)] for ids in pairs.rejected]
-    wins = [c > r for c, r in zip(chosen, rejected, strict=True)]
-
-    def accuracy_by(labels: list[str]) -> dict[str, float]:
-        groups: dict[str, list[bool]] = {}
-        for label, win in zip(labels, wins, strict=True):
-            groups.setdefault(label or "unknown", []).append(win)
-        return {k: sum(v) / len(v) for k, v in sorted(groups.items())}
-
-    everything = chosen + rejected
-    return {
-        "accuracy": sum(wins) / len(wins),
-        "accuracy_by_kind": accuracy_by(pairs.kinds),
-        "accuracy_by_domain": accuracy_by(pairs.domains),
-        "pairs": len(wins),
-        "reward_mean": statistics.fmean(everything),
-        "reward_std": statistics.pstdev(everything),
-    }
-
-
-def evaluate_file(model_dir: str | Path, pairs_file: str | Path, batch_size: int = 32) -> dict:
-    """`pairwise_accuracy` of a saved reward model on an exported pair file (e.g. the
-    test split)."""
-    from orchrm.rm.data import read_pair_file
-    from orchrm.rm.model import OrchRM
-
-    rm = OrchRM.load(model_dir, batch_size=batch_size)
-    pairs = tokenize(read_pair_file(pairs_file), rm.tokenizer, rm.max_length)
-    return pairwise_accuracy(
-        rm.model, pairs, rm.tokenizer.pad_token_id, batch_size, rm.device, rm.bf16
-    )
-
-
-@dataclass
-class TrainSummary:
-    """What a training run did; also stored under `training` in the model's metadata."""
-
-    steps: int
-    """Optimizer steps done."""
-    pairs_seen: int
-    """Training pairs read, summed over processes."""
-    train_seconds: float
-    """Forward, backward and optimizer time only (evaluation and saving excluded)."""
-    pairs_per_second: float
-    best_validation_accuracy: float | None
-    """Pairwise accuracy of the saved model on the validation pairs (None: none)."""
-    history: list[dict]
-    """Every validation pass: its step and `pairwise_accuracy` metrics."""
-    train_pairs: int
-    validation_pairs: int
-    truncated_texts: int
-    """Texts (of both splits) cut to `max_length`."""
-    bf16: bool
-    processes: int
-    stopped_early: bool
-    resumed_from_step: int | None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+# evaluate_file and disable_dropout: imported from here by `orchrm evaluate-rm` and
+# orchrm.rm.plan_probe.
+from orchrm.rm.evaluate import evaluate_file, pairwise_accuracy  # noqa: F401
+from orchrm.rm.model import (
+    add_lora,
+    bf16_supported,
+    disable_dropout,  # noqa: F401
+    load_backbone,
+    load_for_training,
+    save_model,
+)
+from orchrm.rm.parallel import (
+    Placement,
+    configure_deepspeed,
+    make_accelerator,
+    model_to_save,
+    placement,
+)
+from orchrm.rm.summary import TrainSummary
+from orchrm.rm.throughput import Meter, device_peak_flops, flops_per_token
 
 
 def pair_loss(
@@ -141,20 +82,21 @@ def pair_loss(
     *,
     pad_id: int,
     device,
-    center_rewards: float,
+    center_rewards: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Bradley-Terry loss of one batch: `sequences` holds the chosen texts then the
-    rejected ones (one forward pass for both); returns (loss, chosen - rejected)."""
+    """Bradley-Terry loss of each pair of one batch: `sequences` holds the chosen texts
+    then the rejected ones (one forward pass for both); returns (loss per pair, chosen -
+    rejected). Their mean is the batch's loss."""
     inputs = {k: v.to(device) for k, v in collate(sequences, pad_id).items()}
     scores = model(**inputs).logits.squeeze(-1).float()
     chosen, rejected = scores.chunk(2)
     diff = chosen - rejected
     if margins is not None:
         diff = diff - torch.tensor(margins, device=device)
-    loss = -torch.nn.functional.logsigmoid(diff).mean()
+    losses = -torch.nn.functional.logsigmoid(diff)
     if center_rewards:
-        loss = loss + center_rewards * ((chosen + rejected) ** 2).mean()
-    return loss, diff
+        losses = losses + center_rewards * (chosen + rejected) ** 2
+    return losses, diff
 
 
 def _say(message: str) -> None:
@@ -187,43 +129,32 @@ def _param_groups(model, config: TrainConfig) -> list[dict]:
     return [{"params": body}, {"params": head, "lr": config.head_lr}]
 
 
-def _accelerator(cpu: bool, mixed_precision: str, grad_accumulation: int) -> Accelerator:
-    """accelerate keeps one precision per process and refuses another one later. A
-    process that is not part of a multi-process launch (a notebook, the demo, a test
-    session) may train several models with different settings, so there it starts
-    afresh; a launched process keeps the launch's state."""
-    state = AcceleratorState._shared_state
-    other = state and state.get("_mixed_precision") != mixed_precision
-    if other and PartialState().num_processes == 1:
-        AcceleratorState._reset_state()
-    # cpu=True is what makes accelerate run several CPU processes over gloo (MULTI_CPU).
-    return Accelerator(
-        cpu=cpu, mixed_precision=mixed_precision, gradient_accumulation_steps=grad_accumulation
-    )
-
-
 @dataclass
 class _Run:
     """Everything one training run holds: built by `_prepare`, advanced by `train`."""
 
     config: TrainConfig
     accelerator: Accelerator
+    placement: Placement
     backbone: str
     model: object
     tokenizer: object
-    optimizer: torch.optim.Optimizer
-    scheduler: object
     train_records: list[dict]
     train_pairs: Pairs
     val_pairs: Pairs
-    lengths: list[int]
-    """Tokens of each training pair (chosen + rejected), for length-grouped batches."""
-    per_process: int
-    """Batches each process reads per epoch."""
-    total_steps: int
-    state: TrainState
-    resumed_step: int | None
     bf16: bool
+    checkpointing: bool
+    meter: Meter
+    optimizer: torch.optim.Optimizer | None = None
+    scheduler: object = None
+    total_steps: int = 0
+    state: TrainState = field(default_factory=TrainState)
+    resumed_step: int | None = None
+
+    @cached_property
+    def widths(self) -> list[int]:
+        """Tokens of the longer text of each training pair (what it pads a batch to)."""
+        return self.train_pairs.widths()
 
     @property
     def main(self) -> bool:
@@ -233,71 +164,98 @@ class _Run:
     def out(self) -> Path:
         return Path(self.config.out)
 
+    def epoch(self, epoch: int) -> list[Step]:
+        """This process's steps in `epoch`."""
+        config, accelerator = self.config, self.accelerator
+        return epoch_steps(
+            self.widths,
+            batch_size=config.batch_size,
+            grad_accumulation=config.grad_accumulation,
+            max_tokens=config.max_tokens_per_batch,
+            seed=config.seed,
+            epoch=epoch,
+            processes=accelerator.num_processes,
+            rank=accelerator.process_index,
+        )
+
 
 def _prepare(config: TrainConfig, resume: bool) -> _Run:
-    """Configure the accelerator, model, data, optimizer and schedule, and resume."""
+    """Configure the accelerator, model and data, then `_schedule`."""
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
-    cpu = not torch.cuda.is_available()
-    device = torch.device("cpu" if cpu else "cuda")
-    use_bf16 = bf16_supported(device) if config.bf16 is None else config.bf16
-    accelerator = _accelerator(cpu, "bf16" if use_bf16 else "no", config.grad_accumulation)
+    cuda = torch.cuda.is_available()
+    precision = config.precision()
+    bf16 = bf16_supported(torch.device("cuda" if cuda else "cpu"))
+    bf16 = bf16 if precision == "auto" else precision == "bf16"
+    accelerator = make_accelerator(not cuda, "bf16" if bf16 else "no")
+    where = placement(accelerator)
+    if resume and where.wrapped:
+        raise ConfigError("--resume is not supported under DeepSpeed or FSDP launches")
     torch.manual_seed(config.seed)  # the score head's initialization
     # configure the model
     backbone = config.backbone or default_backbone()
-    model, tokenizer = load_backbone(backbone, config.trust_remote_code)
-    if config.lora:
-        model = add_lora(model, config.lora_r, config.lora_alpha, config.lora_dropout)
+    model, tokenizer, checkpointing = load_for_training(config, backbone, bf16=bf16, cuda=cuda)
+    peak = device_peak_flops(accelerator.device, config.peak_flops)
     # configure the data
     train_records, val_records = load_splits(config.pairs, config.validation_share, config.seed)
-    train_pairs = tokenize(train_records, tokenizer, config.max_length)
-    val_pairs = tokenize(val_records, tokenizer, config.max_length)
-    lengths = [
-        len(c) + len(r) for c, r in zip(train_pairs.chosen, train_pairs.rejected, strict=True)
-    ]
-    batches = length_grouped_batches(lengths, config.batch_size, config.seed, 0)
-    per_process = len(batches) // accelerator.num_processes
-    steps_per_epoch = max(1, per_process // config.grad_accumulation)
-    total_steps = math.ceil(config.epochs * steps_per_epoch)
+    run = _Run(
+        config=config,
+        accelerator=accelerator,
+        placement=where,
+        backbone=backbone,
+        model=model,
+        tokenizer=tokenizer,
+        train_records=train_records,
+        train_pairs=tokenize(train_records, tokenizer, config.max_length),
+        val_pairs=tokenize(val_records, tokenizer, config.max_length),
+        bf16=bf16,
+        checkpointing=checkpointing,
+        meter=Meter(flops_per_token(model), peak),
+    )
+    _schedule(run, resume)
+    return run
+
+
+def _schedule(run: _Run, resume: bool) -> None:
+    """Configure the steps, optimizer and schedule, resume where a checkpoint stopped,
+    and hand model and optimizer to accelerate."""
+    config, accelerator, model = run.config, run.accelerator, run.model
+    steps = len(run.epoch(0))
+    if not steps:
+        raise InputError(
+            f"{len(run.train_pairs)} training pairs make no step for each of "
+            f"{accelerator.num_processes} processes: use a smaller batch_size or fewer"
+        )
+    run.total_steps = math.ceil(config.epochs * steps)
     if config.max_steps is not None:
-        total_steps = min(total_steps, config.max_steps)
-    # configure the optimizer and schedule, then resume where a checkpoint stopped
-    if config.disable_dropout:
-        disable_dropout(model)
-    optimizer = torch.optim.AdamW(
+        run.total_steps = min(run.total_steps, config.max_steps)
+    run.optimizer = torch.optim.AdamW(
         _param_groups(model, config), lr=config.lr, weight_decay=config.weight_decay, fused=True
     )
-    scheduler = get_linear_schedule_with_warmup(
-        optimizer, int(config.warmup_ratio * total_steps), total_steps
+    run.scheduler = get_linear_schedule_with_warmup(
+        run.optimizer, int(config.warmup_ratio * run.total_steps), run.total_steps
     )
-    out, main = Path(config.out), accelerator.is_main_process
-    if main:
-        remove_unfinished(out, _say)
-    resumed = _resume(out, model, optimizer, scheduler, main=main) if resume else None
-    model, optimizer = accelerator.prepare(model, optimizer)
-    return _Run(
-        config,
-        accelerator,
-        backbone,
-        model,
-        tokenizer,
-        optimizer,
-        scheduler,
-        train_records,
-        train_pairs,
-        val_pairs,
-        lengths,
-        per_process,
-        total_steps,
-        state=resumed if resumed is not None else TrainState(),
-        resumed_step=None if resumed is None else resumed.step,
-        bf16=use_bf16,
-    )
+    if run.main:
+        remove_unfinished(run.out, _say)
+    if resume:
+        resumed = _resume(run.out, model, run.optimizer, run.scheduler, main=run.main)
+        if resumed is not None:
+            run.state, run.resumed_step = resumed, resumed.step
+    configure_deepspeed(accelerator, config.batch_size)
+    run.model, run.optimizer = accelerator.prepare(model, run.optimizer)
 
 
 def _save_model(run: _Run, metrics: dict) -> None:
-    """The model as it is now, with its metadata, into OUT/model."""
+    """The model as it is now, with its metadata, into OUT/model (called by the main
+    process, and by every process of a sharded run)."""
     config = run.config
+
+    def fresh():
+        """A new LoRA model of the backbone to load gathered weights into."""
+        dtype = torch.bfloat16 if run.bf16 else torch.float32
+        model, _ = load_backbone(run.backbone, config.trust_remote_code, dtype=dtype)
+        return add_lora(model, config.lora_r, config.lora_alpha, config.lora_dropout)
+
     meta = {
         "backbone": run.backbone,
         "max_length": config.max_length,
@@ -310,15 +268,17 @@ def _save_model(run: _Run, metrics: dict) -> None:
         "config": {k: v for k, v in asdict(config).items() if k != "extra"},
         "extra": config.extra,
     }
-    unwrapped = run.accelerator.unwrap_model(run.model)
-    if config.lora:  # merge a copy: training goes on with the adapters
-        unwrapped = copy.deepcopy(unwrapped)
-    save_model(unwrapped, run.tokenizer, run.out / "model", meta)
+    model, state_dict = model_to_save(
+        run.accelerator, run.model, run.placement, main=run.main, lora=config.lora, fresh=fresh
+    )
+    if model is not None:
+        save_model(model, run.tokenizer, run.out / "model", meta, state_dict)
 
 
 def _validate(run: _Run) -> bool:
     """Score the validation pairs, keep the model when it is the best so far; True when
-    early stopping says to stop."""
+    early stopping says to stop. Sharded runs score on every process (forward passes
+    gather weights collectively) and take the main process's metrics."""
     config, state = run.config, run.state
     metrics = pairwise_accuracy(
         run.accelerator.unwrap_model(run.model),
@@ -328,7 +288,12 @@ def _validate(run: _Run) -> bool:
         run.accelerator.device,
         run.bf16,
     )
-    state.history.append({"step": state.step, **metrics})
+    if run.placement.sharded:
+        shared = [metrics]
+        broadcast_object_list(shared)
+        metrics = shared[0]
+    throughput = asdict(run.meter.throughput())
+    state.history.append({"step": state.step, **metrics, "throughput": throughput})
     if metrics["accuracy"] > state.best_accuracy:
         state.best_accuracy, state.evals_since_best = metrics["accuracy"], 0
         _save_model(run, metrics)
@@ -341,10 +306,12 @@ def _finish_step(run: _Run) -> bool:
     """Validate and checkpoint on schedule; True (on every process) when training stops."""
     config, state, last = run.config, run.state, run.state.step >= run.total_steps
     stop = False
-    if (state.step % config.eval_every == 0 or last) and run.main and len(run.val_pairs):
+    due = (state.step % config.eval_every == 0 or last) and len(run.val_pairs)
+    if due and (run.main or run.placement.sharded):
         stop = _validate(run)
     save_every = config.save_every or config.eval_every
-    if run.main and (state.step % save_every == 0 or last or stop):
+    saving = state.step % save_every == 0 or last or stop
+    if run.main and saving and not run.placement.wrapped:
         save_checkpoint(
             run.out,
             run.accelerator.unwrap_model(run.model),
@@ -358,16 +325,16 @@ def _finish_step(run: _Run) -> bool:
     return flag[0]
 
 
-def _train_micro_batch(run: _Run, batch: list[int]) -> tuple[float, float]:
-    """One forward and backward pass (an optimizer step when accumulation is done);
-    returns (loss, share of pairs ranked right)."""
+def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, int]:
+    """One forward and backward pass; its pairs weigh 1 / `step_pairs` each in the step's
+    loss (a filler weighs 0). Returns (summed pair loss, pairs ranked right)."""
     config, state, pairs = run.config, run.state, run.train_pairs
-    # Dropout seeded per micro-batch: a resumed run draws what the interrupted one would.
+    # Dropout seeded per pass: a resumed run draws what the interrupted one would.
     torch.manual_seed(config.seed * 1_000_003 + state.epoch * 100_003 + state.micro)
-    sequences = [pairs.chosen[i] for i in batch] + [pairs.rejected[i] for i in batch]
-    margins = [pairs.margins[i] for i in batch] if config.margin else None
-    with run.accelerator.accumulate(run.model), run.accelerator.autocast():
-        loss, diff = pair_loss(
+    sequences = [pairs.chosen[i] for i in micro.pairs] + [pairs.rejected[i] for i in micro.pairs]
+    margins = [pairs.margins[i] for i in micro.pairs] if config.margin else None
+    with run.accelerator.autocast():
+        losses, diff = pair_loss(
             run.model,
             sequences,
             margins,
@@ -375,27 +342,51 @@ def _train_micro_batch(run: _Run, batch: list[int]) -> tuple[float, float]:
             device=run.accelerator.device,
             center_rewards=config.center_rewards,
         )
-        run.accelerator.backward(loss)
-        run.optimizer.step()
-        run.optimizer.zero_grad()
+    weight = 0.0 if micro.filler else 1.0 / step_pairs
+    run.accelerator.backward(losses.sum() * weight)
     state.micro += 1
-    state.pairs_seen += len(batch)  # this process's; summed over processes at the end
-    return loss.item(), (diff > 0).float().mean().item()
+    if micro.filler:
+        return 0.0, 0
+    state.pairs_seen += len(micro.pairs)  # this process's; summed over processes at the end
+    run.meter.add(sum(map(len, sequences)), padded_tokens(micro.pairs, run.widths))
+    return losses.sum().item(), int((diff > 0).sum().item())
 
 
-def _progress_text(recent: list[tuple[float, float]], best_accuracy: float) -> str:
-    """The progress bar's description: recent loss and accuracy, best validation."""
+def _train_step(run: _Run, step: Step) -> tuple[float, float]:
+    """One optimizer step over the step's passes, gradients synchronized across
+    processes on the last one only; returns (loss, share of pairs ranked right)."""
+    accelerator, total_loss, wins = run.accelerator, 0.0, 0
+    last = len(step.micro_batches) - 1
+    for k, micro in enumerate(step.micro_batches):
+        # DeepSpeed reads sync_gradients to know the last pass of a step.
+        accelerator.sync_gradients = k == last
+        skip_sync = accelerator.no_sync(run.model) if k < last else contextlib.nullcontext()
+        with skip_sync:
+            loss, right = _train_pass(run, micro, step.pairs)
+        total_loss, wins = total_loss + loss, wins + right
+    run.optimizer.step()
+    run.optimizer.zero_grad()
+    return total_loss / step.pairs, wins / step.pairs
+
+
+def _progress_text(run: _Run, recent: list[tuple[float, float]]) -> str:
+    """The progress bar's description: recent loss and accuracy, best validation,
+    this process's tokens/s and MFU."""
     loss = statistics.fmean(x for x, _ in recent)
     acc = statistics.fmean(a for _, a in recent)
-    val = f" val {best_accuracy:.3f}" if best_accuracy >= 0 else ""
-    return f"training reward model: loss {loss:.3f} acc {acc:.2f}{val}"
+    best = run.state.best_accuracy
+    val = f" val {best:.3f}" if best >= 0 else ""
+    rate = run.meter.throughput()
+    mfu = f" MFU {rate.mfu:.1%}" if rate.mfu is not None else ""
+    return (
+        f"training reward model: loss {loss:.3f} acc {acc:.2f}{val} "
+        f"{rate.tokens_per_second:,.0f} tok/s{mfu}"
+    )
 
 
 def _loop(run: _Run, progress: bool) -> bool:
     """Train until `total_steps` or early stopping; True when it stopped early."""
-    config, state, accelerator = run.config, run.state, run.accelerator
-    world, rank = accelerator.num_processes, accelerator.process_index
-    start, recent = time.perf_counter(), []
+    state, recent = run.state, []
     run.model.train()
     with progress_bar("training reward model", run.total_steps, progress and run.main) as (
         bar,
@@ -403,36 +394,34 @@ def _loop(run: _Run, progress: bool) -> bool:
     ):
         bar.update(task, completed=state.step)
         while state.step < run.total_steps:
-            batches = length_grouped_batches(
-                run.lengths, config.batch_size, config.seed, state.epoch
-            )
-            mine = batches[rank::world][: run.per_process]
-            while state.micro < len(mine) and state.step < run.total_steps:
-                recent = [*recent[-49:], _train_micro_batch(run, mine[state.micro])]
-                if not accelerator.sync_gradients:
-                    continue
+            steps = run.epoch(state.epoch)
+            for step in steps[steps_done(steps, state.micro) :]:
+                if state.step >= run.total_steps:
+                    break
+                start = time.perf_counter()
+                recent = [*recent[-49:], _train_step(run, step)]
                 run.scheduler.step()
                 state.step += 1
-                state.train_seconds += time.perf_counter() - start
-                text = _progress_text(recent, state.best_accuracy)
-                bar.update(task, completed=state.step, description=text)
+                seconds = time.perf_counter() - start
+                state.train_seconds += seconds
+                run.meter.seconds += seconds
+                bar.update(task, completed=state.step, description=_progress_text(run, recent))
                 if _finish_step(run):
                     return True
-                start = time.perf_counter()  # evaluation and saving are not training
-            if state.micro >= len(mine):
+            if steps_done(steps, state.micro) >= len(steps):
                 state.epoch, state.micro = state.epoch + 1, 0
     return False
 
 
-def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> TrainSummary:
-    """Train (or, with `resume`, continue) a reward model into OUT/model; returns the
-    summary that is also stored in the saved model's metadata."""
-    run = _prepare(config, resume)
-    stopped = _loop(run, progress)
-    state, accelerator = run.state, run.accelerator
-    device = accelerator.device
-    seen = int(accelerator.gather(torch.tensor([state.pairs_seen], device=device)).sum())
-    summary = TrainSummary(
+def _summary(run: _Run, stopped: bool) -> TrainSummary:
+    """The run's `TrainSummary`, counts summed over processes."""
+    state, accelerator, meter = run.state, run.accelerator, run.meter
+    counts = torch.tensor(
+        [state.pairs_seen, meter.tokens, meter.padded_tokens], device=accelerator.device
+    )
+    seen, tokens, padded = (int(x) for x in accelerator.reduce(counts, reduction="sum"))
+    rate = meter.throughput(tokens, padded, accelerator.num_processes)
+    return TrainSummary(
         steps=state.step,
         pairs_seen=seen,
         train_seconds=state.train_seconds,
@@ -446,15 +435,32 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> T
         processes=accelerator.num_processes,
         stopped_early=stopped,
         resumed_from_step=run.resumed_step,
+        dtype="bf16" if run.bf16 else "fp32",
+        gradient_checkpointing=run.checkpointing,
+        attn_implementation=run.config.attn_implementation,
+        tokens=tokens,
+        padded_tokens=padded,
+        tokens_per_second=rate.tokens_per_second,
+        padded_tokens_per_second=rate.padded_tokens_per_second,
+        mfu=rate.mfu,
+        peak_flops=meter.peak_flops,
     )
+
+
+def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> TrainSummary:
+    """Train (or, with `resume`, continue) a reward model into OUT/model; returns the
+    summary that is also stored in the saved model's metadata."""
+    run = _prepare(config, resume)
+    stopped = _loop(run, progress)
+    summary = _summary(run, stopped)
+    if not len(run.val_pairs) and (run.main or run.placement.sharded):
+        _save_model(run, {})  # nothing to select on: the last model is the model
     if run.main:
-        if not len(run.val_pairs):  # nothing to select on: the last model is the model
-            _save_model(run, {})
         meta_path = run.out / "model" / "orchrm.json"
         meta = json.loads(meta_path.read_text())
         meta["training"] = summary.to_dict()
         meta_path.write_text(json.dumps(meta, indent=2))
-    accelerator.wait_for_everyone()
+    run.accelerator.wait_for_everyone()
     return summary
 
 

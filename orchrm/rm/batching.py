@@ -1,0 +1,143 @@
+"""Which pairs each optimizer step and each forward pass of reward-model training read.
+
+An epoch is a list of steps per process; a step is a list of micro-batches (one forward
+and backward pass each) whose gradients are accumulated before the optimizer steps.
+
+- Without a token budget a micro-batch holds `batch_size` pairs and a step
+  `grad_accumulation` micro-batches.
+- With `max_tokens_per_batch` a step holds `batch_size x grad_accumulation` pairs (the
+  same number of pairs per step either way), cut into micro-batches of similar length so
+  that the padded tokens of one forward pass (2 texts x the longest text x pairs) stay
+  within the budget. A pair alone over the budget forms its own micro-batch: it is never
+  dropped, and its size is what the device has to hold.
+
+Pairs are grouped by width (the longer of a pair's two texts, which is what padding
+costs), and the order is a pure function of the seed and the epoch, so a resumed run
+reads exactly the micro-batches an uninterrupted one would. Under several processes every
+process runs the same number of micro-batches in a step (ZeRO-3 and FSDP gather weights
+collectively in each forward pass): a process with fewer cuts its micro-batches finer,
+and one with too few pairs to cut runs filler passes that weigh nothing.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """One forward and backward pass: pair indices, and whether it only keeps processes
+    in step (a filler repeats a pair and weighs 0 in the loss)."""
+
+    pairs: tuple[int, ...]
+    filler: bool = False
+
+
+@dataclass(frozen=True)
+class Step:
+    """One optimizer step of one process: its micro-batches, accumulated."""
+
+    micro_batches: tuple[MicroBatch, ...]
+
+    @property
+    def pairs(self) -> int:
+        """Pairs that count in the loss (fillers excluded): each weighs 1 / pairs."""
+        return sum(len(m.pairs) for m in self.micro_batches if not m.filler)
+
+
+def length_grouped_batches(
+    lengths: list[int], batch_size: int, seed: int, epoch: int, group: int = 64
+) -> list[list[int]]:
+    """Index batches: shuffled (by seed and epoch), then sorted by length inside chunks of
+    `group` batches, so each batch holds similar lengths; batch order shuffled again."""
+    rng = random.Random(f"{seed}:{epoch}")
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    chunk = batch_size * group
+    batches = []
+    for start in range(0, len(order), chunk):
+        part = sorted(order[start : start + chunk], key=lambda i: -lengths[i])
+        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def padded_tokens(pairs: list[int] | tuple[int, ...], widths: list[int]) -> int:
+    """Tokens of one forward pass over `pairs`: both texts of each, padded to the longest."""
+    return 2 * len(pairs) * max(widths[i] for i in pairs) if pairs else 0
+
+
+def split_by_tokens(pairs: list[int], widths: list[int], max_tokens: int) -> list[list[int]]:
+    """`pairs` cut into micro-batches, widest first, each as many pairs as fit
+    `max_tokens` padded tokens; a pair that alone exceeds it is a micro-batch of one."""
+    ordered = sorted(pairs, key=lambda i: (-widths[i], i))
+    parts: list[list[int]] = []
+    for i in ordered:
+        # Widest first: a part's first pair sets the width every later one pads to.
+        if parts and 2 * (len(parts[-1]) + 1) * widths[parts[-1][0]] <= max_tokens:
+            parts[-1].append(i)
+        else:
+            parts.append([i])
+    return parts
+
+
+def cut_to(parts: list[list[int]], count: int, widths: list[int]) -> list[MicroBatch]:
+    """`parts` as exactly `count` micro-batches (count >= len(parts)): the part with the
+    most padded tokens is halved until there are enough, and when no part has two pairs
+    left, filler passes repeat the narrowest pair."""
+    parts = [list(p) for p in parts]
+    while len(parts) < count:
+        splittable = [k for k, p in enumerate(parts) if len(p) > 1]
+        if not splittable:
+            break
+        k = max(splittable, key=lambda k: (padded_tokens(parts[k], widths), -k))
+        half = (len(parts[k]) + 1) // 2
+        parts[k : k + 1] = [parts[k][:half], parts[k][half:]]
+    batches = [MicroBatch(tuple(p)) for p in parts]
+    if len(batches) < count:
+        narrowest = min((i for p in parts for i in p), key=lambda i: (widths[i], i))
+        batches += [MicroBatch((narrowest,), filler=True)] * (count - len(batches))
+    return batches
+
+
+def epoch_steps(
+    widths: list[int],
+    *,
+    batch_size: int,
+    grad_accumulation: int,
+    max_tokens: int | None,
+    seed: int,
+    epoch: int,
+    processes: int = 1,
+    rank: int = 0,
+) -> list[Step]:
+    """The steps process `rank` of `processes` runs in `epoch` (see the module docstring).
+    Every process gets the same number of steps; batches left over are skipped this epoch
+    (the next epoch's order differs)."""
+    if max_tokens is None:
+        batches = length_grouped_batches(widths, batch_size, seed, epoch)
+        mine = batches[rank::processes][: len(batches) // processes]
+        chunks = [mine[s : s + grad_accumulation] for s in range(0, len(mine), grad_accumulation)]
+        return [Step(tuple(MicroBatch(tuple(b)) for b in chunk)) for chunk in chunks]
+    batches = length_grouped_batches(widths, batch_size * grad_accumulation, seed, epoch)
+    steps = []
+    for s in range(len(batches) // processes):
+        cuts = [
+            split_by_tokens(batches[s * processes + r], widths, max_tokens)
+            for r in range(processes)
+        ]
+        count = max(len(c) for c in cuts)
+        steps.append(Step(tuple(cut_to(cuts[rank], count, widths))))
+    return steps
+
+
+def steps_done(steps: list[Step], micro_batches: int) -> int:
+    """How many whole steps `micro_batches` forward passes into an epoch complete (a
+    checkpoint is only ever written at the end of a step)."""
+    done = 0
+    for n, step in enumerate(steps):
+        if done >= micro_batches:
+            return n
+        done += len(step.micro_batches)
+    return len(steps)

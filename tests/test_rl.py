@@ -19,7 +19,7 @@ from orchrm.orchestration import render_for_rm
 from orchrm.rl import verl_reward
 from orchrm.rl.config import PolicyConfig, RLConfig
 from orchrm.rl.data import prompt_rows
-from orchrm.rl.evaluate import evaluate_policy
+from orchrm.rl.evaluate import PolicyEval, evaluate_policy
 from orchrm.rl.policy import (
     load_policy,
     new_policy,
@@ -378,3 +378,63 @@ def test_the_default_policy_trains_in_proportion_to_its_examples():
     assert config.steps_for(40 * 8) == 80
     assert config.steps_for(10) == 50
     assert PolicyConfig(sft_steps=7).steps_for(10_000) == 7
+
+
+def _policy_eval(step: int, expected: float) -> PolicyEval:
+    """A held-out evaluation at `step` with an interval around `expected`."""
+    return PolicyEval(
+        step=step,
+        tasks=6,
+        samples=4,
+        expected=expected,
+        expected_ci=(expected - 0.1, expected + 0.08),
+        executed=expected - 0.05,
+        executed_ci=(expected - 0.15, expected + 0.05),
+        majority=expected,
+        majority_ci=(expected - 0.2, expected + 0.1),
+        valid=0.9,
+        parsed=0.95,
+        mean_tokens=60.0,
+        seconds=1.0,
+    )
+
+
+def test_learning_curve_starts_every_run_at_step_0_and_tables_fit_a_terminal(tmp_path):
+    from matplotlib.container import ErrorbarContainer
+
+    from orchrm.rl.evaluate import RunReport, curve_figure, terminal_report, write_report
+
+    start = _policy_eval(0, 0.30)
+    runs = [
+        RunReport("start (SFT on base)", _policy_eval(0, 0.31), [start]),
+        RunReport(
+            "grpo-orchrm",
+            _policy_eval(3, 0.45),
+            [start, _policy_eval(2, 0.38), _policy_eval(3, 0.44)],
+            {"policy": 123_456, "rm": 234_567, "execution": 0},
+            8_765_432,
+            312.0,
+            3,
+        ),
+        # a curve without its step 0 still starts from the starting policy
+        RunReport("rft", _policy_eval(3, 0.37), [_policy_eval(3, 0.36)], {"policy": 9}, 0, 5.0, 3),
+    ]
+    ax = curve_figure(runs, "world math").axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines["grpo-orchrm"].get_xdata()) == [0, 2, 3]
+    assert list(lines["rft"].get_xdata()) == [0, 3]
+    assert lines["rft"].get_ydata()[0] == pytest.approx(30.0)
+    (star,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert star.get_label() == "start (SFT on base), step 0" and star.has_yerr
+    assert list(star.lines[0].get_xdata()) == [0]
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks) and 1 in ticks
+    report = write_report(runs, tmp_path, "world math", {"seconds": 9, "config": {"steps": 3}})
+    assert (tmp_path / "curve.png").stat().st_size > 5000
+    for width in (80, 120):
+        text = terminal_report(report, width)
+        assert max(map(len, text.splitlines())) <= width
+        assert all(f"\n{r.name}  " in text for r in runs)  # every name in full
+        assert "seconds: 9" in text and "steps': 3" not in text
+    assert "not shown at 80 columns" in terminal_report(report, 80)
+    assert "| grpo-orchrm |" in report.read_text()  # the report file keeps its Markdown

@@ -153,7 +153,9 @@ def run_demo(config: DemoConfig, say=print) -> dict:
     trained = _reward_models(config, logs, lap)
     models, held_out, truncated = {}, {}, {}
     for name, t in trained.datasets.items():
-        say(f"pairs {name}: {t.mined.kept} ({t.mined.by_split})")
+        kinds = ", ".join(f"{n:,} {k}" for k, n in sorted(t.mined.kept.items()))
+        splits = ", ".join(f"{n:,} {k}" for k, n in sorted(t.mined.by_split.items()))
+        say(f"pairs {name}: {kinds} ({splits})")
     for name, t in trained.datasets.items():
         summary = t.summary
         models[name] = OrchRM.load(t.model, bf16=config.bf16)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from orchrm.bestofn.lineup import build_lineup, evaluate_tasks
 from orchrm.bestofn.metrics import tasks_from_logs
-from orchrm.bestofn.report import markdown, points, write_report
+from orchrm.bestofn.report import points, terminal_table, write_report
 from orchrm.demo_config import DemoConfig
 from orchrm.jsonl import write_jsonl
 from orchrm.rm.config import TrainConfig
@@ -179,7 +179,7 @@ def run_demo(config: DemoConfig, say=print) -> dict:
         {"validation_accuracy": held_out, "truncated_texts": truncated, "seconds": seconds},
     )
     for ev in evaluations:
-        say(markdown(ev))
+        say(terminal_table(ev))
     say("seconds: " + ", ".join(f"{stage} {s:.0f}" for stage, s in seconds.items()))
     say(f"report: {report} ({time.perf_counter() - started:.0f} s)")
     return {"evaluations": [ev.to_dict() for ev in evaluations], "validation": held_out}

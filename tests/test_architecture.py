@@ -29,7 +29,7 @@ RANK = {
     "cli": 9,
     "__main__": 10,
 }
-SHARED = {"__init__", "errors", "jsonl", "progress", "configs"}
+SHARED = {"__init__", "errors", "jsonl", "progress", "configs", "terminal"}
 
 
 def _stage(dotted: str) -> str:

@@ -36,7 +36,7 @@ def eval_command(
     normalized advantage, verification and total tokens), PNG plots and a JSON of every
     number."""
     from orchrm.bestofn.lineup import evaluate_held_out
-    from orchrm.bestofn.report import markdown, write_report
+    from orchrm.bestofn.report import terminal_table, write_report
 
     config = replace(config, logs=tuple(str(p) for p in logs or ()))
     if not config.logs and not config.store:
@@ -44,7 +44,7 @@ def eval_command(
     evaluations = evaluate_held_out(config, say=lambda m: err_console.print(m, markup=False))
     write_report(evaluations, Path(config.out))
     for ev in evaluations:
-        console.print(markdown(ev), highlight=False)
+        console.print(terminal_table(ev), highlight=False, markup=False, soft_wrap=True)
     console.print(f"report -> {config.out}")
 
 
@@ -66,7 +66,7 @@ def cross_validate_command(
     """Best-of-N under leave-one-task-out (or k-fold) cross-validation, for logs too small
     to hold out tasks: each task is scored by a reward model trained on the others."""
     from orchrm.bestofn.crossval import cross_validate
-    from orchrm.bestofn.report import markdown, write_report
+    from orchrm.bestofn.report import terminal_table, write_report
 
     config = replace(config, mine=mine, train=train)
     out = Path(config.out)
@@ -74,5 +74,5 @@ def cross_validate_command(
         evaluations = cross_validate(db, config, say=lambda m: console.print(m))
     write_report(evaluations, out)
     for ev in evaluations:
-        console.print(markdown(ev), highlight=False)
+        console.print(terminal_table(ev), highlight=False, markup=False, soft_wrap=True)
     console.print(f"report -> {out}")

@@ -20,4 +20,4 @@ def demo_command(config: DemoConfig) -> None:
     against every selector on held-out tasks -> report in OUT."""
     from orchrm.demo import run_demo
 
-    run_demo(config, say=lambda m: console.print(m, highlight=False))
+    run_demo(config, say=lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True))

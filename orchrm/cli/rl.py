@@ -57,17 +57,17 @@ def rl_command(
     """Train the orchestrator: GRPO with Orch-RM (no sub-agent runs) or execution as the
     reward, or the RFT and DPO baselines; evaluate on held-out world tasks; write
     OUT/<run>/report.md (or OUT/report.md with --compare), report.json and curve.png."""
+    from orchrm.rl.evaluate import terminal_report
     from orchrm.rl.pipeline import compare as run_compare
     from orchrm.rl.pipeline import grpo_on_tasks, run
 
     config = replace(config, progress=not quiet)
-    config.check()
-    say = lambda m: console.print(m, highlight=False)  # noqa: E731
+    say = lambda m: console.print(m, highlight=False, markup=False)  # noqa: E731
     if config.tasks:
         report = grpo_on_tasks(config, say)
     elif compare:
         report = run_compare(config, list(csv_values(runs)), say)
     else:
         report = run(config, say)
-    console.print(report.read_text(), highlight=False)
+    console.print(terminal_report(report), highlight=False, markup=False, soft_wrap=True)
     console.print(f"report -> {report}")

@@ -69,9 +69,10 @@ def ingest_command(
         fail("--map takes FIELD=COLUMN")
     given = {"domain": domain, "orchestrator": orchestrator, "map": dict(pairs) or None}
     options = {k: v for k, v in given.items() if v}
-    missing = [printable(f) for f in files if not f.exists()]
-    if missing:
-        fail(f"no such file: {', '.join(missing)} (nothing was ingested)")
+    if not any(f.exists() for f in files):
+        # Nothing to ingest: a store is not created for it. With some files there, the
+        # missing ones are reported each in its row and the others still ingested.
+        fail(f"no such file: {', '.join(printable(f) for f in files)} (nothing was ingested)")
     summaries = []
     with open_store(store, create=True) as db:
         for path in files:

@@ -29,9 +29,9 @@ from orchrm.store.adapters import (
     LogRecord,
     Malformed,
     check_options,
-    detect_adapter,
 )
 from orchrm.store.db import Store, content_hash
+from orchrm.store.detect import detect_adapter
 from orchrm.tasks.grading import grade
 
 

@@ -343,7 +343,7 @@ def test_evaluating_the_saved_model_reproduces_its_validation_accuracy(trained, 
 def test_validation_scores_each_distinct_text_once(trained, pairs_dir, monkeypatch):
     """A plan sits in several pairs of its task; it is scored once, and every pair
     still gets its score (the accuracy matches pair-by-pair scoring)."""
-    import orchrm.rm.train as rm_train
+    import orchrm.rm.evaluate as rm_evaluate
     from orchrm.rm.data import read_pair_file, tokenize
 
     out, _ = trained
@@ -352,13 +352,13 @@ def test_validation_scores_each_distinct_text_once(trained, pairs_dir, monkeypat
     texts = [tuple(ids) for ids in pairs.chosen + pairs.rejected]
     assert len(set(texts)) < len(texts)  # the fixture's pairs do share plans
     scored = []
-    real = rm_train.rewards
+    real = rm_evaluate.rewards
     monkeypatch.setattr(
-        rm_train,
+        rm_evaluate,
         "rewards",
         lambda model, seqs, *a: scored.append(len(seqs)) or real(model, seqs, *a),
     )
-    metrics = rm_train.pairwise_accuracy(
+    metrics = rm_evaluate.pairwise_accuracy(
         rm.model, pairs, rm.tokenizer.pad_token_id, 8, rm.device, False
     )
     assert scored == [len(set(texts))]

@@ -5,6 +5,10 @@ at the last real token of every decoder family."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -398,3 +402,43 @@ def test_one_step_with_lora_checkpointing_and_a_budget(family, pairs_dir, decode
     key = "model.layers.0.self_attn.q_proj.weight"
     assert not torch.equal(before[key], after[key])  # adapters trained through checkpointing
     assert not torch.equal(before["score.weight"], after["score.weight"])
+
+
+def test_a_resumed_budget_run_ends_where_an_uninterrupted_one_does(pairs_dir, decoders, tmp_path):
+    settings = dict(pairs=str(pairs_dir), backbone=str(decoders["llama"]), lr=1e-2,
+                    max_tokens_per_batch=300, grad_accumulation=2, save_every=2, keep_checkpoints=5,
+                    **{**TINY, "max_steps": 4, "eval_every": 4})  # fmt: skip
+    train(TrainConfig(out=str(tmp_path / "whole"), **settings), progress=False)
+    (tmp_path / "resumed" / "checkpoints").mkdir(parents=True)
+    shutil.copytree(
+        tmp_path / "whole" / "checkpoints" / "step-2",
+        tmp_path / "resumed" / "checkpoints" / "step-2",
+    )
+    config = TrainConfig(out=str(tmp_path / "resumed"), **settings)
+    resumed = train(config, resume=True, progress=False)
+    assert resumed.resumed_from_step == 2 and resumed.steps == 4
+    whole = load_file(tmp_path / "whole" / "checkpoints" / "step-4" / "model.safetensors")
+    again = load_file(tmp_path / "resumed" / "checkpoints" / "step-4" / "model.safetensors")
+    assert all(torch.equal(whole[k], again[k]) for k in whole)
+
+
+def test_two_processes_accumulate_budget_passes_in_step(pairs_dir, decoders, tmp_path):
+    """DDP with passes that differ in number per process: gradients are synchronized on
+    each step's last pass only, and every process runs as many passes."""
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+        "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+        "--dynamo_backend", "no", "-m", "orchrm.rm.train", "--pairs", str(pairs_dir),
+        "--out", str(tmp_path), "--backbone", str(decoders["llama"]), "--max-steps", "2",
+        "--max-length", "192", "--batch-size", "4", "--grad-accumulation", "2",
+        "--max-tokens-per-batch", "700", "--eval-every", "2", "--num-threads", "1",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout[done.stdout.index("{") :])
+    assert summary["processes"] == 2 and summary["steps"] == 2
+    assert summary["pairs_seen"] == 2 * 2 * 8  # steps x processes x (4 x 2) pairs
+    weights = load_file(tmp_path / "model" / "model.safetensors")
+    before = load_file(decoders["llama"] / "model.safetensors")
+    assert not torch.equal(weights["score.weight"], before["score.weight"])

@@ -1,0 +1,121 @@
+"""Reward-model training at scale on this machine: token-budget batches and gradient
+checkpointing, each setting in a fresh process (so its peak memory is its own).
+
+    .venv/bin/python benchmarks/rm_train_scale.py budget --pairs runs/pairs [--budget 4096]
+    .venv/bin/python benchmarks/rm_train_scale.py checkpointing --pairs runs/pairs
+
+`budget` trains the offline MiniLM at max length 256 with and without
+`--max-tokens-per-batch` and prints pairs/s, real and padded tokens/s and peak RSS.
+`checkpointing` builds a random ~110M-parameter Llama (hidden 768, 12 layers, vocab
+32,000; nothing downloaded) and trains one step on one pair of 1,024-token texts with and
+without gradient checkpointing, printing peak RSS and the step's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def child(settings: dict) -> None:
+    """Train with `settings` (TrainConfig fields) here; print the summary and peak RSS."""
+    from orchrm.rm.config import TrainConfig
+    from orchrm.rm.train import train
+
+    summary = train(TrainConfig(**settings), progress=False).to_dict()
+    summary.pop("history")
+    summary["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(summary))
+
+
+def run(settings: dict) -> dict:
+    """`child` in a fresh process; its summary."""
+    done = subprocess.run(
+        [sys.executable, __file__, "child", json.dumps(settings)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "2"},
+        cwd=ROOT,
+    )
+    if done.returncode:
+        raise SystemExit(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def budget(args, out: Path) -> None:
+    common = dict(pairs=args.pairs, max_length=256, batch_size=16, max_steps=args.steps,
+                  eval_every=args.steps, num_threads=2, seed=0)  # fmt: skip
+    for limit in (None, args.budget):
+        s = run({**common, "out": str(out / str(limit)), "max_tokens_per_batch": limit})
+        print(
+            f"max_tokens_per_batch {limit}: {s['pairs_per_second']:.2f} pairs/s, "
+            f"{s['tokens_per_second']:.0f} tokens/s ({s['padded_tokens_per_second']:.0f} "
+            f"padded), {s['pairs_seen']} pairs in {s['train_seconds']:.1f} s, "
+            f"peak RSS {s['peak_rss_mib']:.0f} MiB"
+        )
+
+
+def random_llama(folder: Path, texts: list[str]) -> Path:
+    """A random ~110M-parameter Llama reward model with a byte-level BPE tokenizer."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForSequenceClassification, PreTrainedTokenizerFast
+
+    words = Tokenizer(models.BPE())
+    words.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    words.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(
+        vocab_size=2000, special_tokens=["</s>"], initial_alphabet=alphabet
+    )
+    words.train_from_iterator(texts, trainer)
+    config = LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048,
+                         num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=12,
+                         max_position_embeddings=2048, num_labels=1)  # fmt: skip
+    torch.manual_seed(0)
+    LlamaForSequenceClassification(config).save_pretrained(folder)
+    PreTrainedTokenizerFast(tokenizer_object=words, eos_token="</s>").save_pretrained(folder)
+    return folder
+
+
+def checkpointing(args, out: Path) -> None:
+    records = [json.loads(x) for x in (Path(args.pairs) / "train.jsonl").read_text().splitlines()]
+    texts = [r["prompt"] + r[s] for r in records[:200] for s in ("chosen", "rejected")]
+    backbone = random_llama(out / "llama", texts)
+    long = [{**r, "prompt": r["prompt"] * 8} for r in records[:4]]  # well over 1,024 tokens
+    (out / "pairs").mkdir()
+    (out / "pairs" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in long))
+    common = dict(pairs=str(out / "pairs"), backbone=str(backbone), max_length=1024,
+                  batch_size=1, max_steps=1, num_threads=2, seed=0)  # fmt: skip
+    for on in (False, True):
+        s = run({**common, "out": str(out / str(on)), "gradient_checkpointing": on})
+        print(
+            f"gradient_checkpointing {on}: peak RSS {s['peak_rss_mib']:.0f} MiB, one step "
+            f"{s['train_seconds']:.1f} s ({s['padded_tokens']} tokens)"
+        )
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["child"]:
+        child(json.loads(sys.argv[2]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("what", choices=("budget", "checkpointing"))
+    parser.add_argument("--pairs", required=True, help="An export folder (train.jsonl, ...).")
+    parser.add_argument("--budget", type=int, default=4096, help="Tokens per pass.")
+    parser.add_argument("--steps", type=int, default=20, help="Optimizer steps (budget).")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        (budget if args.what == "budget" else checkpointing)(args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

@@ -104,7 +104,9 @@ def render_for_rm(
     Budget (`max_tokens` by `count_tokens`, default `approx_token_count`): the question
     keeps its head within `QUESTION_SHARE` of it; the orchestration part gets the rest
     and, when over, is cut in this order: thinking, agent descriptions, agent inputs. A
-    cut part ends in "..."; agent types, roles and edges are never cut.
+    cut part ends in "..."; a part no longer than that stays whole; agent ids, types,
+    roles and edges are never cut. The question line is within its share as `count_tokens`
+    counts it, whether or not the counter counts the space after "question:".
 
     The whole text is tokenized once and each piece that is cut once more, so time is
     linear in the text's length: the total after a cut is the total before it plus the
@@ -127,7 +129,11 @@ def rm_prompt(
     text = _clean(question)
     cap = int(max_tokens * QUESTION_SHARE)
     if count(f"question: {text}") > cap:
-        text = _shorten(_Piece.measure(text, count), cap - count("question:"), count).text
+        piece, head = _Piece.measure(text, count), count("question:")
+        short = _shorten(piece, cap - head, count)
+        # A counter that counts the space after the colon (characters) sees one more.
+        over = count(f"question: {short.text}") - cap
+        text = (_shorten(piece, cap - head - over, count) if over > 0 else short).text
     return f"question: {text}\n"
 
 
@@ -155,6 +161,8 @@ def rm_completion(
             break
         piece = _Piece.measure(slots[key], count)
         shorter = _shorten(piece, piece.tokens - excess, count)
+        if shorter.tokens >= piece.tokens:  # "..." outweighs a piece of a token or two
+            continue
         # Pieces sit between whitespace in the layout, so only this piece's count moves.
         total += shorter.tokens - piece.tokens
         slots[key], cut = shorter.text, True

@@ -1,0 +1,54 @@
+"""`orchrm view`: one self-contained HTML page to look at orchestrations task by task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from orchrm.cli.console import console, warn
+
+
+def view_command(
+    files: list[Path] = typer.Argument(
+        ...,
+        help="orchrm.run/1 logs (.jsonl), stores (.duckdb), report folders or their view.json.",
+    ),
+    out: Path = typer.Option(Path("view.html"), "--out", help="The HTML page to write."),
+    rm: Path = typer.Option(
+        None, "--rm", help="A reward model directory: its scores and picks join the page."
+    ),
+    rm_url: str = typer.Option(
+        None, "--rm-url", help="Score through a reward server instead (see orchrm eval)."
+    ),
+    orchestrator: str = typer.Option(
+        None, "--orchestrator", help="Whose samples are the candidates (default: everyone's)."
+    ),
+    samples: int = typer.Option(
+        None, "--samples", min=1, help="N: the first N candidates of each task (default: all)."
+    ),
+    max_tasks: int = typer.Option(
+        None, "--max-tasks", min=1, help="Show only the first tasks (default: all)."
+    ),
+    title: str = typer.Option(None, "--title", help="The page's title (default: the files)."),
+) -> None:
+    """Write one HTML page (it loads nothing from the network): per task, its candidate
+    orchestrations drawn as graphs, each with its reward-model score, answer and whether
+    it was right (and its true success probability on world logs), and what each
+    selector picked; sortable and filterable by domain, "orchrm picked a wrong one" and
+    disagreement with majority."""
+    from orchrm.bestofn.view import build_view
+
+    scorer = None
+    if rm or rm_url:
+        from orchrm.rm.scorer import load_scorer
+
+        scorer = load_scorer(rm, rm_url)
+    page = build_view(
+        files, scorer, orchestrator=orchestrator, n=samples, max_tasks=max_tasks, title=title
+    )
+    if not scorer and any(f.suffix in (".jsonl", ".duckdb") for f in files):
+        warn("no --rm or --rm-url: the logs and stores get no reward-model scores or orchrm picks")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    console.print(f"page -> {out}", highlight=False, markup=False)

@@ -16,6 +16,7 @@ from orchrm.cli.rm import evaluate_rm_command, score_command, train_command
 from orchrm.cli.run import run_command
 from orchrm.cli.serve import serve_command
 from orchrm.cli.store import ingest_command, pairs_app, store_app
+from orchrm.cli.view import view_command
 from orchrm.cli.world import world_app
 from orchrm.errors import OrchrmError
 
@@ -107,5 +108,6 @@ app.command("cross-validate")(cross_validate_command)
 app.command("demo")(demo_command)
 app.command("serve")(serve_command)
 app.command("rl")(rl_command)
+app.command("view")(view_command)
 
 __all__ = ["app"]

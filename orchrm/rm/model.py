@@ -16,7 +16,6 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -25,14 +24,12 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from orchrm.errors import ConfigError, OrchrmError
 from orchrm.orchestration import (
     RM_RENDER_VERSION,
-    Orchestration,
     TokenCounter,
-    render_for_rm,
     replace_surrogates,
 )
-from orchrm.parse import ParseError, parse_harmony
 from orchrm.rm.config import TrainConfig
 from orchrm.rm.data import collate
+from orchrm.rm.scorer import RenderingScorer
 
 METADATA = "orchrm.json"
 
@@ -266,7 +263,7 @@ def model_directory(path: str | Path) -> Path:
 
 
 @dataclass
-class OrchRM:
+class OrchRM(RenderingScorer):
     """A loaded reward model that scores (question, orchestration) before anything runs.
 
     `score` and `score_batch` render each input with `render_for_rm` (the budget the
@@ -314,34 +311,6 @@ class OrchRM:
     def max_length(self) -> int:
         return int(self.metadata.get("max_length", 512))
 
-    @cached_property
-    def budget(self) -> tuple[int, TokenCounter]:
-        """This model's `render_budget`: what `render` cuts every text to."""
-        return render_budget(self.tokenizer, self.max_length)
-
-    def render(self, question: str, orchestration: Orchestration) -> str:
-        """The text this model reads, cut to its budget by its own tokenizer."""
-        return render_for_rm(question, orchestration, *self.budget)
-
-    def score(self, question: str, orchestrations: list[Orchestration | str]) -> list[float | None]:
-        """Scores of several orchestrations of one question (higher is better)."""
-        return self.score_batch([(question, o) for o in orchestrations])
-
-    def score_batch(self, items: list[tuple[str, Orchestration | str]]) -> list[float | None]:
-        """Scores of (question, orchestration or harmony text) items, in input order."""
-        texts: list[str | None] = []
-        for question, o in items:
-            if isinstance(o, str):
-                try:
-                    o = parse_harmony(o)
-                except ParseError:
-                    texts.append(None)
-                    continue
-            texts.append(self.render(question, o))
-        scored = self.score_texts([t for t in texts if t is not None])
-        it = iter(scored)
-        return [None if t is None else next(it) for t in texts]
-
     def score_texts(self, texts: list[str]) -> list[float]:
         """Raw reward of each text (already rendered), in input order."""
         return self.score_texts_with_tokens(texts)[0]
@@ -363,12 +332,6 @@ class OrchRM:
             self.bf16,
         )
         return scores, [len(ids) for ids in encoded]
-
-    def normalize(self, scores: list[float | None]) -> list[float | None]:
-        """(score - mean) / std with the training-time reward statistics."""
-        mean = float(self.metadata.get("reward_mean", 0.0))
-        std = float(self.metadata.get("reward_std", 1.0)) or 1.0
-        return [None if s is None else (s - mean) / std for s in scores]
 
 
 @torch.inference_mode()

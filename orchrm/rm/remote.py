@@ -28,12 +28,9 @@ from orchrm.errors import ConfigError
 from orchrm.orchestration import (
     RM_RENDER_VERSION,
     Orchestration,
-    TokenCounter,
-    render_for_rm,
     replace_surrogates,
     to_harmony,
 )
-from orchrm.parse import ParseError, parse_harmony
 from orchrm.rm.remote_http import JsonClient, RemoteError, RetryPolicy
 from orchrm.rm.remote_protocols import (
     ACTIVATIONS,
@@ -47,6 +44,7 @@ from orchrm.rm.remote_protocols import (
     read_sglang,
     sglang_body,
 )
+from orchrm.rm.scorer import RenderingScorer
 
 API_KEY_ENV = "ORCHRM_API_KEY"
 """Where `orchrm.rm.scorer.load_scorer` reads the bearer token when none is given."""
@@ -151,7 +149,7 @@ def _check_render_version(version: object, where: str) -> None:
         )
 
 
-class RemoteScorer:
+class RemoteScorer(RenderingScorer):
     """A reward model behind an HTTP server, used as `OrchRM` is: `render`, `budget`,
     `score`, `score_batch`, `score_texts_with_tokens`, `normalize`, `metadata`."""
 
@@ -235,36 +233,6 @@ class RemoteScorer:
         except (OSError, ValueError) as err:
             raise ConfigError(f"cannot load the tokenizer of {name!r}: {err}") from None
 
-    @cached_property
-    def budget(self) -> tuple[int, TokenCounter]:
-        """The rendering budget `OrchRM.budget` gives the same model."""
-        from orchrm.rm.model import render_budget
-
-        return render_budget(self.tokenizer, self.max_length)
-
-    def render(self, question: str, orchestration: Orchestration) -> str:
-        """The text the model reads, cut to its budget by its own tokenizer."""
-        return render_for_rm(question, orchestration, *self.budget)
-
-    def score(self, question: str, orchestrations: list[Orchestration | str]) -> list[float | None]:
-        """Scores of several orchestrations of one question (higher is better)."""
-        return self.score_batch([(question, o) for o in orchestrations])
-
-    def score_batch(self, items: list[tuple[str, Orchestration | str]]) -> list[float | None]:
-        """Scores of (question, orchestration or harmony text) items, in input order;
-        None for harmony text that does not parse."""
-        parsed: list[tuple[str, Orchestration] | None] = []
-        for question, o in items:
-            if isinstance(o, str):
-                try:
-                    o = parse_harmony(o)
-                except ParseError:
-                    parsed.append(None)
-                    continue
-            parsed.append((question, o))
-        scores = iter(self.score_items_with_tokens([p for p in parsed if p is not None])[0])
-        return [None if p is None else next(scores) for p in parsed]
-
     def score_items_with_tokens(
         self, items: Sequence[tuple[str, Orchestration | str]]
     ) -> tuple[list[float], list[int]]:
@@ -273,8 +241,7 @@ class RemoteScorer:
         gets harmony text as given and an `Orchestration` as `to_harmony` writes it.
         Harmony text must parse (`score_batch` takes any)."""
         if self.renders or self.protocol != "orchrm":
-            plans = [(q, parse_harmony(o) if isinstance(o, str) else o) for q, o in items]
-            return self.score_texts_with_tokens([self.render(q, o) for q, o in plans])
+            return super().score_items_with_tokens(items)
         return self._score_on_server(items)
 
     def _score_on_server(
@@ -344,13 +311,6 @@ class RemoteScorer:
         counts = [len(ids) for ids in encoded["input_ids"]]
         total = reply.total_tokens
         return counts if total is None or total == sum(counts) else apportion(total, counts)
-
-    def normalize(self, scores: list[float | None]) -> list[float | None]:
-        """(score - mean) / std with the training-time reward statistics of `orchrm.json`
-        (none known: the scores as they are)."""
-        mean = float(self.metadata.get("reward_mean", 0.0))
-        std = float(self.metadata.get("reward_std", 1.0)) or 1.0
-        return [None if s is None else (s - mean) / std for s in scores]
 
     def close(self) -> None:
         """Stop the request threads (a scorer is also usable until the process ends)."""

@@ -13,12 +13,13 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from orchrm.errors import ConfigError
-from orchrm.orchestration import Orchestration, TokenCounter
-from orchrm.parse import parse_harmony
+from orchrm.orchestration import Orchestration, TokenCounter, render_for_rm
+from orchrm.parse import ParseError, parse_harmony
 
 
 @runtime_checkable
@@ -49,6 +50,59 @@ class Scorer(Protocol):
     def normalize(self, scores: list[float | None]) -> list[float | None]:
         """(score - mean) / std with the model's training-time reward statistics."""
         ...
+
+
+class RenderingScorer:
+    """What a reward model that renders its texts here shares, local or remote: `render`
+    by its `budget` (from its `tokenizer` and `max_length`), `score`, `score_batch` (an
+    unparseable harmony text gets None), `score_items_with_tokens` and `normalize`. A
+    subclass gives `tokenizer`, `max_length`, `metadata` and `score_texts_with_tokens`."""
+
+    metadata: dict
+
+    @cached_property
+    def budget(self) -> tuple[int, TokenCounter]:
+        """The model's `render_budget`: what `render` cuts every text to."""
+        from orchrm.rm.model import render_budget
+
+        return render_budget(self.tokenizer, self.max_length)
+
+    def render(self, question: str, orchestration: Orchestration) -> str:
+        """The text the model reads, cut to its budget by its own tokenizer."""
+        return render_for_rm(question, orchestration, *self.budget)
+
+    def score(self, question: str, orchestrations: list[Orchestration | str]) -> list[float | None]:
+        """Scores of several orchestrations of one question (higher is better)."""
+        return self.score_batch([(question, o) for o in orchestrations])
+
+    def score_batch(self, items: list[tuple[str, Orchestration | str]]) -> list[float | None]:
+        """Scores of (question, orchestration or harmony text) items, in input order;
+        None for harmony text that does not parse."""
+        parsed: list[tuple[str, Orchestration] | None] = []
+        for question, o in items:
+            if isinstance(o, str):
+                try:
+                    o = parse_harmony(o)
+                except ParseError:
+                    parsed.append(None)
+                    continue
+            parsed.append((question, o))
+        scores = iter(self.score_items_with_tokens([p for p in parsed if p is not None])[0])
+        return [None if p is None else next(scores) for p in parsed]
+
+    def score_items_with_tokens(
+        self, items: Sequence[tuple[str, Orchestration | str]]
+    ) -> tuple[list[float], list[int]]:
+        """(raw reward, input tokens) of (question, orchestration) items, in order."""
+        plans = [(q, parse_harmony(o) if isinstance(o, str) else o) for q, o in items]
+        return self.score_texts_with_tokens([self.render(q, o) for q, o in plans])
+
+    def normalize(self, scores: list[float | None]) -> list[float | None]:
+        """(score - mean) / std with the training-time reward statistics of `orchrm.json`
+        (none known: the scores as they are)."""
+        mean = float(self.metadata.get("reward_mean", 0.0))
+        std = float(self.metadata.get("reward_std", 1.0)) or 1.0
+        return [None if s is None else (s - mean) / std for s in scores]
 
 
 def score_items_with_tokens(

@@ -7,8 +7,10 @@ thinking of real gpt-oss reasoning traces, a chain of agents per task and per fi
 long question) with `render_for_rm` at each budget, counted by the offline MiniLM's fast
 tokenizer (`render_budget`: special tokens left out) and by characters. Prints, per counter
 and budget: texts rendered a second (best of `--repeat` runs), tokens a second of input,
-mean and max tokens before and after the cut, how many texts were cut, and the share of
-the thinking kept (its tokens after the cut over its tokens before, over all texts).
+mean and max tokens before and after the cut, how many texts were cut, the share of the
+thinking kept (its tokens after the cut over its tokens before, over all texts), and how
+much text the counter was given to read over the texts' own length (the work, which does
+not depend on the machine or its load).
 """
 
 from __future__ import annotations
@@ -40,17 +42,48 @@ def thinking_of(text: str) -> str:
     return "" if body == "..." else body.removesuffix(" ...")
 
 
+class Reading:
+    """A counter that adds up the characters it is given, with token ends when the
+    counter it wraps has them (so `render_for_rm` takes the same path)."""
+
+    def __init__(self, count) -> None:
+        self.count, self.chars = count, 0
+        if hasattr(count, "token_ends"):
+            self.token_ends = self._token_ends
+
+    def __call__(self, text: str) -> int:
+        self.chars += len(text)
+        return self.count(text)
+
+    def _token_ends(self, text: str) -> list[int]:
+        self.chars += len(text)
+        return self.count.token_ends(text)
+
+
+def best_time(run, repeat: int) -> tuple[float, object]:
+    """(best seconds over `repeat` runs, the last run's result)."""
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = run()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
 def render_row(cases: list[LongCase], name: str, budget: int, tokenizer, repeat: int) -> str:
     """One table row: counter `name` at `budget`."""
     from orchrm.orchestration import render_for_rm
 
     max_tokens, count = budget_of(name, budget, tokenizer)
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        texts = [render_for_rm(c.question, c.orchestration, max_tokens, count) for c in cases]
-        best = min(best, time.perf_counter() - start)
+    best, texts = best_time(
+        lambda: [render_for_rm(c.question, c.orchestration, max_tokens, count) for c in cases],
+        repeat,
+    )
     fulls = [full_text(c) for c in cases]
+    reading = Reading(count)
+    for c in cases:
+        render_for_rm(c.question, c.orchestration, max_tokens, reading)
+    ratio = f"{reading.chars / sum(map(len, fulls)):.2f}x"
     before, after = count_many(name, fulls, tokenizer), count_many(name, texts, tokenizer)
     kept = sum(count_many(name, [thinking_of(t) for t in texts], tokenizer))
     whole = sum(count_many(name, [thinking_of(t) for t in fulls], tokenizer))
@@ -59,7 +92,7 @@ def render_row(cases: list[LongCase], name: str, budget: int, tokenizer, repeat:
     return (
         f"| {name} | {budget:,} | {n / best:.1f} | {sum(before) / best / 1000:,.0f}k "
         f"| {sum(before) / n:,.0f} | {max(before):,} | {sum(after) / n:,.0f} | {max(after):,} "
-        f"| {cut} | {kept / whole:.1%} |"
+        f"| {cut} | {kept / whole:.1%} | {ratio} |"
     )
 
 
@@ -79,9 +112,9 @@ def main() -> None:
     print(f"{len(cases)} texts: {records} records, {len(cases) - records} chains and questions")
     print(
         "| counter | budget | texts/s | input tokens/s | mean before | max before "
-        "| mean after | max after | cut | thinking kept |"
+        "| mean after | max after | cut | thinking kept | text read |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- |" + " ---: |" * 10)
     for name in args.counters.split(","):
         for budget in (int(b) for b in args.budgets.split(",")):
             print(render_row(cases, name, budget, tokenizer, args.repeat), flush=True)

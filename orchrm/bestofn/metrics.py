@@ -134,7 +134,17 @@ def _candidate(r: dict) -> Candidate:
         logprob=r.get("orchestrator_logprob"),
         p_success=(r.get("world") or {}).get("p_success"),
         trajectory=trajectory,
+        orchestrator_tokens=_orchestrator_tokens(r),
     )
+
+
+def _orchestrator_tokens(r: dict) -> int:
+    """What the orchestrator spent on the sample: `tokens.orchestrator`, else its prompt
+    + completion in `orchestrator_tokens` (0 when the log has neither)."""
+    total = (r.get("tokens") or {}).get("orchestrator")
+    if total is None:
+        total = sum(v for v in (r.get("orchestrator_tokens") or {}).values() if v)
+    return int(total or 0)
 
 
 @dataclass
@@ -154,7 +164,8 @@ class SelectorResult:
     verification_tokens: float
     """Mean tokens per task spent to choose."""
     total_tokens: float
-    """Mean tokens per task: verification plus the execution that gives the answer."""
+    """Mean tokens per task: the orchestrator tokens of the candidates drawn, plus
+    verification, plus the execution that gives the answer."""
     expected_accuracy: float | None = None
     """World logs: the selector's expected accuracy, far less noisy than its sampled
     one. A selector that executes one candidate: that candidate's true success
@@ -170,6 +181,14 @@ class SelectorResult:
     expected_vs_baseline: float | None = None
     """The same on expected accuracy, when both selectors have one."""
     expected_vs_baseline_ci: tuple[float, float] | None = None
+    orchestrator_tokens: float = 0.0
+    """Mean tokens per task the orchestrator spent writing the candidates the selector
+    drew (all N but for `orchrm-adaptive`, which stops early); part of `total_tokens`.
+    0 where the logs do not record them (stores)."""
+    orchestrator_tokens_saved: float = 0.0
+    """Mean orchestrator tokens per task of the candidates it did not draw."""
+    executions: float = 1.0
+    """Mean candidates executed per task (N for a vote, k for a top-k vote)."""
 
 
 @dataclass
@@ -225,8 +244,9 @@ def _rerun_expected(select: Selector, task: CandidateSet) -> float:
 
 
 def _task_row(name: str, select: Selector, subs: list[CandidateSet]) -> tuple[float, ...]:
-    """(accuracy, verification tokens, total tokens, expected accuracy) of one selector
-    on one task, averaged over its subsets of N (expected: NaN when unknown)."""
+    """(accuracy, verification tokens, total tokens, expected accuracy, orchestrator
+    tokens, orchestrator tokens saved, executions) of one selector on one task, averaged
+    over its subsets of N (expected: NaN when unknown)."""
     rows = []
     for t in subs:
         chosen = select(t)
@@ -238,12 +258,17 @@ def _task_row(name: str, select: Selector, subs: list[CandidateSet]) -> tuple[fl
             expected = answer.p_success
         else:
             expected = math.nan
+        drawn = t.candidates if chosen.drawn is None else t.candidates[: chosen.drawn]
+        orchestrator = sum(c.orchestrator_tokens for c in drawn)
         rows.append(
             (
                 float(answer.correct),
                 float(chosen.verification_tokens),
-                float(chosen.verification_tokens + answer.execution_tokens),
+                float(chosen.verification_tokens + answer.execution_tokens + orchestrator),
                 expected,
+                float(orchestrator),
+                float(sum(c.orchestrator_tokens for c in t.candidates) - orchestrator),
+                float(max(1, len(chosen.executed))),
             )
         )
     return tuple(statistics.fmean(x) for x in zip(*rows, strict=True))
@@ -274,6 +299,9 @@ def _result(name: str, n: int, rows: list[tuple], *, base, chance, oracle, resam
         vs_baseline_ci=vs_ci,
         expected_vs_baseline=expected_vs,
         expected_vs_baseline_ci=expected_vs_ci,
+        orchestrator_tokens=statistics.fmean(r[4] for r in rows),
+        orchestrator_tokens_saved=statistics.fmean(r[5] for r in rows),
+        executions=statistics.fmean(r[6] for r in rows),
     )
 
 

@@ -3,7 +3,9 @@
 A selector is one function or class (in `selectors` or `judges`) plus one `SelectorEntry`
 in `REGISTRY`. Eval, the demo and cross-validation build their line-ups from it
 (`line_up`), `metrics` reads which selectors replay re-executions, and the report reads
-each one's label and colour. The entries' order is the line-up's order.
+each one's label and colour. The entries' order is the line-up's order: the selectors
+built on `orchrm`'s scores (top-k vote, adaptive, cost-aware) follow it and share its
+scores, so each plan is scored once for all of them.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from dataclasses import dataclass
 
 from orchrm.bestofn.judges import llm_judge
 from orchrm.bestofn.selectors import (
+    AdaptiveSelector,
+    CostAwareSelector,
     RewardModelSelector,
     Selector,
+    TopKVoteSelector,
     bayes_selector,
     logp_selector,
     majority_selector,
@@ -43,6 +48,18 @@ class LineupInputs:
     """The candidates carry the world's true success probabilities (`bayes`)."""
     seed: int = 0
     """Seeds `random`."""
+    adaptive_confidence: float = 0.9
+    """`orchrm-adaptive` stops drawing once the chance that a later draw beats its best
+    so far is at most 1 - this."""
+    cost_weight: float = 0.5
+    """`orchrm-cost`: reward spreads a doubling of the predicted cost is worth."""
+    cost_measure: str = "tokens"
+    """`orchrm-cost`: the predicted cost it weighs (tokens, calls, critical_path_calls)."""
+    cost_model: object | None = None
+    """`orchrm-cost`: an `orchrm.bestofn.cost.CostModel` fitted on logs (None: its
+    defaults)."""
+    run_config: object | None = None
+    """`orchrm-cost`: the `RunConfig` the plans would run under (None: the defaults)."""
 
 
 Build = Callable[[LineupInputs, dict[str, Selector]], Selector]
@@ -79,6 +96,25 @@ def _orchrm_weighted(inputs: LineupInputs, built: dict[str, Selector]) -> Select
     return RewardModelSelector(inputs.rm, weighted=True, share_scores_with=built.get("orchrm"))
 
 
+def _top_vote(k: int) -> Build:
+    return lambda inputs, built: TopKVoteSelector(built["orchrm"], k)
+
+
+def _adaptive(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
+    return AdaptiveSelector(built["orchrm"], inputs.rm, inputs.adaptive_confidence)
+
+
+def _cost(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
+    return CostAwareSelector(
+        built["orchrm"],
+        inputs.rm,
+        cost_weight=inputs.cost_weight,
+        measure=inputs.cost_measure,
+        run_config=inputs.run_config,
+        cost_model=inputs.cost_model,
+    )
+
+
 def _judge(level: str) -> Build:
     return lambda inputs, built: llm_judge(inputs.judge, level)
 
@@ -101,6 +137,26 @@ REGISTRY: tuple[SelectorEntry, ...] = (
         needs=("rm",),
         replays_reruns=True,
     ),
+    SelectorEntry(
+        "orchrm-top2-vote",
+        "orchrm-top2-vote",
+        "#ff7f0e",
+        _top_vote(2),
+        needs=("rm_selector", "rm"),
+        replays_reruns=True,
+    ),
+    SelectorEntry(
+        "orchrm-top3-vote",
+        "orchrm-top3-vote",
+        "#b15928",
+        _top_vote(3),
+        needs=("rm_selector", "rm"),
+        replays_reruns=True,
+    ),
+    SelectorEntry(
+        "orchrm-adaptive", "orchrm-adaptive", "#843c39", _adaptive, needs=("rm_selector", "rm")
+    ),
+    SelectorEntry("orchrm-cost", "orchrm-cost", "#393b79", _cost, needs=("rm_selector", "rm")),
     SelectorEntry(
         "majority", "majority", "#1f77b4", _always(majority_selector), replays_reruns=True
     ),

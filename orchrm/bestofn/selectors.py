@@ -5,19 +5,27 @@ Every selector takes a task and its candidates and returns a `Selection`: the ch
 index, the per-candidate scores it used, and its verification tokens (what it read and
 wrote to choose). Reward-model selectors count their input tokens with the model's own
 tokenizer; vote-based selectors pay the N - 1 extra executions they need; random, logp,
-oracle and Bayes cost nothing to choose. Total tokens = verification + the execution(s)
-that produce the answer, reported by `evaluate`.
+oracle and Bayes cost nothing to choose. Total tokens = orchestrator tokens of the
+candidates drawn + verification + the execution that produces the answer, reported by
+`orchrm.bestofn.metrics`.
+
+Beyond the argmax of N, on the `orchrm` selector's scores: `TopKVoteSelector` executes
+the k best and votes; `AdaptiveSelector` stops drawing candidates once the model is
+confident; `CostAwareSelector` trades score against the cost predicted from the plan.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from orchrm.errors import ConfigError
 from orchrm.orchestration import Orchestration
+from orchrm.rm.calibration import Calibration, calibration_from_metadata
 from orchrm.rm.scorer import Scorer, score_items_with_tokens
 from orchrm.tasks.grading import answer_key
 
@@ -37,6 +45,9 @@ class Candidate:
     reruns: tuple[tuple[str | None, bool], ...] = ()
     """World only: (answer, correct) of K more executions of the same plan (other seeds),
     from which vote-based selectors get an expected accuracy (`orchrm.bestofn.reruns`)."""
+    orchestrator_tokens: int = 0
+    """What the orchestrator read and wrote to produce this sample: the cost of drawing
+    it, paid by every selector that looks at it."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,10 @@ class Selection:
     verification_tokens: int = 0
     executed: tuple[int, ...] = field(default=())
     """Candidates executed to produce the answer (all N for vote-based selectors)."""
+    drawn: int | None = None
+    """Candidates drawn from the orchestrator, the first ones in sample order (None: all
+    N); a selector that stops drawing early (`AdaptiveSelector`) saves the orchestrator
+    tokens of the rest."""
 
 
 Selector = Callable[[CandidateSet], Selection]
@@ -181,3 +196,165 @@ class RewardModelSelector:
             index = keys.index(winner)
         everyone = tuple(range(len(task.candidates)))
         return Selection(index, tuple(scores), tokens + _extra_executions(task, index), everyone)
+
+
+def ranked(scores: Sequence[float | None]) -> list[int]:
+    """Indices of the scored candidates, best first (equal scores: the earlier first, as
+    `first_max`)."""
+    return sorted((i for i, s in enumerate(scores) if s is not None), key=lambda i: (-scores[i], i))
+
+
+def _standard(scorer: Scorer | None, scores: Sequence[float | None]) -> list[float | None]:
+    """Scores in units of the model's reward spread (`Scorer.normalize`); raw without a
+    scorer to ask (cross-validation's per-fold models)."""
+    normalize = getattr(scorer, "normalize", None)
+    return list(normalize(list(scores))) if normalize else list(scores)
+
+
+class TopKVoteSelector:
+    """Execute the `k` best candidates by the reward model (`base`, the `orchrm`
+    selector) and vote among their answers; a tie goes to the answer of the higher
+    score. Between argmax (one execution) and majority (N): verification tokens are the
+    model's input tokens plus the k - 1 extra executions. Scores are read before any
+    execution, so re-executions change only the vote (`replays_reruns`)."""
+
+    def __init__(self, base: Selector, k: int):
+        if k < 1:
+            raise ConfigError(f"top-k vote: k must be 1 or more, got {k}")
+        self.base, self.k = base, k
+
+    def __call__(self, task: CandidateSet) -> Selection:
+        chosen = self.base(task)
+        top = ranked(chosen.scores)[: self.k]
+        if not top:  # nothing scored: the base's own pick, one execution
+            return chosen
+        keys = [answer_key(task.candidates[i].answer, task.domain) for i in top]
+        counts = Counter(key for key in keys if key is not None)
+        index = top[0]
+        if counts:
+            most = max(counts.values())
+            index = next(i for i, key in zip(top, keys, strict=True) if counts.get(key) == most)
+        extra = sum(task.candidates[i].execution_tokens for i in top if i != index)
+        return Selection(index, chosen.scores, chosen.verification_tokens + extra, tuple(top))
+
+
+def _normal_cdf(z: float) -> float:
+    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+
+
+class AdaptiveSelector:
+    """Draw candidates one at a time in sample order and stop as soon as the reward
+    model is confident that the best so far will not be beaten by the draws left, or at
+    N; execute the best drawn. Only the drawn candidates are scored and their
+    orchestrator tokens spent (`Selection.drawn`).
+
+    The chance of being beaten with r draws left, stopped at when it is at most
+    1 - `confidence`:
+    - with a calibration (`orchrm.rm.calibration`, from the model's `orchrm.json` or
+      given): (1 - p_best) x (1 - (1 - p_mean)^r), p_best the calibrated P(correct) of
+      the best so far and p_mean the mean over the drawn ones (each draw's chance to be
+      right): a later draw helps only when the best is wrong and the draw is right;
+    - without: 1 - Phi(z)^r, z the best score in units of the model's reward spread
+      (`Scorer.normalize`): the chance that one of r draws scores higher, scores taken
+      as normal.
+    """
+
+    def __init__(
+        self,
+        base: Selector,
+        scorer: Scorer | None = None,
+        confidence: float = 0.9,
+        calibration: Calibration | None = None,
+    ):
+        if not 0.0 < confidence < 1.0:
+            raise ConfigError(f"adaptive: confidence must be in (0, 1), got {confidence}")
+        self.base, self.scorer, self.confidence = base, scorer, confidence
+        self.calibration = calibration or calibration_from_metadata(
+            getattr(scorer, "metadata", None)
+        )
+
+    def beaten(self, drawn: Sequence[float | None], remaining: int) -> float:
+        """The chance that one of `remaining` more draws beats the best of `drawn`."""
+        scored = [s for s in drawn if s is not None]
+        if not scored:
+            return 1.0
+        best = max(scored)
+        if self.calibration is not None:
+            probs = self.calibration.probability(scored)
+            p_best = self.calibration.probability([best])[0]
+            return (1 - p_best) * (1 - (1 - statistics.fmean(probs)) ** remaining)
+        (z,) = _standard(self.scorer, [best])
+        return 1 - _normal_cdf(z) ** remaining
+
+    def stop_after(self, scores: Sequence[float | None]) -> int:
+        """How many of the candidates with these scores (in sample order) it draws."""
+        for m in range(1, len(scores)):
+            if self.beaten(scores[:m], len(scores) - m) <= 1 - self.confidence:
+                return m
+        return len(scores)
+
+    def __call__(self, task: CandidateSet) -> Selection:
+        full = self.base(task)
+        n = len(task.candidates)
+        m = self.stop_after(full.scores) if len(full.scores) == n else n
+        if m == n:
+            return full
+        prefix = CandidateSet(task.task_id, task.question, task.candidates[:m], task.domain)
+        part = self.base(prefix)  # the verification tokens of the drawn ones only
+        scores = tuple(part.scores) + (None,) * (n - m)
+        return Selection(part.index, scores, part.verification_tokens, (part.index,), m)
+
+
+class CostAwareSelector:
+    """argmax of score - `cost_weight` x log2(1 + predicted cost): the reward model's
+    score (in units of its reward spread) less the cost predicted from the orchestration
+    alone (`orchrm.bestofn.cost.predict_cost`: `measure` is tokens, calls or
+    critical_path_calls, the latency). `cost_weight` is what a doubling of the cost is
+    worth in reward spreads; 0 is plain argmax. Nothing runs before the choice: the
+    verification tokens are the model's input tokens."""
+
+    def __init__(
+        self,
+        base: Selector,
+        scorer: Scorer | None = None,
+        *,
+        cost_weight: float = 0.5,
+        measure: str = "tokens",
+        run_config=None,
+        cost_model=None,
+    ):
+        from orchrm.bestofn.cost import MEASURES
+
+        if not cost_weight >= 0:
+            raise ConfigError(f"orchrm-cost: cost_weight must be 0 or more, got {cost_weight}")
+        if measure not in MEASURES:
+            raise ConfigError(
+                f"orchrm-cost: unknown cost measure {measure!r}: choose one of "
+                + ", ".join(MEASURES)
+            )
+        self.base, self.scorer = base, scorer
+        self.cost_weight, self.measure = cost_weight, measure
+        self.run_config, self.cost_model = run_config, cost_model
+        self._costs: dict[Orchestration, float] = {}
+
+    def cost(self, orchestration: Orchestration) -> float:
+        """The predicted cost of one execution, in the chosen measure."""
+        if orchestration not in self._costs:
+            from orchrm.bestofn.cost import predict_cost
+
+            predicted = predict_cost(orchestration, self.run_config, self.cost_model)
+            self._costs[orchestration] = float(getattr(predicted, self.measure))
+        return self._costs[orchestration]
+
+    def __call__(self, task: CandidateSet) -> Selection:
+        chosen = self.base(task)
+        if len(chosen.scores) != len(task.candidates):
+            return chosen
+        adjusted = tuple(
+            None
+            if s is None or c.orchestration is None
+            else s - self.cost_weight * math.log2(1 + self.cost(c.orchestration))
+            for s, c in zip(_standard(self.scorer, chosen.scores), task.candidates, strict=True)
+        )
+        index = first_max(adjusted)
+        return Selection(index, adjusted, chosen.verification_tokens, (index,))

@@ -25,8 +25,8 @@ TYPE_COLOURS: dict[str, str] = {
 """Box colour of each sub-agent type; any other type gets `OTHER_TYPE_COLOUR`."""
 OTHER_TYPE_COLOUR = "#9c755f"
 
-NODE_W, NODE_H = 150, 48
-GAP_X, GAP_Y, PAD = 46, 16, 8
+NODE_W, NODE_H = 132, 48
+GAP_X, GAP_Y, PAD = 34, 16, 8
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -134,8 +134,8 @@ def _node(agent, place: Placed, sink: bool) -> str:
         f"<title>{_tooltip(agent)}</title>",
         f'<rect x="{place.x:.1f}" y="{place.y:.1f}" width="{NODE_W}" height="{NODE_H}" rx="6" '
         f'fill="{colour}" stroke="#222" stroke-width="{3 if sink else 1}"/>',
-        f'<text x="{cx:.1f}" y="{place.y + 19:.1f}" class="id">{esc(agent.id, 20)}</text>',
-        f'<text x="{cx:.1f}" y="{place.y + 36:.1f}" class="ty">{esc(second, 26)}</text>',
+        f'<text x="{cx:.1f}" y="{place.y + 19:.1f}" class="id">{esc(agent.id, 18)}</text>',
+        f'<text x="{cx:.1f}" y="{place.y + 36:.1f}" class="ty">{esc(second, 23)}</text>',
     ]
     if sink:
         parts.append(
@@ -186,7 +186,7 @@ def svg(o: Orchestration) -> str:
             f'<rect x="{PAD}" y="{PAD}" width="{NODE_W}" height="{NODE_H}" rx="6" fill="#eee" '
             f'stroke="#222"/><text x="{PAD + NODE_W / 2}" y="{PAD + 19}" class="id dark">'
             f'direct answer</text><text x="{PAD + NODE_W / 2}" y="{PAD + 36}" class="ty dark">'
-            f"{esc(o.answer, 22)}</text></g></svg>"
+            f"{esc(o.answer, 20)}</text></g></svg>"
         )
     placed = layout(o)
     sink = o.sink

@@ -26,11 +26,12 @@ body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f6f6f4;color:#222}
 header.page{padding:12px 18px;background:#fff;border-bottom:1px solid #ccc}
 h1{font-size:18px;margin:0 0 6px}
 .legend span,.badge{display:inline-block;padding:1px 7px;border-radius:9px;margin:2px 3px 2px 0;
-color:#fff;font-size:12px}
+color:#fff;font-size:12px;white-space:nowrap}
 .controls{position:sticky;top:0;z-index:2;background:#fffdf2;padding:8px 18px;
 border-bottom:1px solid #ccc;display:flex;flex-wrap:wrap;gap:14px;align-items:center}
 .controls label{white-space:nowrap}
-table.summary{border-collapse:collapse;margin-top:6px;font-size:13px}
+div.scroll{overflow-x:auto;margin-top:6px}
+table.summary{border-collapse:collapse;font-size:12px;white-space:nowrap}
 table.summary td,table.summary th{border:1px solid #ddd;padding:2px 8px;text-align:right}
 table.summary td:first-child,table.summary th:first-child{text-align:left}
 main{padding:10px 18px}
@@ -40,8 +41,8 @@ section.task h2{font-size:15px;margin:0}
 .q{margin:4px 0;white-space:pre-wrap;overflow-wrap:anywhere}
 .meta{color:#555;font-size:12px}
 .cands{display:flex;flex-wrap:wrap;gap:10px;margin-top:8px}
-article.cand{border:2px solid #bbb;border-radius:6px;padding:6px;min-width:180px;max-width:340px;
-background:#fafafa}
+article.cand{border:2px solid #bbb;border-radius:6px;padding:6px;width:352px;max-width:100%;
+box-sizing:border-box;background:#fafafa}
 article.cand.right{border-color:#3a9a3a}
 article.cand.wrong{border-color:#c03a3a}
 article.cand header{font-size:13px}
@@ -279,8 +280,8 @@ def _summary(tasks) -> str:
     lines = [f"<tr><th>selector</th>{head}</tr>", f"<tr><td>picks right</td>{right}</tr>"]
     if any(p is not None for *_, p in rows):
         cells = "".join(f"<td>{'-' if p is None else f'{p:.3f}'}</td>" for *_, p in rows)
-        lines.append(f"<tr><td>mean p(success) of its picks</td>{cells}</tr>")
-    return f'<table class="summary">{"".join(lines)}</table>'
+        lines.append(f"<tr><td>mean p(success) of picks</td>{cells}</tr>")
+    return f'<div class="scroll"><table class="summary">{"".join(lines)}</table></div>'
 
 
 def _controls(tasks) -> str:

@@ -211,6 +211,13 @@ def _standard(scorer: Scorer | None, scores: Sequence[float | None]) -> list[flo
     return list(normalize(list(scores))) if normalize else list(scores)
 
 
+def _warm(base: Selector, tasks: list[CandidateSet]) -> None:
+    """Let the base selector score every plan of `tasks` at once, when it can."""
+    warm = getattr(base, "warm", None)
+    if warm is not None:
+        warm(tasks)
+
+
 class TopKVoteSelector:
     """Execute the `k` best candidates by the reward model (`base`, the `orchrm`
     selector) and vote among their answers; a tie goes to the answer of the higher
@@ -222,6 +229,9 @@ class TopKVoteSelector:
         if k < 1:
             raise ConfigError(f"top-k vote: k must be 1 or more, got {k}")
         self.base, self.k = base, k
+
+    def warm(self, tasks: list[CandidateSet]) -> None:
+        _warm(self.base, tasks)
 
     def __call__(self, task: CandidateSet) -> Selection:
         chosen = self.base(task)
@@ -293,6 +303,9 @@ class AdaptiveSelector:
                 return m
         return len(scores)
 
+    def warm(self, tasks: list[CandidateSet]) -> None:
+        _warm(self.base, tasks)
+
     def __call__(self, task: CandidateSet) -> Selection:
         full = self.base(task)
         n = len(task.candidates)
@@ -345,6 +358,9 @@ class CostAwareSelector:
             predicted = predict_cost(orchestration, self.run_config, self.cost_model)
             self._costs[orchestration] = float(getattr(predicted, self.measure))
         return self._costs[orchestration]
+
+    def warm(self, tasks: list[CandidateSet]) -> None:
+        _warm(self.base, tasks)
 
     def __call__(self, task: CandidateSet) -> Selection:
         chosen = self.base(task)

@@ -298,11 +298,21 @@ def test_adaptive_stops_when_confident_and_saves_orchestrator_tokens():
     chosen = sure(t)
     assert (chosen.index, chosen.drawn, chosen.verification_tokens) == (0, 1, 7)
     assert chosen.scores == (3.0, None, None, None)
-    unsure = AdaptiveSelector(base, calibration=PlattCalibration(0.0, -1.0), confidence=0.9)
-    assert unsure(t).drawn is None and unsure(t).index == 2  # never confident: all N
+    # calibrated: the accuracy expected to be lost by stopping, over the best of r later
+    # scores (r normals); as a Monte Carlo estimate of it says
+    steep = AdaptiveSelector(_fixed([0.5, 0.0, 2.0, 0.3]), calibration=PlattCalibration(2, 0))
+    rng = random.Random(0)
+    later = [max(0.5, *(rng.gauss(0, 1) for _ in range(3))) for _ in range(20000)]
+    lost = sum(_sigmoid(2 * s) - _sigmoid(1.0) for s in later) / len(later)
+    assert steep.risk([0.5], 3) == pytest.approx(lost, abs=0.005)
+    assert steep.risk([0.5, 0.0, 2.0], 1) < 0.01 < steep.risk([0.5, 0.0], 2)
+    chosen = steep(t)
+    assert (chosen.index, chosen.drawn, chosen.verification_tokens) == (2, 3, 21)
+    never = AdaptiveSelector(steep.base, calibration=steep.calibration, tolerance=0.0)
+    assert never(t).drawn is None and never(t).index == 2  # no loss allowed: all N
     # without a calibration: the chance one of r draws scores higher, scores ~ N(0, 1)
     plain = AdaptiveSelector(base)
-    assert plain.beaten([3.0], 3) == pytest.approx(1 - (0.5 * (1 + math.erf(3 / 2**0.5))) ** 3)
+    assert plain.risk([3.0], 3) == pytest.approx(1 - (0.5 * (1 + math.erf(3 / 2**0.5))) ** 3)
     assert plain(t).drawn == 1  # z = 3: beaten with 0.4% over 3 draws
     assert AdaptiveSelector(base, confidence=0.999)(t).index == 2
     ev = evaluate_selectors([t], {"orchrm-adaptive": sure, "orchrm": base}, [4])
@@ -312,6 +322,8 @@ def test_adaptive_stops_when_confident_and_saves_orchestrator_tokens():
     assert argmax.total_tokens == 28 + 100 + 200  # orchestrator tokens count in the total
     with pytest.raises(ConfigError, match="confidence must be in"):
         AdaptiveSelector(base, confidence=1.0)
+    with pytest.raises(ConfigError, match="tolerance must be in"):
+        AdaptiveSelector(base, tolerance=-0.1)
 
 
 def test_cost_aware_choice_trades_score_against_predicted_cost():

@@ -49,9 +49,12 @@ class LineupInputs:
     seed: int = 0
     """Seeds `random`."""
     adaptive_confidence: float = 0.9
-    """`orchrm-adaptive` stops drawing once the chance that a later draw beats its best
-    so far is at most 1 - this."""
-    cost_weight: float = 0.5
+    """`orchrm-adaptive` on a model without a calibration: stops drawing once the chance
+    that a later draw scores above its best so far is at most 1 - this."""
+    adaptive_tolerance: float = 0.01
+    """`orchrm-adaptive` on a calibrated model: stops drawing once the accuracy it
+    expects to lose by stopping is at most this."""
+    cost_weight: float = 0.1
     """`orchrm-cost`: reward spreads a doubling of the predicted cost is worth."""
     cost_measure: str = "tokens"
     """`orchrm-cost`: the predicted cost it weighs (tokens, calls, critical_path_calls)."""
@@ -101,7 +104,12 @@ def _top_vote(k: int) -> Build:
 
 
 def _adaptive(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
-    return AdaptiveSelector(built["orchrm"], inputs.rm, inputs.adaptive_confidence)
+    return AdaptiveSelector(
+        built["orchrm"],
+        inputs.rm,
+        inputs.adaptive_confidence,
+        tolerance=inputs.adaptive_tolerance,
+    )
 
 
 def _cost(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:

@@ -16,9 +16,9 @@ confident; `CostAwareSelector` trades score against the cost predicted from the 
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
-import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -258,16 +258,19 @@ class AdaptiveSelector:
     N; execute the best drawn. Only the drawn candidates are scored and their
     orchestrator tokens spent (`Selection.drawn`).
 
-    The chance of being beaten with r draws left, stopped at when it is at most
-    1 - `confidence`:
+    Later draws are taken as scores from the model's reward distribution, a normal of
+    its training-time mean and spread (`Scorer.normalize`; raw scores without a scorer).
+    With r draws left and the best score so far at z spreads above the mean, it stops
     - with a calibration (`orchrm.rm.calibration`, from the model's `orchrm.json` or
-      given): (1 - p_best) x (1 - (1 - p_mean)^r), p_best the calibrated P(correct) of
-      the best so far and p_mean the mean over the drawn ones (each draw's chance to be
-      right): a later draw helps only when the best is wrong and the draw is right;
-    - without: 1 - Phi(z)^r, z the best score in units of the model's reward spread
-      (`Scorer.normalize`): the chance that one of r draws scores higher, scores taken
-      as normal.
+      given): when the accuracy it expects to lose by stopping is at most `tolerance`:
+      E[P(correct | best of all) - P(correct | best so far)], the best of all being
+      the higher of the best so far and the best of r draws (max of r normals);
+    - without: when the chance that one of the r draws scores higher, 1 - Phi(z)^r, is
+      at most 1 - `confidence`.
     """
+
+    LOSS_GRID = 120
+    """Steps of the integral over the best later score (up to 6 spreads above)."""
 
     def __init__(
         self,
@@ -275,31 +278,43 @@ class AdaptiveSelector:
         scorer: Scorer | None = None,
         confidence: float = 0.9,
         calibration: Calibration | None = None,
+        tolerance: float = 0.01,
     ):
         if not 0.0 < confidence < 1.0:
             raise ConfigError(f"adaptive: confidence must be in (0, 1), got {confidence}")
-        self.base, self.scorer, self.confidence = base, scorer, confidence
+        if not 0.0 <= tolerance < 1.0:
+            raise ConfigError(f"adaptive: tolerance must be in [0, 1), got {tolerance}")
+        self.base, self.scorer = base, scorer
+        self.confidence, self.tolerance = confidence, tolerance
         self.calibration = calibration or calibration_from_metadata(
             getattr(scorer, "metadata", None)
         )
+        zero, one = _standard(scorer, [0.0, 1.0])
+        self._spread = 1.0 / (one - zero) if one != zero else 1.0
+        self._mean = -zero * self._spread  # raw score = mean + spread x z
 
-    def beaten(self, drawn: Sequence[float | None], remaining: int) -> float:
-        """The chance that one of `remaining` more draws beats the best of `drawn`."""
+    def risk(self, drawn: Sequence[float | None], remaining: int) -> float:
+        """What stopping after `drawn` risks with `remaining` draws left: the expected
+        accuracy lost (with a calibration) or the chance of a higher later score."""
         scored = [s for s in drawn if s is not None]
         if not scored:
             return 1.0
         best = max(scored)
-        if self.calibration is not None:
-            probs = self.calibration.probability(scored)
-            p_best = self.calibration.probability([best])[0]
-            return (1 - p_best) * (1 - (1 - statistics.fmean(probs)) ** remaining)
-        (z,) = _standard(self.scorer, [best])
-        return 1 - _normal_cdf(z) ** remaining
+        z = (best - self._mean) / self._spread
+        if self.calibration is None:
+            return 1 - _normal_cdf(z) ** remaining
+        p_best = self.calibration.probability([best])[0]
+        steps = [z + 6.0 * i / self.LOSS_GRID for i in range(self.LOSS_GRID + 1)]
+        below = [_normal_cdf(x) ** remaining for x in steps]  # P(best later <= x)
+        middles = [self._mean + self._spread * (a + b) / 2 for a, b in itertools.pairwise(steps)]
+        gains = [p - p_best for p in self.calibration.probability(middles)]
+        return sum(g * (b - a) for g, a, b in zip(gains, below, below[1:], strict=False))
 
     def stop_after(self, scores: Sequence[float | None]) -> int:
         """How many of the candidates with these scores (in sample order) it draws."""
+        limit = self.tolerance if self.calibration is not None else 1 - self.confidence
         for m in range(1, len(scores)):
-            if self.beaten(scores[:m], len(scores) - m) <= 1 - self.confidence:
+            if self.risk(scores[:m], len(scores) - m) <= limit:
                 return m
         return len(scores)
 
@@ -331,7 +346,7 @@ class CostAwareSelector:
         base: Selector,
         scorer: Scorer | None = None,
         *,
-        cost_weight: float = 0.5,
+        cost_weight: float = 0.1,
         measure: str = "tokens",
         run_config=None,
         cost_model=None,

@@ -235,6 +235,11 @@ def test_predicted_cost_follows_each_sub_agents_call_pattern():
     )
     assert bounded.calls == 3  # answer, one critic, one refinement at most
     assert predict_cost(Orchestration(answer="42", dom=DoM.LOW)).calls == 0
+    loop = Orchestration(
+        (Agent("A", "CoTAgent", input="${B}"), Agent("B", "CoTAgent", input="${A}")),
+        (Edge("A", "B"), Edge("B", "A")),
+    )  # cannot run, and never looks cheaper than the plans that can
+    assert predict_cost(loop).calls == 2 and predict_cost(loop).critical_path_calls == 2
 
 
 def test_predicted_cost_tracks_measured_cost_on_world_logs():

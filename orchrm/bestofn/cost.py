@@ -124,11 +124,15 @@ def predict_cost(
 ) -> PredictedCost:
     """The expected calls, tokens and critical-path calls of one execution of
     `orchestration` under `run_config`, from its graph alone. A direct answer costs
-    nothing; a graph with a cycle never runs (no cost)."""
+    nothing. A plan that breaks a graph rule costs what its agents would (with a cycle,
+    the critical path follows declaration order), so that a plan which cannot run never
+    looks cheap."""
     config, model = run_config or RunConfig(), model or CostModel()
-    order = orchestration.topological_order()
-    if not orchestration.agents or order is None:
+    if not orchestration.agents:
         return PredictedCost(0.0, 0.0, 0.0)
+    order = orchestration.topological_order() or list(
+        dict.fromkeys(a.id for a in orchestration.agents)
+    )
     known = {a.id for a in orchestration.agents}
     sources: dict[str, list[str]] = {i: [] for i in known}
     for e in set(orchestration.edges):
@@ -139,21 +143,15 @@ def predict_cost(
     for agent_id in order:
         agent = orchestration.agent(agent_id)
         pattern = agent_calls(agent, config, model)
-        read = sum(
-            model.tokens(u.type, FINAL_STEP.get(u.type, "answer"))[1]
-            for u in _up(orchestration, sources[agent_id])
-        )
+        upstream = [orchestration.agent(u) for u in sources[agent_id]]
+        read = sum(model.tokens(u.type, FINAL_STEP.get(u.type, "answer"))[1] for u in upstream)
         for step, count in pattern.items():
             prompt, completion = model.tokens(agent.type, step)
             tokens += count * (prompt + read + completion)
         calls += sum(pattern.values())
-        start = max((finish[s] for s in sources[agent_id]), default=0.0)
+        start = max((finish[u] for u in sources[agent_id] if u in finish), default=0.0)
         finish[agent_id] = start + agent_depth(agent, pattern, config)
     return PredictedCost(calls, tokens, max(finish.values()))
-
-
-def _up(o: Orchestration, ids: list[str]) -> list[Agent]:
-    return [o.agent(i) for i in ids]
 
 
 @dataclass(frozen=True)
@@ -178,16 +176,12 @@ def measured_cost(record: dict) -> MeasuredCost | None:
     o = from_dict(record["orchestration"])
     tokens = (record.get("tokens") or {}).get("execution", execution.get("total_tokens", 0))
     calls = execution.get("calls") or []
-    by_agent: dict[str, dict[str, int]] = {}
-    for c in calls:
-        steps = by_agent.setdefault(c["agent_id"], {})
-        steps[c["step"]] = steps.get(c["step"], 0) + 1
+    by_agent = _steps_by_agent(calls)
     finish: dict[str, float] = {}
-    config = RunConfig()
     for agent_id in o.topological_order() or []:
         agent = o.agent(agent_id)
         steps = by_agent.get(agent_id, {})
-        depth = _measured_depth(agent, steps, config) if steps else 0.0
+        depth = _measured_depth(agent, steps) if steps else 0.0
         start = max(
             (finish[e.source] for e in o.edges if e.target == agent_id and e.source in finish),
             default=0.0,
@@ -196,7 +190,16 @@ def measured_cost(record: dict) -> MeasuredCost | None:
     return MeasuredCost(len(calls), int(tokens or 0), int(max(finish.values(), default=0.0)))
 
 
-def _measured_depth(agent: Agent, steps: dict[str, int], config: RunConfig) -> float:
+def _steps_by_agent(calls: list[dict]) -> dict[str, dict[str, int]]:
+    """Logged calls counted by agent and step."""
+    out: dict[str, dict[str, int]] = {}
+    for c in calls:
+        steps = out.setdefault(c["agent_id"], {})
+        steps[c["step"]] = steps.get(c["step"], 0) + 1
+    return out
+
+
+def _measured_depth(agent: Agent, steps: dict[str, int]) -> float:
     if agent.type == "SCAgent":
         return 1.0
     if agent.type == "DebateAgent":
@@ -219,10 +222,9 @@ def fit_cost_model(records: Iterable[dict]) -> CostModel:
             continue
         o = from_dict(r["orchestration"])
         fed = {e.target for e in o.edges}
-        steps: dict[str, dict[str, int]] = {}
-        for c in execution.get("calls") or []:
-            counts = steps.setdefault(c["agent_id"], {})
-            counts[c["step"]] = counts.get(c["step"], 0) + 1
+        calls = execution.get("calls") or []
+        steps = _steps_by_agent(calls)
+        for c in calls:
             if c["agent_id"] not in fed:
                 key = (c["agent_type"], c["step"])
                 tokens.setdefault(key, []).append((c["prompt_tokens"], c["completion_tokens"]))

@@ -255,8 +255,9 @@ def _normal_cdf(z: float) -> float:
 class AdaptiveSelector:
     """Draw candidates one at a time in sample order and stop as soon as the reward
     model is confident that the best so far will not be beaten by the draws left, or at
-    N; execute the best drawn. Only the drawn candidates are scored and their
-    orchestrator tokens spent (`Selection.drawn`).
+    N; execute the best drawn. Only the drawn candidates cost orchestrator and
+    verification tokens (`Selection.drawn`). An evaluation, where all N exist already,
+    reads their scores in sample order and stops where drawing would have.
 
     Later draws are taken as scores from the model's reward distribution, a normal of
     its training-time mean and spread (`Scorer.normalize`; raw scores without a scorer).

@@ -256,6 +256,13 @@ def memory_plan(
     )
 
 
+def _backbone(config_or_path) -> Backbone:
+    """The shapes of a `PRESETS` name, or of what `read_backbone` reads."""
+    if isinstance(config_or_path, str):
+        return read_backbone(PRESETS.get(config_or_path, config_or_path))
+    return read_backbone(config_or_path)
+
+
 def plan_training(
     config_or_path,
     *,
@@ -287,12 +294,7 @@ def plan_training(
         mfu,
         attn_implementation,
     )
-    source = (
-        PRESETS.get(config_or_path, config_or_path)
-        if isinstance(config_or_path, str)
-        else config_or_path
-    )
-    backbone = read_backbone(source)
+    backbone = _backbone(config_or_path)
     peak, gpu, gpu_memory = _resolve_peak(peak_flops, dtype)
     memory_limit = device_memory if device_memory is not None else gpu_memory
     a = 2 if dtype == "bf16" else 4
@@ -404,8 +406,7 @@ def plan_from_train_config(train_config, num_devices: int = 1, zero_stage: int =
     cuda = torch.cuda.is_available()
     checkpointing = getattr(train_config, "gradient_checkpointing", None)
     if checkpointing is None:  # orchrm.rm.model.load_for_training's rule
-        source = PRESETS.get(backbone, backbone) if isinstance(backbone, str) else backbone
-        big = count_parameters(read_backbone(source)).total > 1e9
+        big = count_parameters(_backbone(backbone)).total > 1e9
         checkpointing = cuda and (lora or big)
     return plan_training(
         backbone,

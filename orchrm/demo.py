@@ -13,9 +13,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from orchrm.bestofn.lineup import build_lineup, evaluate_tasks
+from orchrm.bestofn.lineup import (
+    build_lineup,
+    evaluate_tasks,
+    first_candidates,
+    offline_selectors,
+)
 from orchrm.bestofn.metrics import tasks_from_logs
 from orchrm.bestofn.report import points, terminal_table, write_report
+from orchrm.bestofn.view import selections, write_evaluation_view
 from orchrm.demo_config import DemoConfig
 from orchrm.jsonl import write_jsonl
 from orchrm.rm.config import TrainConfig
@@ -116,6 +122,8 @@ def _evaluate_preset(config: DemoConfig, preset: str, models: dict, logs: dict, 
         seed=config.seed,
     )
     ev = evaluate_tasks(lineup.tasks, lineup.selectors, config.samples, domain=preset)
+    shown = first_candidates(lineup.tasks, config.samples)
+    picks = selections(shown, offline_selectors(lineup))
     at = ev.at(ev.n)
     cheaper = at["judge-traj"].verification_tokens / max(1.0, at["orchrm"].verification_tokens)
     ev.notes = {
@@ -132,7 +140,7 @@ def _evaluate_preset(config: DemoConfig, preset: str, models: dict, logs: dict, 
         "trajectory level: reads each answer's correctness right 85% of "
         "the time",
     }
-    return ev
+    return ev, shown, picks
 
 
 def run_demo(config: DemoConfig, say=print) -> dict:
@@ -168,10 +176,14 @@ def run_demo(config: DemoConfig, say=print) -> dict:
             f"{2 * (summary.train_pairs + summary.validation_pairs)} texts over "
             f"{config.max_length} tokens)"
         )
-    evaluations = []
+    evaluations, shown, picks = [], [], []
     for preset in config.presets:
-        evaluations.append(_evaluate_preset(config, preset, models, logs, world))
+        ev, tasks, chosen = _evaluate_preset(config, preset, models, logs, world)
+        evaluations.append(ev)
+        shown += tasks
+        picks += chosen
         lap(f"evaluate {preset}")
+    write_evaluation_view(out, shown, picks, title="orchrm demo")
     seconds["total"] = round(time.perf_counter() - started, 1)
     report = write_report(
         evaluations,

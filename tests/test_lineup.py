@@ -166,3 +166,17 @@ def test_eval_says_which_domains_and_sample_counts_there_are(tmp_path, orchrm_cl
     assert done.returncode == 2 and "did you mean --samples?" in done.stderr
     done = orchrm_cli("world", "generate", "--tasks", "4", "--out", str(tmp_path / "w"))
     assert done.returncode == 2 and "did you mean --num-tasks" in done.stderr
+
+
+def test_eval_writes_the_page_of_every_task_beside_its_report(tmp_path, orchrm_cli):
+    generated = generate("math", 3, 4, seed=6, progress=False)
+    log = tmp_path / "log.jsonl"
+    write_jsonl(generated.records, log)
+    out = tmp_path / "report"
+    done = orchrm_cli(
+        "eval", str(log), "--samples", "4", "--orchestrator", "base", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    page = (out / "view.html").read_text()
+    assert (out / "report.md").exists() and page.count('class="task') >= 3
+    assert all(t.id in page for t in generated.tasks)

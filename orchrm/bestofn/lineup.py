@@ -94,13 +94,7 @@ def evaluate_tasks(
     each), at N = 1, 2, 4, ... up to `n`."""
     from orchrm.progress import progress_bar
 
-    tasks = [
-        t
-        if len(t.candidates) == n
-        else CandidateSet(t.task_id, t.question, t.candidates[:n], t.domain)
-        for t in tasks
-        if len(t.candidates) >= n
-    ]
+    tasks = first_candidates(tasks, n)
     ns = sorted({1 << k for k in range(n.bit_length()) if 1 << k <= n} | {n})
     with progress_bar(f"evaluating {domain or 'selectors'}", len(tasks) * len(ns), progress) as (
         bar,
@@ -110,6 +104,23 @@ def evaluate_tasks(
             tasks, chosen, ns, domain=domain, progress=lambda: bar.advance(task)
         )
     return ev
+
+
+def first_candidates(tasks: list[CandidateSet], n: int) -> list[CandidateSet]:
+    """The tasks with at least `n` candidates, each cut to its first `n`."""
+    return [
+        t
+        if len(t.candidates) == n
+        else CandidateSet(t.task_id, t.question, t.candidates[:n], t.domain)
+        for t in tasks
+        if len(t.candidates) >= n
+    ]
+
+
+def offline_selectors(lineup: LineUp) -> dict[str, Selector]:
+    """The line-up without its LLM judges: what a page of every task's picks can run
+    again at no cost (the reward models' scores are cached)."""
+    return {k: v for k, v in lineup.selectors.items() if not k.startswith("judge")}
 
 
 def by_domain(tasks: list[CandidateSet]) -> dict[str, list[CandidateSet]]:
@@ -181,7 +192,12 @@ def evaluate_held_out(config: EvalConfig, say=print, progress: bool = True) -> l
     lineup = build_lineup(
         tasks, rm=model, external_rm=external, judge=judge, world_tasks=worlds, reruns=config.reruns
     )
-    return [
+    evaluations = [
         evaluate_tasks(group, lineup.selectors, config.n, name, progress)
         for name, group in by_domain(lineup.tasks).items()
     ]
+    from orchrm.bestofn.view import write_evaluation_view
+
+    shown = first_candidates(lineup.tasks, config.n)
+    write_evaluation_view(config.out, shown, selectors=offline_selectors(lineup))
+    return evaluations

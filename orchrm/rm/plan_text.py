@@ -48,7 +48,7 @@ def _header(plan: TrainingPlan, width: int) -> list[str]:
         f"Training plan: {plan.backbone} ({plan.model_type}), {count(plan.parameters)} parameters"
     )
     return [
-        *textwrap.wrap(title, width, subsequent_indent="  "),
+        *textwrap.wrap(title, width, subsequent_indent="  ", break_on_hyphens=False),
         *textwrap.wrap(details, width, initial_indent="  ", subsequent_indent="  "),
     ]
 

@@ -235,3 +235,17 @@ def test_a_wrong_model_path_says_what_is_there(tmp_path, orchrm_cli):
     assert done.returncode == 2 and "no reward model at" in done.stderr
     done = orchrm_cli("train", "--pairs", str(tmp_path / "missing"), "--out", str(tmp_path / "o"))
     assert done.returncode == 2 and "no pairs at" in done.stderr
+
+
+def test_train_plan_prints_the_plan_without_pairs(orchrm_cli, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(
+        '{"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, '
+        '"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, '
+        '"vocab_size": 128256, "max_position_embeddings": 131072}'
+    )
+    args = ("train", "--plan", "--backbone", str(config), "--lora", "--max-length", "4096")
+    done = orchrm_cli(*args, "--dtype", "bf16", "--batch-size", "1", "--devices", "8")
+    assert done.returncode == 0, done.stderr
+    assert "7.5" in done.stdout and "ZeRO-3" in done.stdout
+    assert orchrm_cli("train").returncode == 2

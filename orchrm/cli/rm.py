@@ -41,19 +41,44 @@ from orchrm.rm.config import TrainConfig
         "margin",
         "center_rewards",
         "bf16",
+        "dtype",
+        "max_tokens_per_batch",
+        "gradient_checkpointing",
+        "attn_implementation",
+        "lora_r",
+        "lora_alpha",
+        "peak_flops",
         "seed",
         "trust_remote_code",
     ],
-    required=["pairs"],
 )
 def train_command(
     config: TrainConfig,
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
+    plan: bool = typer.Option(
+        False,
+        "--plan",
+        help="Print the memory and time plan of this training (parameters, bytes per "
+        "device for weights, gradients, optimizer state and activations, a step time) "
+        "and exit: nothing is loaded but the backbone's config.",
+    ),
+    devices: int = typer.Option(1, "--devices", min=1, help="With --plan: devices to shard over."),
+    zero_stage: int = typer.Option(
+        0, "--zero-stage", min=0, max=3, help="With --plan: the ZeRO stage (0: none)."
+    ),
 ) -> None:
     """Train a Bradley-Terry reward model on exported pairs (progress bar with live loss,
     accuracy and ETA). Multi-process: `accelerate launch ... -m orchrm.rm.train`."""
+    if plan:
+        from orchrm.rm.plan import plan_from_train_config
+
+        planned = plan_from_train_config(config, num_devices=devices, zero_stage=zero_stage)
+        console.print(planned.to_text(max(64, console.width)), highlight=False, markup=False)
+        return
     from orchrm.rm.train import train
 
+    if not config.pairs:
+        fail("give --pairs (an `orchrm pairs export` folder or a pair file), or --plan")
     if not Path(config.pairs).exists():
         fail(f"no pairs at {config.pairs}: give `orchrm pairs export`'s folder or a pair file")
     summary = train(config, resume=resume)

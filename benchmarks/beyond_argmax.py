@@ -1,0 +1,118 @@
+"""The selectors beyond argmax on world logs, before any reward model is trained: each
+selector's expected accuracy against argmax, its share of argmax's orchestrator tokens,
+and its total tokens, with a stand-in reward model that knows the world up to noise.
+
+    .venv/bin/python benchmarks/beyond_argmax.py [--tasks 80] [--noise 1.0] [--reruns 10]
+
+The stand-in scores a plan by the log-odds of its true success probability plus normal
+noise of sd `--noise` (seeded by the plan), on a spread of 2 (`normalize` halves it). Per
+preset, the first half of the tasks fits a Platt calibration of those scores (its ECE on
+the second half is printed); the second half is evaluated at N = 8 over the specialized
+orchestrator's samples, with `orchrm-adaptive` at several confidences (no calibration)
+and tolerances (calibrated) and `orchrm-cost` at several weights. It measures the rules,
+not a trained model: a trained model's scores rank worse and call for its own sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import random
+import tempfile
+from pathlib import Path
+
+from orchrm.bestofn.lineup import build_lineup
+from orchrm.bestofn.metrics import evaluate_selectors, tasks_from_logs
+from orchrm.bestofn.selectors import AdaptiveSelector, CostAwareSelector
+from orchrm.jsonl import write_jsonl
+from orchrm.rm.calibration import expected_calibration_error, fit_calibration, scored_outcomes
+from orchrm.world.generate import generate, world_config
+from orchrm.world.model import success_probability
+
+
+class WorldScorer:
+    """log-odds of the true success probability + seeded noise (an `orchrm.rm.scorer.
+    Scorer` that never renders: it scores plans)."""
+
+    budget = (512, len)
+
+    def __init__(self, world_tasks, noise: float):
+        self.by_question = {t.question: t for t in world_tasks}
+        self.noise = noise
+        self.metadata = {"reward_mean": 0.0, "reward_std": 2.0}
+        self.config = world_config()
+
+    def render(self, question, orchestration) -> str:
+        return question
+
+    def score_items_with_tokens(self, items):
+        scores = []
+        for question, o in items:
+            p = success_probability(self.by_question[question], o, self.config)
+            p = min(max(p, 1e-4), 1 - 1e-4)
+            noise = random.Random(hashlib.md5(repr((question, o)).encode()).hexdigest())
+            scores.append(math.log(p / (1 - p)) + noise.gauss(0, self.noise))
+        return scores, [10] * len(items)
+
+    def score_batch(self, items):
+        return self.score_items_with_tokens(items)[0]
+
+    def score_texts_with_tokens(self, texts):
+        raise NotImplementedError("scores plans, not texts")
+
+    def normalize(self, scores):
+        return [None if s is None else s / 2.0 for s in scores]
+
+
+def preset_rows(preset: str, args) -> None:
+    generated = generate(preset, args.tasks, 8, seed=args.seed, progress=False)
+    scorer = WorldScorer(generated.tasks, args.noise)
+    fit_ids = {t.id for t in generated.tasks[: args.tasks // 2]}
+    fit = [r for r in generated.records if r["task_id"] in fit_ids]
+    held = [r for r in generated.records if r["task_id"] not in fit_ids]
+    calibration = fit_calibration(*scored_outcomes(scorer, fit), "platt")
+    scores, outcomes = scored_outcomes(scorer, held)
+    ece = expected_calibration_error(calibration.probability(scores), outcomes)
+    with tempfile.TemporaryDirectory() as folder:
+        write_jsonl(held, Path(folder) / "held.jsonl")
+        tasks = tasks_from_logs([str(Path(folder) / "held.jsonl")], "specialized", 8)
+    lineup = build_lineup(tasks, rm=scorer, world_tasks=generated.tasks, reruns=args.reruns)
+    base = lineup.selectors["orchrm"]
+    names = ("orchrm", "majority", "orchrm-top2-vote", "orchrm-top3-vote", "orchrm-adaptive")
+    chosen = {name: lineup.selectors[name] for name in names}
+    for confidence in (0.8, 0.95):
+        chosen[f"adaptive confidence {confidence}"] = AdaptiveSelector(base, scorer, confidence)
+    for tolerance in (0.005, 0.01, 0.02):
+        chosen[f"adaptive calibrated, tolerance {tolerance}"] = AdaptiveSelector(
+            base, scorer, calibration=calibration, tolerance=tolerance
+        )
+    for weight in (0.1, 0.25, 0.5):
+        chosen[f"cost weight {weight}"] = CostAwareSelector(base, scorer, cost_weight=weight)
+    at = evaluate_selectors(lineup.tasks, chosen, [8], bootstrap=200).at(8)
+    argmax = at["orchrm"]
+    print(f"\n{preset}: {len(tasks)} held-out tasks, calibration ECE {ece:.3f} held out")
+    print(f"{'selector':<38}{'expected %':>11}{'- argmax':>9}{'orch. tokens':>13}{'total':>9}")
+    for name, r in at.items():
+        gap = 100 * (r.expected_accuracy - argmax.expected_accuracy)
+        share = r.orchestrator_tokens / argmax.orchestrator_tokens
+        print(
+            f"{name:<38}{100 * r.expected_accuracy:>11.1f}{gap:>+9.1f}{share:>13.0%}"
+            f"{r.total_tokens:>9,.0f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", default="math,search,multihop")
+    parser.add_argument("--tasks", type=int, default=80, help="World tasks per preset.")
+    parser.add_argument("--noise", type=float, default=1.0, help="Score noise (log-odds).")
+    parser.add_argument("--reruns", type=int, default=10, help="Re-executions for votes.")
+    parser.add_argument("--seed", type=int, default=21)
+    args = parser.parse_args()
+    for preset in args.presets.split(","):
+        preset_rows(preset, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -8,7 +8,8 @@ checkpointing, each setting in a fresh process (so its peak memory is its own).
 `--max-tokens-per-batch` and prints pairs/s, real and padded tokens/s and peak RSS.
 `checkpointing` builds a random ~110M-parameter Llama (hidden 768, 12 layers, vocab
 32,000; nothing downloaded) and trains one step on one pair of 1,024-token texts with and
-without gradient checkpointing, printing peak RSS and the step's time.
+without gradient checkpointing, fully and with LoRA, printing peak RSS and the step's
+time.
 """
 
 from __future__ import annotations
@@ -42,7 +43,13 @@ def run(settings: dict) -> dict:
         capture_output=True,
         text=True,
         check=False,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "2"},
+        # glibc hands large freed blocks back, so the peak RSS follows live tensors.
+        env={
+            "HF_HUB_OFFLINE": "1",
+            "PATH": "/usr/bin:/bin",
+            "OMP_NUM_THREADS": "2",
+            "MALLOC_MMAP_THRESHOLD_": "65536",
+        },
         cwd=ROOT,
     )
     if done.returncode:
@@ -90,17 +97,21 @@ def checkpointing(args, out: Path) -> None:
     records = [json.loads(x) for x in (Path(args.pairs) / "train.jsonl").read_text().splitlines()]
     texts = [r["prompt"] + r[s] for r in records[:200] for s in ("chosen", "rejected")]
     backbone = random_llama(out / "llama", texts)
-    long = [{**r, "prompt": r["prompt"] * 8} for r in records[:4]]  # well over 1,024 tokens
+    # Each side repeated: well over 1,024 tokens, cut to exactly that.
+    long = [{**r, "chosen": r["chosen"] * 8, "rejected": r["rejected"] * 8} for r in records[:4]]
     (out / "pairs").mkdir()
     (out / "pairs" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in long))
     common = dict(pairs=str(out / "pairs"), backbone=str(backbone), max_length=1024,
                   batch_size=1, max_steps=1, num_threads=2, seed=0)  # fmt: skip
-    for on in (False, True):
-        s = run({**common, "out": str(out / str(on)), "gradient_checkpointing": on})
-        print(
-            f"gradient_checkpointing {on}: peak RSS {s['peak_rss_mib']:.0f} MiB, one step "
-            f"{s['train_seconds']:.1f} s ({s['padded_tokens']} tokens)"
-        )
+    for lora in (False, True):
+        for on in (False, True):
+            where = out / f"{lora}-{on}"
+            s = run({**common, "out": str(where), "gradient_checkpointing": on, "lora": lora})
+            print(
+                f"{'LoRA' if lora else 'full'}, gradient_checkpointing {on}: peak RSS "
+                f"{s['peak_rss_mib']:.0f} MiB, one step {s['train_seconds']:.1f} s "
+                f"({s['padded_tokens']} tokens)"
+            )
 
 
 def main() -> None:

@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.loopback import LoopbackServer
+
 
 def echo_reply(request: dict) -> str:
     """The default reply: a deterministic echo of the last user message."""
@@ -34,7 +36,7 @@ def count_words(text: str) -> int:
     return len(text.split())
 
 
-class LoopbackLLM:
+class LoopbackLLM(LoopbackServer):
     """A scriptable chat-completions server on a free loopback port.
 
     `reply(request_json) -> str` decides each answer's content. Faults: the first
@@ -86,22 +88,8 @@ class LoopbackLLM:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def __enter__(self) -> LoopbackLLM:
-        handler = type("Handler", (_Handler,), {"llm": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        # `shutdown()` waits up to one poll interval; the default 0.5 s adds up over a suite.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+    def handler(self) -> type:
+        return type("Handler", (_Handler,), {"llm": self})
 
     def _record(self, request: dict) -> int:
         """Append `request` to `requests` and return its 0-based arrival index."""

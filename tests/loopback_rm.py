@@ -25,7 +25,9 @@ import math
 import struct
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.loopback import LoopbackServer
 
 ROUTES = {"vllm": "/classify", "sglang": "/classify", "openrlhf": "/get_reward"}
 
@@ -40,7 +42,7 @@ def sigmoid32(x: float) -> float:
     return float32(1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x)))
 
 
-class LoopbackRM:
+class LoopbackRM(LoopbackServer):
     """A reward server of kind `vllm`, `sglang` or `openrlhf` on a free loopback port."""
 
     def __init__(
@@ -70,21 +72,8 @@ class LoopbackRM:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}{ROUTES[self.kind]}"
 
-    def __enter__(self) -> LoopbackRM:
-        handler = type("Handler", (_Handler,), {"server_rm": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+    def handler(self) -> type:
+        return type("Handler", (_Handler,), {"server_rm": self})
 
     def answer(self, request: dict) -> tuple[int, dict, dict]:
         """(status, headers, body) for one request."""

@@ -15,6 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from orchrm.cli import app
+from orchrm.errors import ConfigError
 from orchrm.orchestration import render_for_rm
 from orchrm.rl import verl_reward
 from orchrm.rl.config import PolicyConfig, RLConfig
@@ -325,8 +326,12 @@ def test_rl_command_runs_end_to_end_and_reports(policy_dir, rm_dir, tmp_path):
 
 
 def test_rl_command_rejects_an_unknown_method(tmp_path):
-    result = CliRunner().invoke(app, ["rl", "--out", str(tmp_path), "--method", "ppo"])
-    assert result.exit_code == 2 and "method must be one of" in result.output
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(
+        app, ["rl", "--out", str(tmp_path), "--method", "ppo"]
+    )
+    assert result.exit_code == 2 and "'ppo' is not one of 'grpo', 'rft', 'dpo'" in result.output
+    with pytest.raises(ConfigError, match="method must be one of grpo, rft, dpo"):
+        RLConfig(method="ppo")  # the library refuses it too
 
 
 def test_rl_on_your_own_tasks_with_a_lora(policy_dir, rm_dir, world, tmp_path):

@@ -16,9 +16,6 @@ not a trained model: a trained model's scores rank worse and call for its own sw
 from __future__ import annotations
 
 import argparse
-import hashlib
-import math
-import random
 import tempfile
 from pathlib import Path
 
@@ -27,42 +24,8 @@ from orchrm.bestofn.metrics import evaluate_selectors, tasks_from_logs
 from orchrm.bestofn.selectors import AdaptiveSelector, CostAwareSelector
 from orchrm.jsonl import write_jsonl
 from orchrm.rm.calibration import expected_calibration_error, fit_calibration, scored_outcomes
-from orchrm.world.generate import generate, world_config
-from orchrm.world.model import success_probability
-
-
-class WorldScorer:
-    """log-odds of the true success probability + seeded noise (an `orchrm.rm.scorer.
-    Scorer` that never renders: it scores plans)."""
-
-    budget = (512, len)
-
-    def __init__(self, world_tasks, noise: float):
-        self.by_question = {t.question: t for t in world_tasks}
-        self.noise = noise
-        self.metadata = {"reward_mean": 0.0, "reward_std": 2.0}
-        self.config = world_config()
-
-    def render(self, question, orchestration) -> str:
-        return question
-
-    def score_items_with_tokens(self, items):
-        scores = []
-        for question, o in items:
-            p = success_probability(self.by_question[question], o, self.config)
-            p = min(max(p, 1e-4), 1 - 1e-4)
-            noise = random.Random(hashlib.md5(repr((question, o)).encode()).hexdigest())
-            scores.append(math.log(p / (1 - p)) + noise.gauss(0, self.noise))
-        return scores, [10] * len(items)
-
-    def score_batch(self, items):
-        return self.score_items_with_tokens(items)[0]
-
-    def score_texts_with_tokens(self, texts):
-        raise NotImplementedError("scores plans, not texts")
-
-    def normalize(self, scores):
-        return [None if s is None else s / 2.0 for s in scores]
+from orchrm.world.generate import generate
+from orchrm.world.scorer import WorldScorer
 
 
 def preset_rows(preset: str, args) -> None:

@@ -4,7 +4,6 @@ top-k vote, adaptive N, cost-aware choice (orchrm.bestofn.selectors)."""
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
@@ -48,48 +47,13 @@ from orchrm.rm.calibration import (
     scored_outcomes,
 )
 from orchrm.runtime.config import RunConfig
-from orchrm.world.generate import generate, world_config
-from orchrm.world.model import success_probability
+from orchrm.world.generate import generate
+from orchrm.world.scorer import WorldScorer
 from tests.samples import HIGH_DOM, LOW_DOM, candidate_set, plan, tiny_decoder
 
 
 def _sigmoid(z: float) -> float:
     return 1 / (1 + math.exp(-z))
-
-
-class WorldScorer:
-    """A reward model that knows the world: log-odds of each plan's true success
-    probability plus seeded noise, 10 input tokens a plan (an `orchrm.rm.scorer.Scorer`)."""
-
-    def __init__(self, world_tasks, noise: float = 0.5, scale: float = 1.0, shift: float = 0.0):
-        self.by_question = {t.question: t for t in world_tasks}
-        self.noise, self.scale, self.shift = noise, scale, shift
-        self.metadata = {"reward_mean": 0.0, "reward_std": 2.0}
-        self.config = world_config()
-
-    budget = (512, len)
-
-    def render(self, question, orchestration) -> str:
-        return question
-
-    def score_items_with_tokens(self, items):
-        scores = []
-        for question, o in items:
-            p = success_probability(self.by_question[question], o, self.config)
-            p = min(max(p, 1e-4), 1 - 1e-4)
-            seed = hashlib.md5(repr((question, o)).encode()).hexdigest()
-            z = math.log(p / (1 - p)) + random.Random(seed).gauss(0, self.noise)
-            scores.append(self.scale * z + self.shift)
-        return scores, [10] * len(items)
-
-    def score_batch(self, items):
-        return self.score_items_with_tokens(items)[0]
-
-    def score_texts_with_tokens(self, texts):
-        raise AssertionError("the world scorer scores plans, not texts")
-
-    def normalize(self, scores):
-        return [None if s is None else s / 2.0 for s in scores]
 
 
 def _fixed(scores, tokens: int = 7):

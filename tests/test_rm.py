@@ -67,7 +67,7 @@ def test_training_learns_and_saves_a_standard_checkpoint(trained):
     assert [h["step"] for h in history] == [4, 8]
     assert set(history[-1]["accuracy_by_kind"]) <= {"coi", "sob"}
     meta = json.loads((out / "model" / "orchrm.json").read_text())
-    assert meta["render_version"] == "orchrm-rm-text/3" and meta["max_length"] == 64
+    assert meta["render_version"] == "orchrm-rm-text/4" and meta["max_length"] == 64
     assert meta["pair_data_hash"] and "reward_std" in meta and meta["training"]["steps"] == 8
     # A plain Hugging Face load works (no orchrm code, no pickle, no remote code).
     model = AutoModelForSequenceClassification.from_pretrained(out / "model")

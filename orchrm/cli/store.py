@@ -305,6 +305,12 @@ def pairs_export(
         help="Count tokens with this model's tokenizer (dir or id); default: the default "
         "backbone's, as `orchrm train` uses; 'approx' for a word-based estimate.",
     ),
+    domain_in_text: bool = typer.Option(
+        False,
+        "--domain-in-text",
+        help="Start each text with its task's domain line, to train one reward model "
+        "for every domain (it then reads the domain at scoring time too).",
+    ),
 ) -> None:
     """Export a dataset as preference data (prompt/chosen/rejected, one file per split) or
     in the OrchRM-datasets format (input/chosen/rejected/source)."""
@@ -320,7 +326,7 @@ def pairs_export(
             from orchrm.rm.model import backbone_budget
 
             max_tokens, count = backbone_budget(tokenizer, max_length)
-        written = export(db, out, dataset, fmt, max_tokens, count)
+        written = export(db, out, dataset, fmt, max_tokens, count, domain_in_text)
     for part, path in written.items():
         console.print(f"{part}: {path}")
     if "validation" not in written:

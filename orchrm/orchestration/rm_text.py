@@ -11,9 +11,13 @@ from typing import Protocol, runtime_checkable
 
 from orchrm.orchestration.model import Agent, Orchestration
 
-RM_RENDER_VERSION = "orchrm-rm-text/3"
+RM_RENDER_VERSION = "orchrm-rm-text/4"
 """Version of `render_for_rm`'s layout. Checkpoints record it; a change to the layout
 must bump it, because a model trained on one layout misreads another."""
+
+DOMAIN_PREFIX = "domain: "
+"""How the optional first line naming the task's domain starts; a model trained on texts
+with it (`domain_in_text` in its `orchrm.json`) is given it at scoring time too."""
 
 QUESTION_SHARE = 0.5
 """The question may take at most this share of the reward-model budget."""
@@ -83,6 +87,7 @@ def render_for_rm(
     o: Orchestration,
     max_tokens: int = 512,
     count_tokens: TokenCounter | None = None,
+    domain: str = "",
 ) -> str:
     """The text the reward model reads for (question, orchestration). Deterministic.
 
@@ -91,6 +96,7 @@ def render_for_rm(
     (`chosen`, `rejected`); their concatenation is exactly this text. Layout (version
     `RM_RENDER_VERSION`), structure first and thinking last:
 
+        domain: <domain>          (only when `domain` is given)
         question: <question>
         orchestration: dom=<low|high> agents=<n> edges=<m> sink=<id|none>
         agent <id> = <type> (<what it does: TYPE_NAMES>) [roles: r1 | r2]
@@ -100,7 +106,9 @@ def render_for_rm(
         answer: <direct answer or answer id>
         thinking: <thinking>
 
-    Agents appear in topological order (declaration order when the graph has a cycle).
+    The domain line lets one model serve every domain: it learns what suits each one
+    instead of averaging them. Agents appear in topological order (declaration order when
+    the graph has a cycle).
     Budget (`max_tokens` by `count_tokens`, default `approx_token_count`): the question
     keeps its head within `QUESTION_SHARE` of it; the orchestration part gets the rest
     and, when over, is cut in this order: thinking, agent descriptions, agent inputs. A
@@ -116,16 +124,24 @@ def render_for_rm(
     Lone surrogates come out as U+FFFD, so a tokenizer always accepts the text.
     """
     count = _counter(count_tokens)
-    prompt = rm_prompt(question, max_tokens, count)
+    prompt = rm_prompt(question, max_tokens, count, domain)
     return prompt + rm_completion(o, max_tokens - count(prompt), count)
 
 
 def rm_prompt(
-    question: str, max_tokens: int = 512, count_tokens: TokenCounter | None = None
+    question: str,
+    max_tokens: int = 512,
+    count_tokens: TokenCounter | None = None,
+    domain: str = "",
 ) -> str:
-    """The question part of `render_for_rm`: `question: <question>` and a line break,
-    the question cut to `QUESTION_SHARE` of `max_tokens`."""
-    count = _counter(count_tokens)
+    """The question part of `render_for_rm`: the domain line when `domain` is given, then
+    `question: <question>` and a line break, the question cut to `QUESTION_SHARE` of
+    `max_tokens`."""
+    head = f"{DOMAIN_PREFIX}{_clean(domain)[:64]}\n" if domain else ""
+    return head + _question_line(question, max_tokens, _counter(count_tokens))
+
+
+def _question_line(question: str, max_tokens: int, count: TokenCounter) -> str:
     text = _clean(question)
     cap = int(max_tokens * QUESTION_SHARE)
     if count(f"question: {text}") > cap:

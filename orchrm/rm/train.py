@@ -40,6 +40,7 @@ from accelerate.utils import broadcast_object_list
 from transformers import get_linear_schedule_with_warmup
 
 from orchrm.errors import ConfigError, InputError
+from orchrm.orchestration.rm_text import DOMAIN_PREFIX
 from orchrm.progress import progress_bar
 from orchrm.rm.batching import MicroBatch, Step, epoch_steps, padded_tokens, steps_done
 from orchrm.rm.checkpoint import (
@@ -261,6 +262,8 @@ def _save_model(run: _Run, metrics: dict) -> None:
         "max_length": config.max_length,
         "step": run.state.step,
         "pair_data_hash": data_hash(run.train_records),
+        # The scorer gives such a model the domain line too, as it was trained.
+        "domain_in_text": any(r["prompt"].startswith(DOMAIN_PREFIX) for r in run.train_records),
         "metrics": metrics,
         "reward_mean": metrics.get("reward_mean", 0.0),
         "reward_std": metrics.get("reward_std", 1.0),

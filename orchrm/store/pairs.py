@@ -201,10 +201,12 @@ def preference_rows(
     split: str | None = None,
     max_tokens: int = 512,
     count_tokens=None,
+    domain_in_text: bool = False,
 ) -> list[dict]:
     """The pairs of a dataset as preference records: `prompt` (the shared question
-    part of the reward-model text), `chosen` and `rejected` (each side's orchestration
-    part), `source`, `kind`, `task_id`, `domain`, `split`, and both orchestration ids."""
+    part of the reward-model text, with the domain line when `domain_in_text`), `chosen`
+    and `rejected` (each side's orchestration part), `source`, `kind`, `task_id`,
+    `domain`, `split`, and both orchestration ids."""
     count = count_tokens or approx_token_count
     query = """
         SELECT p.kind, p.task_id, t.domain, p.split, t.question, p.chosen_id, c.parsed,
@@ -219,7 +221,7 @@ def preference_rows(
     rendered: dict[str, str] = {}
     out = []
     for kind, task_id, domain, part, question, chosen_id, chosen, rejected_id, rejected in rows:
-        prompt = rm_prompt(question, max_tokens, count)
+        prompt = rm_prompt(question, max_tokens, count, domain if domain_in_text else "")
         budget = max_tokens - count(prompt)
         for orch_id, parsed in ((chosen_id, chosen), (rejected_id, rejected)):
             if (orch_id, budget) not in rendered:
@@ -250,14 +252,17 @@ def export(
     fmt: str = "jsonl",
     max_tokens: int = 512,
     count_tokens=None,
+    domain_in_text: bool = False,
 ) -> dict[str, Path]:
     """Write each split of a dataset to OUT_DIR/<split>.<jsonl|parquet>; returns the
     paths written. Parquet and JSONL load with `datasets.load_dataset` as they are.
     `count_tokens` measures the `max_tokens` budget (default: `approx_token_count`; pass
-    the reward model's tokenizer to cut texts exactly where the model would)."""
+    the reward model's tokenizer to cut texts exactly where the model would). With
+    `domain_in_text`, each text starts with its task's domain line, for one model of
+    every domain."""
     if fmt not in ("jsonl", "parquet"):
         raise ConfigError(f"format must be jsonl or parquet, got {fmt!r}")
-    rows = preference_rows(store, dataset, max_tokens=max_tokens, count_tokens=count_tokens)
+    rows = preference_rows(store, dataset, None, max_tokens, count_tokens, domain_in_text)
     if not rows:
         raise InputError(f"dataset {dataset!r} has no pairs: run `orchrm pairs mine` first")
     out_dir = Path(out_dir)

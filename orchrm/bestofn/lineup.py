@@ -9,7 +9,7 @@ expected accuracy. `evaluate_tasks` and `evaluate_logs` run a line-up at N = 1, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from orchrm.bestofn.config import EvalConfig
@@ -39,8 +39,11 @@ def build_lineup(
     world_tasks: list | None = None,
     reruns: int = 0,
     seed: int = 0,
+    **selector_options,
 ) -> LineUp:
-    """The selectors that can run with what is given (see `LineupInputs`). With
+    """The selectors that can run with what is given (see `LineupInputs`);
+    `selector_options` are `LineupInputs` fields of how they choose (`cost_weight`,
+    `adaptive_confidence`, ...: `orchrm.bestofn.config.SelectorOptions`). With
     `world_tasks` (the `WorldTask`s the logs were generated from) the world's simulated
     judge replaces `judge`, `bayes` joins, and every candidate is re-executed `reruns`
     times; raises ValueError naming a task the world does not know."""
@@ -58,6 +61,7 @@ def build_lineup(
         judge=judge,
         world=bool(world_tasks),
         seed=seed,
+        **selector_options,
     )
     return LineUp(tasks, line_up(inputs))
 
@@ -190,7 +194,13 @@ def evaluate_held_out(config: EvalConfig, say=print, progress: bool = True) -> l
         say("no --world-tasks or --judge-base-url: the LLM judges are left out")
     worlds = read_world_tasks(list(config.world_tasks)) if config.world_tasks else None
     lineup = build_lineup(
-        tasks, rm=model, external_rm=external, judge=judge, world_tasks=worlds, reruns=config.reruns
+        tasks,
+        rm=model,
+        external_rm=external,
+        judge=judge,
+        world_tasks=worlds,
+        reruns=config.reruns,
+        **asdict(config.selector_options),
     )
     evaluations = [
         evaluate_tasks(group, lineup.selectors, config.n, name, progress)

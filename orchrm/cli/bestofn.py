@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from orchrm.bestofn.config import EvalConfig, LotoConfig
+from orchrm.bestofn.config import EvalConfig, LotoConfig, SelectorOptions
 from orchrm.cli.console import console, csv_values, err_console, fail
 from orchrm.cli.options import config_options, spelled_as
 from orchrm.cli.store import STORE_OPTION, open_store
@@ -15,8 +15,16 @@ from orchrm.rm.config import TrainConfig
 from orchrm.store.config import MineConfig
 
 _LOTO_DEFAULTS = LotoConfig()
+SELECTOR_OPTIONS = ("adaptive_confidence", "adaptive_tolerance", "cost_weight", "cost_measure")
+"""The `SelectorOptions` fields every command that builds those selectors takes."""
 
 
+def selector_options(command):
+    """Give `command` the `SelectorOptions` options, built into its `selector_options`."""
+    return config_options(SelectorOptions, SELECTOR_OPTIONS, into="selector_options")(command)
+
+
+@selector_options
 @config_options(
     EvalConfig,
     [
@@ -30,6 +38,7 @@ _LOTO_DEFAULTS = LotoConfig()
 @spelled_as({"--n": "--samples"})
 def eval_command(
     config: EvalConfig,
+    selector_options: SelectorOptions,
     logs: list[Path] = typer.Argument(None, help="orchrm.run/1 logs of the held-out tasks."),
 ) -> None:
     """Best-of-N on held-out logs or a store: a table per domain (accuracy with 95% CI,
@@ -38,7 +47,8 @@ def eval_command(
     from orchrm.bestofn.lineup import evaluate_held_out
     from orchrm.bestofn.report import terminal_table, write_report
 
-    config = replace(config, logs=tuple(str(p) for p in logs or ()))
+    logs_given = tuple(str(p) for p in logs or ())
+    config = replace(config, logs=logs_given, selector_options=selector_options)
     if not config.logs and not config.store:
         fail("give log files or --store (or set ORCHRM_STORE)")
     evaluations = evaluate_held_out(config, say=lambda m: err_console.print(m, markup=False))

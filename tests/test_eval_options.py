@@ -1,0 +1,96 @@
+"""`orchrm eval`'s options for the selectors built on the reward model's scores
+(`orchrm.bestofn.config.SelectorOptions`): from the command line to `LineupInputs`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+
+import pytest
+from typer.testing import CliRunner
+
+import orchrm.bestofn.lineup
+from orchrm.bestofn.config import SelectorOptions
+from orchrm.bestofn.lineup import build_lineup
+from orchrm.bestofn.metrics import tasks_from_logs
+from orchrm.bestofn.registry import LineupInputs
+from orchrm.bestofn.selectors import CandidateSet, Selection
+from orchrm.cli import app
+from orchrm.errors import ConfigError
+from orchrm.jsonl import write_jsonl
+from orchrm.world.generate import generate
+
+
+def _ready(task: CandidateSet) -> Selection:
+    """A ready `orchrm` selector (as cross-validation's): score i for candidate i."""
+    scores = tuple(float(i) for i in range(len(task.candidates)))
+    return Selection(len(scores) - 1, scores, 0, (len(scores) - 1,))
+
+
+@pytest.fixture(scope="module")
+def world_log(tmp_path_factory):
+    log = tmp_path_factory.mktemp("eval") / "math.jsonl"
+    write_jsonl(generate("math", 3, 2, seed=5, progress=False).records, log)
+    return log
+
+
+def test_the_options_default_to_what_the_line_up_builds_without_them():
+    defaults = LineupInputs()
+    for f in fields(SelectorOptions):
+        assert getattr(SelectorOptions(), f.name) == getattr(defaults, f.name), f.name
+
+
+def test_eval_options_reach_the_line_up_inputs(monkeypatch, world_log, tmp_path):
+    seen: list[LineupInputs] = []
+
+    def line_up(inputs: LineupInputs):
+        seen.append(inputs)
+        raise SystemExit(0)  # what the line-up was built from is all this test reads
+
+    monkeypatch.setattr(orchrm.bestofn.lineup, "line_up", line_up)
+    base = ["eval", str(world_log), "--samples", "2", "--out", str(tmp_path / "r")]
+    given = [
+        *("--cost-weight", "0.5", "--cost-measure", "critical_path_calls"),
+        *("--adaptive-confidence", "0.75", "--adaptive-tolerance", "0.05"),
+    ]
+    for args in (base, base + given):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+    left_out, set_ = seen
+    assert (left_out.cost_weight, left_out.cost_measure) == (0.1, "tokens")
+    assert (left_out.adaptive_confidence, left_out.adaptive_tolerance) == (0.9, 0.01)
+    assert (set_.cost_weight, set_.cost_measure) == (0.5, "critical_path_calls")
+    assert (set_.adaptive_confidence, set_.adaptive_tolerance) == (0.75, 0.05)
+
+
+def test_the_selectors_are_built_with_the_options(world_log):
+    tasks = tasks_from_logs([str(world_log)], "specialized", 2)
+    options = SelectorOptions(
+        adaptive_confidence=0.6, adaptive_tolerance=0.2, cost_weight=2.0, cost_measure="calls"
+    )
+    chosen = build_lineup(tasks, rm_selector=_ready, **asdict(options)).selectors
+    cost, adaptive = chosen["orchrm-cost"], chosen["orchrm-adaptive"]
+    assert (cost.cost_weight, cost.measure) == (2.0, "calls")
+    assert (adaptive.confidence, adaptive.tolerance) == (0.6, 0.2)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--adaptive-confidence", "1"], "adaptive_confidence must be strictly between 0 and 1"),
+        (["--adaptive-confidence", "0"], "adaptive_confidence must be strictly between 0 and 1"),
+        (["--adaptive-tolerance", "1"], "adaptive_tolerance must be below 1"),
+        (["--cost-weight", "-0.5"], "--cost-weight"),
+        (["--cost-measure", "dollars"], "'dollars'"),
+    ],
+)
+def test_an_option_out_of_range_is_refused_in_one_line(world_log, args, says):
+    result = CliRunner().invoke(app, ["eval", str(world_log), *args])
+    assert result.exit_code == 2
+    assert says in " ".join(result.output.split())
+
+
+def test_the_config_refuses_what_the_command_line_cannot_check():
+    with pytest.raises(ConfigError, match="cost_measure must be one of calls, tokens"):
+        SelectorOptions(cost_measure="dollars")
+    with pytest.raises(ConfigError, match="adaptive_confidence must be strictly"):
+        SelectorOptions(adaptive_confidence=1.0)

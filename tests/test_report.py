@@ -12,7 +12,8 @@ from matplotlib.container import ErrorbarContainer
 
 from orchrm.bestofn.metrics import evaluate_selectors
 from orchrm.bestofn.registry import colour, label
-from orchrm.bestofn.report import figures, markdown, plots, terminal_table, write_report
+from orchrm.bestofn.plots import figures, plots
+from orchrm.bestofn.report import markdown, terminal_table, write_report
 from orchrm.bestofn.selectors import (
     CandidateSet,
     Selection,

@@ -95,7 +95,9 @@ def evaluate_tasks(
     progress: bool = True,
 ) -> Evaluation:
     """Best-of-`n` over the tasks that have at least `n` candidates (the first `n` of
-    each), at N = 1, 2, 4, ... up to `n`."""
+    each), at N = 1, 2, 4, ... up to `n`, with the calibration of `orchrm`'s model when
+    it has one (`Evaluation.calibration`)."""
+    from orchrm.bestofn.reliability import selector_calibration
     from orchrm.progress import progress_bar
 
     tasks = first_candidates(tasks, n)
@@ -107,6 +109,7 @@ def evaluate_tasks(
         ev = evaluate_selectors(
             tasks, chosen, ns, domain=domain, progress=lambda: bar.advance(task)
         )
+    ev.calibration = selector_calibration(tasks, chosen.get("orchrm"))
     return ev
 
 

@@ -1,5 +1,5 @@
 """Evaluate best-of-N selectors: accuracy with bootstrap intervals, normalized advantage,
-verification and total tokens, and curves over N.
+orchestrator, verification and total tokens, and curves over N.
 
 Normalized advantage of a selector (our definition; the paper names the metric without
 one): (accuracy - random) / (oracle - random), where random is the mean correctness of the
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 from orchrm.bestofn.registry import RERUN_SELECTORS
+from orchrm.bestofn.reliability import CalibrationReport
 from orchrm.bestofn.selectors import Candidate, CandidateSet, Selector
 from orchrm.jsonl import read_jsonl
 from orchrm.parse import from_dict
@@ -202,6 +203,10 @@ class Evaluation:
     notes: dict = field(default_factory=dict)
     baseline: str = "majority"
     """The selector every other one is compared with, task by task (`vs_baseline`)."""
+    calibration: CalibrationReport | None = None
+    """How well the Orch-RM model's calibrated P(correct) matches the held-out
+    candidates' outcomes (`orchrm.bestofn.reliability`); None when the line-up has no
+    `orchrm` selector or its model no calibration."""
 
     def at(self, n: int) -> dict[str, SelectorResult]:
         return {r.selector: r for r in self.results if r.n == n}

@@ -4,11 +4,12 @@ and the same tables as plain text that fits a terminal."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from orchrm.bestofn.metrics import Evaluation
+from orchrm.bestofn.plots import plots, styles
 from orchrm.bestofn.registry import REGISTRY, label
+from orchrm.bestofn.reliability import CalibrationReport
 from orchrm.terminal import Column, render
 
 
@@ -21,18 +22,22 @@ def _replayed() -> str:
 DEFINITION = (
     "Normalized advantage = (accuracy - random) / (oracle - random), with random the mean "
     "correctness of the N candidates and oracle pass@N (our definition). Intervals: 95% "
-    "bootstrap over tasks. Verification tokens: what a selector reads and writes to choose "
-    "(reward model: its input tokens; judges: prompt + completion; votes: the N - 1 extra "
-    "executions). Total: verification + the execution that gives the answer. Tokens are "
-    "means per task. Expected accuracy (world logs only; far less noisy than the sampled "
-    "accuracy): for a selector that executes one candidate, that candidate's true success "
-    f"probability; for {_replayed()}, their accuracy averaged over "
-    "K re-executions of the same N plans on the world (oracle: expected pass@N); '-' where "
-    "neither is known (the trajectory judge, or no re-executions). '... - majority': a "
-    "selector's accuracy (expected, where the table has it) minus majority's, in points, "
-    "with a paired 95% bootstrap interval (both resampled on the same tasks, which is why "
-    "it can exclude 0 while the two accuracy intervals overlap). Rows: best first, by "
-    "expected accuracy where the table has it."
+    "bootstrap over tasks. Tokens are means per task. Orchestrator tokens: what the "
+    "orchestrator read and wrote to produce the candidates a selector drew (all N, but "
+    "fewer for orchrm-adaptive, which stops drawing early; 0 where the logs do not record "
+    "them, as in stores). Verification tokens: what a selector reads and writes to choose "
+    "(reward model: its input tokens; judges: prompt + completion; votes: the executions "
+    "beyond the one that gives the answer, N - 1 for majority, k - 1 for a top-k vote). "
+    "Execution tokens: the one execution that gives the answer. Total tokens: "
+    "orchestrator + verification + execution. Expected accuracy (world logs only; far "
+    "less noisy than the sampled accuracy): for a selector that executes one candidate, "
+    f"that candidate's true success probability; for {_replayed()}, their accuracy "
+    "averaged over K re-executions of the same N plans on the world (oracle: expected "
+    "pass@N); '-' where neither is known (the trajectory judge, or no re-executions). "
+    "'... - majority': a selector's accuracy (expected, where the table has it) minus "
+    "majority's, in points, with a paired 95% bootstrap interval (both resampled on the "
+    "same tasks, which is why it can exclude 0 while the two accuracy intervals overlap). "
+    "Rows: best first, by expected accuracy where the table has it."
 )
 
 
@@ -85,11 +90,12 @@ def markdown(ev: Evaluation, n: int | None = None) -> str:
             if versus
             else ""
         )
-        + "normalized advantage (95% CI) | verification tokens | total tokens |",
+        + "normalized advantage (95% CI) | orchestrator tokens | verification tokens | "
+        "total tokens |",
         "| --- | --- | "
         + ("--- | " if expected else "")
         + ("--- | " if versus else "")
-        + "--- | ---: | ---: |",
+        + "--- | ---: | ---: | ---: |",
     ]
     for r in results:
         lo, hi = r.accuracy_ci
@@ -104,12 +110,58 @@ def markdown(ev: Evaluation, n: int | None = None) -> str:
             p += _versus(r, ev, expected) + " | "
         lines.append(
             f"| {label(r.selector)} | {100 * r.accuracy:.1f} ({100 * lo:.1f}-{100 * hi:.1f}) | {p}"
-            f"{r.normalized_advantage:.2f} ({alo:.2f}-{ahi:.2f}) | {r.verification_tokens:,.0f} "
-            f"| {r.total_tokens:,.0f} |"
+            f"{r.normalized_advantage:.2f} ({alo:.2f}-{ahi:.2f}) | {r.orchestrator_tokens:,.0f} "
+            f"| {r.verification_tokens:,.0f} | {r.total_tokens:,.0f} |"
         )
     for key, value in ev.notes.items():
         lines.append(f"\n{key}: {value}")
+    if ev.calibration is not None:
+        lines.append("\n" + calibration_markdown(ev))
     return "\n".join(lines) + "\n"
+
+
+def _ece_sentence(report: CalibrationReport) -> str:
+    """The ECEs of a calibration report, e.g. `ECE 0.031 (raw sigmoid 0.210)`."""
+    text = f"ECE {report.ece:.3f} (raw sigmoid {report.ece_raw:.3f})"
+    if report.ece_true is not None and report.ece_raw_true is not None:
+        text += (
+            f"; against the true P(success) {report.ece_true:.3f} (raw {report.ece_raw_true:.3f})"
+        )
+    return text
+
+
+def calibration_markdown(ev: Evaluation) -> str:
+    """The calibration of a domain's `orchrm` model (`Evaluation.calibration`): its ECEs
+    and the bins of its reliability diagram."""
+    report = ev.calibration
+    truth = all(b.p_success is not None for b in report.bins)
+    lines = [
+        f"#### {ev.domain or 'all'}: calibration of orchrm's P(correct)",
+        "",
+        f"The model's {report.method} calibration on the {report.candidates} held-out "
+        f"candidates with a parsed orchestration: {_ece_sentence(report)}. ECE: over 10 "
+        "equal-width bins of the predicted P(correct), each bin's share of the candidates "
+        "times |share of right executions - mean prediction|, summed (0: perfectly "
+        "calibrated); raw sigmoid: sigmoid(raw score), uncalibrated, for comparison"
+        + (
+            "; against the true P(success): the world's true success probability in "
+            "place of the one execution (less noisy)"
+            if truth
+            else ""
+        )
+        + f". Reliability diagram: {ev.domain or 'all'}_reliability.png.",
+        "",
+        "| predicted P(correct) | candidates | mean prediction % | right executions % |"
+        + (" mean true P(success) % |" if truth else ""),
+        "| --- | ---: | ---: | ---: |" + (" ---: |" if truth else ""),
+    ]
+    for b in report.bins:
+        true = f" {100 * b.p_success:.1f} |" if truth else ""
+        lines.append(
+            f"| {b.low:.1f}-{b.high:.1f} | {b.count} | {100 * b.confidence:.1f} | "
+            f"{100 * b.accuracy:.1f} |{true}"
+        )
+    return "\n".join(lines)
 
 
 def _pct(value: float, ci: tuple[float, float]) -> str:
@@ -133,8 +185,8 @@ def terminal_table(ev: Evaluation, width: int | None = None, n: int | None = Non
     The selector and the main accuracy are always shown: expected where the evaluation
     has it (a selector without one shows its sampled accuracy there, marked *); the
     other columns join by value while they fit (`orchrm.terminal.fit`): the gap to
-    the baseline, verification tokens, the sampled accuracy, normalized advantage, total
-    tokens; a footnote names those left out (report.md has them all)."""
+    the baseline, verification, total and orchestrator tokens, the sampled accuracy,
+    normalized advantage; a footnote names those left out (report.md has them all)."""
     n = n or ev.n
     rows = _best_first(list(ev.at(n).values()))
     expected = any(r.expected_accuracy is not None for r in rows)
@@ -143,198 +195,29 @@ def terminal_table(ev: Evaluation, width: int | None = None, n: int | None = Non
     if expected:
         columns.append(Column("expected %", cells(_expected_cell)))
     accuracy = cells(lambda r: _pct(r.accuracy, r.accuracy_ci))
-    columns.append(Column("accuracy %", accuracy, 3 if expected else 0))
+    columns.append(Column("accuracy %", accuracy, 5 if expected else 0))
     if any(r.selector == ev.baseline for r in rows):
         versus = f"{'expected' if expected else 'accuracy'} - {ev.baseline}, points"
         columns.append(Column(versus, cells(lambda r: _versus(r, ev, expected)), 1))
     columns += [
-        Column("norm. adv.", cells(_advantage_cell), 4),
+        Column("norm. adv.", cells(_advantage_cell), 6),
+        Column("orch. tokens", cells(lambda r: f"{r.orchestrator_tokens:,.0f}"), 4, True),
         Column("verif. tokens", cells(lambda r: f"{r.verification_tokens:,.0f}"), 2, True),
-        Column("total tokens", cells(lambda r: f"{r.total_tokens:,.0f}"), 5, True),
+        Column("total tokens", cells(lambda r: f"{r.total_tokens:,.0f}"), 3, True),
     ]
     notes = (
         "In parentheses: 95% intervals (points: paired with "
-        f"{ev.baseline} on the same tasks). verif.: verification; norm. adv.: normalized "
-        "advantage. report.md has every column and their definitions.",
+        f"{ev.baseline} on the same tasks). orch.: orchestrator; verif.: verification; total: "
+        "orchestrator + verification + execution; norm. adv.: normalized advantage. "
+        "report.md has every column and their definitions.",
         *(f"{key}: {value}" for key, value in ev.notes.items()),
     )
+    if ev.calibration is not None:
+        notes = (*notes, f"orchrm's calibrated P(correct): {_ece_sentence(ev.calibration)}")
     if expected and any(r.expected_accuracy is None for r in rows):
         notes = ("*: no expected accuracy is known; its sampled accuracy", *notes)
     title = f"{ev.domain or 'all'}: best-of-{n} on {ev.tasks} held-out tasks"
     return render(columns, width, title=title, notes=notes)
-
-
-@dataclass(frozen=True)
-class Style:
-    """How a selector looks in every plot of a report."""
-
-    colour: str
-    marker: str
-
-
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")
-"""Markers by registry position (`orchrm.bestofn.registry.REGISTRY`), unregistered
-selectors after them."""
-OTHER_COLOURS = ("#17becf", "#aec7e8", "#ffbb78", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d")
-"""Colours of selectors the registry does not know, in the order of their sorted names."""
-
-
-def styles(names) -> dict[str, Style]:
-    """One fixed colour and marker per selector name, in legend order: the registered
-    ones in registry order, each with its registry colour and the marker of its registry
-    position (so it looks the same in every report), then the others sorted, with
-    `OTHER_COLOURS` and the markers after the registry's."""
-    names = set(names)
-    out = {}
-    for i, entry in enumerate(REGISTRY):
-        if entry.name in names:
-            out[entry.name] = Style(entry.colour, MARKERS[i % len(MARKERS)])
-    for j, name in enumerate(sorted(names - out.keys())):
-        marker = MARKERS[(len(REGISTRY) + j) % len(MARKERS)]
-        out[name] = Style(OTHER_COLOURS[j % len(OTHER_COLOURS)], marker)
-    return out
-
-
-def _shown(r, expected: bool) -> tuple[float, tuple[float, float], bool]:
-    """(accuracy %, its 95% interval in %, sampled) of one result: its expected accuracy
-    when the evaluation has one and this result too, else its sampled accuracy."""
-    if expected and r.expected_accuracy is not None:
-        value, ci, sampled = r.expected_accuracy, r.expected_accuracy_ci, False
-    else:
-        value, ci, sampled = r.accuracy, r.accuracy_ci, True
-    return 100 * value, (100 * ci[0], 100 * ci[1]), sampled
-
-
-def _errorbar(ax, xs, shown, name: str, style: Style, expected: bool, line: bool):
-    """One selector's points with their intervals; a selector shown with its sampled
-    accuracy in a plot of expected accuracy gets an open marker and "(sampled)"."""
-    ys = [y for y, _, _ in shown]
-    low = [max(0.0, y - lo) for y, (lo, _), _ in shown]
-    high = [max(0.0, hi - y) for y, (_, hi), _ in shown]
-    sampled = expected and any(s for _, _, s in shown)
-    return ax.errorbar(
-        xs,
-        ys,
-        yerr=[low, high],
-        label=label(name) + (" (sampled)" if sampled else ""),
-        color=style.colour,
-        marker=style.marker,
-        markerfacecolor="white" if sampled else style.colour,
-        linestyle=("--" if sampled else "-") if line else "none",
-        capsize=3,
-        markersize=6,
-        linewidth=1.2,
-    )
-
-
-def _y_label(expected: bool) -> str:
-    return "expected accuracy % (95% CI)" if expected else "accuracy % (95% CI)"
-
-
-def _accuracy_vs_n(ev: Evaluation, look: dict[str, Style], expected: bool):
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import NullLocator
-
-    fig = Figure(figsize=(8.5, 4.5), layout="constrained")
-    ax = fig.subplots()
-    names = [s for s in look if any(r.selector == s for r in ev.results)]
-    ns = sorted({r.n for r in ev.results})
-    for i, name in enumerate(names):
-        rows = sorted((r for r in ev.results if r.selector == name), key=lambda r: r.n)
-        # dodge each selector a little along the (log) N axis so intervals do not overlap
-        shift = 2 ** (0.03 * (i - (len(names) - 1) / 2))
-        use = expected and all(r.expected_accuracy is not None for r in rows)
-        shown = [_shown(r, use) for r in rows]
-        _errorbar(ax, [r.n * shift for r in rows], shown, name, look[name], expected, True)
-    ax.set_xscale("log", base=2)
-    if ns:  # an evaluation without tasks has no N
-        ax.set_xticks(ns, labels=[str(n) for n in ns])
-        ax.set_xlim(min(ns) / 1.3, max(ns) * 1.3)
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set(xlabel="N (candidates)", ylabel=_y_label(expected))
-    ax.set_title(f"{ev.domain or 'all'}: accuracy vs N on {ev.tasks} tasks")
-    if names:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return fig
-
-
-def _accuracy_vs_tokens(ev: Evaluation, look: dict[str, Style], expected: bool):
-    """A broken tokens axis: selectors that read nothing side by side in a narrow "0
-    tokens" panel on the left, the others on a log axis on the right (a log axis has no
-    0, and drawing them at 1 would claim a token they did not spend)."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    results = ev.at(ev.n)
-    names = [s for s in look if s in results]
-    zero = [s for s in names if results[s].verification_tokens <= 0]
-    paid = [s for s in names if results[s].verification_tokens > 0]
-    panels = [p for p in (zero, paid) if p] or [[]]
-    drawn = {}
-    fig = Figure(figsize=(8.5, 4.5), layout="constrained")
-    ratios = [1 + len(zero) / 4, 4] if len(panels) == 2 else [1]
-    axes = fig.subplots(1, len(panels), sharey=True, gridspec_kw={"width_ratios": ratios})
-    axes = list(axes) if len(panels) == 2 else [axes]
-    if zero:
-        ax = axes[0]
-        for i, name in enumerate(zero):
-            shown = [_shown(results[name], expected)]
-            drawn[name] = _errorbar(ax, [i], shown, name, look[name], expected, False)
-        ax.set_xlim(-0.7, len(zero) - 0.3)
-        ax.set_xticks([(len(zero) - 1) / 2], labels=["0 tokens"])
-    if paid:
-        ax = axes[-1]
-        for name in paid:
-            r = results[name]
-            drawn[name] = _errorbar(
-                ax,
-                [r.verification_tokens],
-                [_shown(r, expected)],
-                name,
-                look[name],
-                expected,
-                False,
-            )
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        low, high = (f([results[s].verification_tokens for s in paid]) for f in (min, max))
-        ax.set_xlim(low / 2, high * 2)
-    if len(panels) == 2:  # the break between the two axes
-        axes[0].spines["right"].set_linestyle((0, (2, 3)))
-        axes[1].spines["left"].set_visible(False)
-        axes[1].tick_params(axis="y", left=False, labelleft=False)
-    axes[0].set_ylabel(_y_label(expected))
-    fig.supxlabel("verification tokens per task (log scale; 0 on the left)", fontsize=10)
-    fig.suptitle(f"{ev.domain or 'all'}: accuracy vs verification cost, N={ev.n}")
-    handles = [drawn[s] for s in names]  # legend in registry order, as in accuracy vs N
-    if handles:
-        labels = [h.get_label() for h in handles]
-        fig.legend(handles, labels, fontsize=7, loc="outside right upper")
-    return fig
-
-
-def figures(ev: Evaluation, look: dict[str, Style] | None = None) -> dict[str, object]:
-    """The two plots of a domain as matplotlib figures, by file name: accuracy against N,
-    and accuracy against verification tokens at the full N. Both show expected accuracy
-    when the evaluation has it (a selector without one: its sampled accuracy, marked),
-    with 95% intervals, in each selector's `styles` colour and marker."""
-    look = look or styles(r.selector for r in ev.results)
-    expected = any(r.expected_accuracy is not None for r in ev.results)
-    stem = ev.domain or "all"
-    return {
-        f"{stem}_accuracy_vs_n.png": _accuracy_vs_n(ev, look, expected),
-        f"{stem}_accuracy_vs_tokens.png": _accuracy_vs_tokens(ev, look, expected),
-    }
-
-
-def plots(ev: Evaluation, out: Path, look: dict[str, Style] | None = None) -> list[Path]:
-    """`figures` as PNGs into OUT (matplotlib's Agg renderer; no display needed)."""
-    written = []
-    for name, fig in figures(ev, look).items():
-        fig.savefig(out / name, dpi=120)
-        written.append(out / name)
-    return written
 
 
 def write_report(evaluations: list[Evaluation], out: str | Path, extra: dict | None = None) -> Path:

@@ -31,7 +31,7 @@ from orchrm.orchestration import (
     replace_surrogates,
     to_harmony,
 )
-from orchrm.rm.remote_http import JsonClient, RemoteError, RetryPolicy
+from orchrm.rm.remote_http import JsonClient, RemoteError
 from orchrm.rm.remote_protocols import (
     ACTIVATIONS,
     Reply,
@@ -45,6 +45,7 @@ from orchrm.rm.remote_protocols import (
     sglang_body,
 )
 from orchrm.rm.scorer import RenderingScorer
+from orchrm.runtime.retry import RetryPolicy
 
 API_KEY_ENV = "ORCHRM_API_KEY"
 """Where `orchrm.rm.scorer.load_scorer` reads the bearer token when none is given."""
@@ -54,8 +55,10 @@ DEFAULT_MAX_LENGTH = 512
 
 
 @dataclass
-class RemoteConfig:
-    """Where the reward server is, how to speak to it and how to render for its model."""
+class RemoteConfig(RetryPolicy):
+    """Where the reward server is, how to speak to it and how to render for its model;
+    how long a request may wait and how it is retried are the `RetryPolicy` fields
+    (`timeout_s`, `retries`, `backoff_s`, `max_backoff_s`)."""
 
     url: str = ""
     """The server's scoring route: `.../classify` (vLLM, or SGLang's native route with
@@ -83,14 +86,6 @@ class RemoteConfig:
     """Texts per request."""
     concurrency: int = 4
     """Requests in flight at once."""
-    timeout_s: float = 60.0
-    """How long one request may wait for its answer before scoring fails."""
-    retries: int = 4
-    """Tries after the first for a connection lost or HTTP 429, 502, 503, 504."""
-    backoff_s: float = 0.5
-    """The first wait between tries; it doubles at each try."""
-    max_backoff_s: float = 10.0
-    """The longest wait between tries (a server's Retry-After included)."""
     api_key: str | None = None
     """Bearer token sent with every request (vLLM's --api-key, orchrm serve's key)."""
     check_version: bool = True
@@ -115,8 +110,7 @@ class RemoteConfig:
         for name in ("batch_size", "concurrency"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.retries < 0 or not self.timeout_s > 0 or self.backoff_s < 0:
-            raise ConfigError("retries and backoff_s must be 0 or more, timeout_s more than 0")
+        super().check()
         if self.max_length is not None and self.max_length < 2:
             raise ConfigError(f"max_length must be at least 2, got {self.max_length}")
 
@@ -157,10 +151,7 @@ class RemoteScorer(RenderingScorer):
         config.check()
         self.config = config
         self.protocol = protocol_of(config.url, config.protocol)
-        policy = RetryPolicy(
-            config.timeout_s, config.retries, config.backoff_s, config.max_backoff_s
-        )
-        self.client = JsonClient(policy, config.api_key)
+        self.client = JsonClient(config, config.api_key)
         self.metadata = _read_metadata(config.model_dir)
         if config.check_version:
             _check_render_version(self.metadata.get("render_version"), config.model_dir)

@@ -17,11 +17,11 @@ import json
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 from orchrm.errors import OrchrmError
+from orchrm.runtime.retry import RetryPolicy
 
 TRANSIENT_STATUS = (429, 502, 503, 504)
 """HTTP statuses that mean "busy or restarting, try again"."""
@@ -47,24 +47,8 @@ class RemoteError(OrchrmError):
         self.status = status
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How long to wait for an answer and how often to try again."""
-
-    timeout_s: float = 60.0
-    retries: int = 4
-    backoff_s: float = 0.5
-    max_backoff_s: float = 10.0
-
-    def wait(self, attempt: int, retry_after: str | None = None) -> float:
-        """Seconds before try `attempt + 1`: the server's `Retry-After` when it gave one,
-        else `backoff_s` doubled per try; at most `max_backoff_s` either way."""
-        asked = _retry_after_seconds(retry_after)
-        wait = asked if asked is not None else self.backoff_s * 2**attempt
-        return max(0.0, min(wait, self.max_backoff_s))
-
-
 def _retry_after_seconds(value: str | None) -> float | None:
+    """The seconds a `Retry-After` header asks for (None: no header, or one unreadable)."""
     if not value:
         return None
     value = value.strip()
@@ -118,7 +102,7 @@ class JsonClient:
                     return _answer(url, status, data)
                 last, retry_after = f"HTTP {status}", headers.get("retry-after")
             if attempt < self.policy.retries:
-                time.sleep(self.policy.wait(attempt, retry_after))
+                time.sleep(self.policy.wait(attempt, _retry_after_seconds(retry_after)))
         raise RemoteError(
             f"the reward server at {url} failed {self.policy.retries + 1} times; last: {last}"
         )

@@ -28,9 +28,10 @@ async def call(
     logprobs: bool = False,
 ) -> Completion:
     """Complete `messages` on `backend`, retrying transient errors with exponential
-    backoff, each try limited to `config.call_timeout_s`. Appends a `CallRecord` to
-    `trace` (also for a call that failed) and raises `CallFailed` when it gives up."""
-    start = time.perf_counter()
+    backoff (`config.retry`), each try limited to `config.call_timeout_s`. Appends a
+    `CallRecord` to `trace` (also for a call that failed) and raises `CallFailed` when it
+    gives up."""
+    start, policy = time.perf_counter(), config.retry
     attempt, last_error = 0, ""
     while True:
         attempt += 1
@@ -43,19 +44,19 @@ async def call(
                     max_tokens=config.max_tokens,
                     logprobs=logprobs,
                 ),
-                timeout=config.call_timeout_s,
+                timeout=policy.timeout_s,
             )
         except TimeoutError:
-            transient, last_error = True, f"timed out after {config.call_timeout_s:g} s"
+            transient, last_error = True, f"timed out after {policy.timeout_s:g} s"
         except BackendError as err:
             transient, last_error = err.transient, str(err)
         else:
             _record(trace, info, messages, completion, start, attempt, None)
             return completion
-        if not transient or attempt > config.max_retries:
+        if not transient or attempt > policy.retries:
             _record(trace, info, messages, None, start, attempt, last_error)
             raise CallFailed(f"{info.step} call failed after {attempt} attempt(s): {last_error}")
-        await asyncio.sleep(min(config.backoff_s * 2 ** (attempt - 1), config.backoff_max_s))
+        await asyncio.sleep(policy.wait(attempt - 1))
 
 
 def _record(trace, info, messages, completion, start, attempts, error) -> None:

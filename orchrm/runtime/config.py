@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from orchrm.runtime.retry import RetryPolicy
+
 
 @dataclass
 class RunConfig:
@@ -34,3 +36,13 @@ class RunConfig:
     """WebSearchAgent: results kept per search."""
     concurrency: int = 8
     """`execute_many`: runs in flight at once."""
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The timeout, retries and backoff of one backend call, as a `RetryPolicy`."""
+        return RetryPolicy(
+            timeout_s=self.call_timeout_s,
+            retries=self.max_retries,
+            backoff_s=self.backoff_s,
+            max_backoff_s=self.backoff_max_s,
+        )

@@ -11,8 +11,8 @@ from matplotlib.colors import to_hex
 from matplotlib.container import ErrorbarContainer
 
 from orchrm.bestofn.metrics import evaluate_selectors
-from orchrm.bestofn.registry import colour, label
 from orchrm.bestofn.plots import figures, plots
+from orchrm.bestofn.registry import colour, label
 from orchrm.bestofn.report import markdown, terminal_table, write_report
 from orchrm.bestofn.selectors import (
     CandidateSet,
@@ -207,3 +207,72 @@ def test_an_evaluation_without_tasks_still_reports(tmp_path):
     write_report([ev], tmp_path)
     assert (tmp_path / "empty_accuracy_vs_tokens.png").stat().st_size > 1000
     assert terminal_table(ev, 80).startswith("empty: best-of-0 on 0 held-out tasks")
+
+
+def test_the_pareto_frontier_keeps_the_non_dominated_points_cheapest_first():
+    from orchrm.bestofn.plots import pareto_frontier
+
+    # (tokens, accuracy): b costs more than a for less, so it is dominated
+    assert pareto_frontier([(100, 0.5), (200, 0.4), (300, 0.9), (50, 0.2)]) == [3, 0, 2]
+    # two equal points dominate neither; at equal cost the lower accuracy is dominated,
+    # at equal accuracy the costlier point
+    ties = [(100, 0.6), (100, 0.6), (100, 0.5), (150, 0.6), (400, 0.8)]
+    assert pareto_frontier(ties) == [0, 1, 4]
+    assert pareto_frontier([]) == []
+
+
+def test_log_ticks_are_round_numbers_inside_the_range():
+    from orchrm.bestofn.plots import log_ticks
+
+    assert log_ticks(3_000, 140_000) == [5_000, 10_000, 20_000, 50_000, 100_000]
+    assert log_ticks(1_100, 4_400) == [2_000, 3_000, 4_000]  # too few 1-2-5 steps
+
+
+def test_the_pareto_plot_joins_the_frontier_of_the_real_selectors(world_eval):
+    from matplotlib.ticker import FixedLocator
+
+    from orchrm.bestofn.plots import GROUND_TRUTH, pareto_frontier
+
+    fig = figures(world_eval)["toy_pareto.png"]
+    ax = fig.axes[0]
+    series = _series(fig)
+    labels = {label(s) for s in SELECTORS} - {"pair-vote"} | {"pair-vote (sampled)"}
+    assert set(series) == labels  # every selector, with its interval
+    results = world_eval.at(8)
+    for name, (colour_, marker, _, xs) in series.items():
+        assert list(xs) == [results[name.removesuffix(" (sampled)")].total_tokens]
+        assert (colour_, marker) == _series(figures(world_eval)["toy_accuracy_vs_n.png"])[name][:2]
+    assert ax.get_xscale() == "log" and isinstance(ax.xaxis.get_major_locator(), FixedLocator)
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks and all(t.replace(",", "").isdigit() for t in ticks)
+    # the frontier: expected accuracies of the selectors that read no ground truth
+    real = [s for s in results if s not in GROUND_TRUTH and results[s].expected_accuracy]
+    points = [(results[s].total_tokens, 100 * results[s].expected_accuracy) for s in real]
+    want = [points[i] for i in pareto_frontier(points)]
+    (front,) = [line for line in ax.lines if line.get_label().startswith("Pareto frontier")]
+    assert list(zip(front.get_xdata(), front.get_ydata(), strict=True)) == want
+    assert len(want) >= 2 and "oracle" in front.get_label() and "pair-vote" in front.get_label()
+
+
+def test_the_report_has_orchestrator_tokens_and_the_pareto_png(world_eval, tmp_path):
+    from orchrm.bestofn.report import DEFINITION
+
+    ev = replace(
+        world_eval,
+        results=[replace(r, orchestrator_tokens=1234.0) for r in world_eval.results],
+    )
+    write_report([ev], tmp_path)
+    text = (tmp_path / "report.md").read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| selector"))
+    assert "| orchestrator tokens | verification tokens | total tokens |" in header
+    assert "| 1,234 |" in text
+    for part in ("Orchestrator tokens:", "Verification tokens:", "Execution tokens:"):
+        assert part in DEFINITION
+    assert "Total tokens: orchestrator + verification + execution" in DEFINITION
+    saved = json.loads((tmp_path / "report.json").read_text())["evaluations"][0]
+    assert {r["orchestrator_tokens"] for r in saved["results"]} == {1234.0}
+    assert saved["calibration"] is None  # no orchrm model: no reliability diagram
+    assert (tmp_path / "toy_pareto.png").stat().st_size > 5000
+    assert not (tmp_path / "toy_reliability.png").exists()
+    wide = terminal_table(ev, 120)
+    assert "orch." in wide and "1,234" in wide

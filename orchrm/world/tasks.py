@@ -16,10 +16,11 @@ from dataclasses import dataclass, field, replace
 from orchrm.orchestration import AGENT_TYPES
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Preset:
     """How tasks of one domain are drawn. Logit-scale numbers shift a call's log-odds of
-    being correct; the `*_sd` spreads decide how much the orchestration matters."""
+    being correct; the `*_sd` spreads decide how much the orchestration matters. The
+    defaults are a domain that needs no search, so a preset states what sets it apart."""
 
     name: str
     skill_mean: float
@@ -29,18 +30,18 @@ class Preset:
     """Spread of each sub-agent type's task-specific shift."""
     best_type_boost: float
     """Extra shift of one sub-agent type per task: the type that suits it."""
-    decomposition_mean: float
+    decomposition_mean: float = 0.0
     decomposition_sd: float
     role_gain: tuple[float, float]
     """Range of the shift a debate gains with roles matching the topic (loses half of
     it without)."""
-    distractor_top: tuple[float, float]
+    distractor_top: tuple[float, float] = (0.6, 0.9)
     """Range of the share of wrong answers that land on the main distractor."""
-    hops: tuple[int, int]
+    hops: tuple[int, int] = (0, 0)
     """Range of facts a task needs found by search (0: none)."""
-    search_rate: tuple[float, float]
+    search_rate: tuple[float, float] = (0.0, 0.0)
     """Range of the chance that one search turn finds the next needed fact."""
-    cue_rate: float
+    cue_rate: float = 0.6
     """Chance that each hidden attribute shows in the question text."""
     answer_kind: str = "integer"
     """`integer` (AIME-like), `name` (search, multi-hop QA) or `choice` (A-D)."""
@@ -58,13 +59,8 @@ _MULTIHOP = Preset(
     skill_sd=0.5,
     affinity_sd=0.1,
     best_type_boost=0.1,
-    decomposition_mean=0.0,
     decomposition_sd=0.1,
     role_gain=(0.0, 0.1),
-    distractor_top=(0.6, 0.9),
-    hops=(0, 0),
-    search_rate=(0.0, 0.0),
-    cue_rate=0.6,
     answer_kind="name",
     checkable=(0.0, 0.1),
     known_rate=0.45,
@@ -81,14 +77,8 @@ PRESETS: dict[str, Preset] = {
         skill_sd=1.1,
         affinity_sd=1.0,
         best_type_boost=3.0,
-        decomposition_mean=0.0,
         decomposition_sd=1.1,
         role_gain=(0.8, 2.0),
-        distractor_top=(0.6, 0.9),
-        hops=(0, 0),
-        search_rate=(0.0, 0.0),
-        cue_rate=0.6,
-        answer_kind="integer",
     ),
     # BrowseComp+-like: most tasks need facts found over several hops; hard.
     "search": Preset(
@@ -103,7 +93,6 @@ PRESETS: dict[str, Preset] = {
         distractor_top=(0.5, 0.85),
         hops=(0, 3),
         search_rate=(0.25, 0.6),
-        cue_rate=0.6,
         answer_kind="name",
         checkable=(0.0, 0.6),
     ),

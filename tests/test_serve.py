@@ -149,6 +149,7 @@ def test_score_keeps_input_order_and_reports_parse_status(server, rm, world):
         "reason": "no_agents",
         "message": results[1]["message"],
         "tokens": 0,
+        "p_correct": None,
     }
     assert "edge_unknown_agent" in results[3]["reason"].split(",")
     expected = rm.score(question, [a, b, invalid])

@@ -3,6 +3,7 @@
 - `config.py`: `ServeConfig`, every setting, and the refusal of an open bind without a key;
 - `app.py`: the routes (`/score`, `/select`, `/get_reward`, `/healthz`, `/metrics`),
   body limits, bearer-token auth, request ids, and the runner;
+- `select.py`: `/select`'s selectors from the registry, on the scores of the request;
 - `prepare.py`: a request body to scoring work (decode, check, parse, render), run in
 - `workers.py`: worker processes with a deadline per job, off the event loop;
 - `batcher.py`: micro-batching of concurrent requests into shared forward passes;

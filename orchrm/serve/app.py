@@ -2,12 +2,15 @@
 
 Routes (JSON in and out):
 - `POST /score` `{"question", "orchestrations": [text, ...]}` -> `{"results": [{"score",
-  "status", "reason", "message", "tokens"}, ...], "tokens"}`: status `ok` (valid graph),
-  `invalid` (parsed, breaks graph rules, listed in `reason`; still scored by the model) or
-  `unparseable` (`reason` is the ParseError code; score = the configured penalty);
-  `tokens` are the model's input tokens (the verification cost).
-- `POST /select` (same body): best-of-N, `{"chosen", "scores", "results", "tokens"}`:
-  the highest-scoring parseable orchestration (first on ties), null when none parses.
+  "status", "reason", "message", "tokens", "p_correct"}, ...], "tokens"}`: status `ok`
+  (valid graph), `invalid` (parsed, breaks graph rules, listed in `reason`; still scored
+  by the model) or `unparseable` (`reason` is the ParseError code; score = the configured
+  penalty); `tokens` are the model's input tokens (the verification cost); `p_correct`
+  the model's calibrated P(correct) (`orchrm calibrate`; null without a calibration).
+- `POST /select` (the same body, with `selector`, `answers`, `selector_options`):
+  best-of-N by a selector of the registry (`orchrm.serve.select`), `{"selector",
+  "chosen", "scores", "selection_scores", "executed", "drawn", "results", "tokens"}`;
+  `chosen` is null when no orchestration parses.
 - `POST /get_reward`: OpenRLHF's remote reward model (`orchrm.serve.openrlhf`).
 - `POST /classify`: vLLM's classification route for rendered texts, in vLLM's shape
   (`orchrm.serve.classify`), under the same limits and budget as `/score`.
@@ -35,7 +38,7 @@ import logging
 import secrets
 import time
 from contextlib import asynccontextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -43,7 +46,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from orchrm.bestofn.selectors import first_max
+from orchrm.rm.calibration import calibration_from_metadata
 from orchrm.serve.batcher import BatcherClosed, MicroBatcher
 from orchrm.serve.classify import classify_answer, prepare_classify
 from orchrm.serve.config import ServeConfig
@@ -57,6 +60,14 @@ from orchrm.serve.prepare import (
     over_budget,
     prepare_request,
     tokenizer_spec,
+)
+from orchrm.serve.select import (
+    SelectBody,
+    choose,
+    nothing_parses,
+    prepare_select,
+    select_answer,
+    select_job,
 )
 from orchrm.serve.workers import WorkerBusy, WorkerFailed, WorkerPool, WorkerTimeout
 
@@ -99,6 +110,8 @@ class _Scoring:
 
     def __init__(self, rm, config: ServeConfig, metrics: Metrics):
         self.config, self.metrics = config, metrics
+        self.metadata = dict(getattr(rm, "metadata", None) or {})
+        self.calibration = calibration_from_metadata(self.metadata)
         self.batcher = MicroBatcher(
             _scored_with_tokens(rm), config.max_batch_size, config.max_wait_ms / 1000, metrics.batch
         )
@@ -124,6 +137,18 @@ class _Scoring:
         items, deadline = await self._prepared(request, route)
         return await self._scored(items, deadline)
 
+    async def selected(self, request: Request) -> tuple[SelectBody, list[Scored], float]:
+        """A `/select` body, its scored items in input order, and its deadline."""
+        body, deadline = await self._prepared(request, "select")
+        return body, await self._scored(body.items, deadline), deadline
+
+    async def choose(self, body: SelectBody, results: list[Scored], deadline: float):
+        """The `/select` choice, made in a prepare worker by the request's deadline."""
+        if all(r.status == "unparseable" for r in results):
+            return nothing_parses(body)
+        job = select_job(body, results, self.metadata)
+        return await self._in_worker(deadline, "to choose", choose, job)
+
     async def classified(self, request: Request) -> tuple[list[Scored], bool]:
         """The scored texts of a `/classify` body and whether it asks for the sigmoid."""
         body, deadline = await self._prepared(request, "classify")
@@ -143,24 +168,32 @@ class _Scoring:
         for item in items:
             if isinstance(item, Rendered):
                 item = item.scored(*next(scores))
+                if self.calibration is not None:
+                    p = self.calibration.probability([item.score])[0]
+                    item = replace(item, p_correct=p)
             results.append(item)
         for r in results:
             self.metrics.items[r.status] += 1
         return results
 
     async def _prepared(self, request: Request, route: str) -> tuple:
-        """The request's items (a `ClassifyBody` for `/classify`), prepared by a worker,
-        and the request's deadline."""
+        """The request's items (a `ClassifyBody` for `/classify`, a `SelectBody` for
+        `/select`), prepared by a worker, and the request's deadline."""
         body = await read_body(request, self.config)
         deadline = time.monotonic() + self.config.max_request_seconds  # the loop's clock
-        job = (prepare_request, route) if route != "classify" else (prepare_classify,)
+        jobs = {"classify": (prepare_classify,), "select": (prepare_select,)}
+        job = jobs.get(route, (prepare_request, route))
+        items = await self._in_worker(deadline, "to be prepared", *job, body, self.limits, deadline)
+        return items, deadline
+
+    async def _in_worker(self, deadline: float, what: str, fn, *args):
+        """`fn(*args)` in a prepare worker by `deadline` (503 when none is free, or past it)."""
         try:
-            items = await self.pool.run(deadline, *job, body, self.limits, deadline)
+            return await self.pool.run(deadline, fn, *args)
         except WorkerBusy as err:
             raise ApiError(503, "overloaded", f"the service is busy ({err}); retry later") from None
         except WorkerTimeout:
-            raise over_budget(self.config.max_request_seconds, "to be prepared") from None
-        return items, deadline
+            raise over_budget(self.config.max_request_seconds, what) from None
 
 
 def create_app(rm, config: ServeConfig, metrics: Metrics | None = None) -> FastAPI:
@@ -209,17 +242,9 @@ def _add_routes(app: FastAPI, scoring: _Scoring, rm, config: ServeConfig) -> Non
 
     @app.post("/select")
     async def select(request: Request) -> JSONResponse:
-        results = await scoring.results(request, "select")
-        scores = [r.score if r.status != "unparseable" else None for r in results]
-        chosen = first_max(scores) if any(s is not None for s in scores) else None
-        return JSONResponse(
-            {
-                "chosen": chosen,
-                "scores": [r.score for r in results],
-                "results": [asdict(r) for r in results],
-                "tokens": sum(r.tokens for r in results),
-            }
-        )
+        body, results, deadline = await scoring.selected(request)
+        choice = await scoring.choose(body, results, deadline)
+        return JSONResponse(select_answer(body, results, choice))
 
     @app.post("/get_reward")
     async def get_reward(request: Request) -> JSONResponse:
@@ -247,6 +272,7 @@ def _add_routes(app: FastAPI, scoring: _Scoring, rm, config: ServeConfig) -> Non
             "model": Path(config.rm).name,
             "render_version": rm.metadata.get("render_version"),
             "max_length": rm.max_length,
+            "calibration": scoring.calibration.method if scoring.calibration else None,
             "max_batch_size": config.max_batch_size,
             "max_wait_ms": config.max_wait_ms,
         }

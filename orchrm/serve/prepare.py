@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchrm.jsonl import BadLine, loads
-from orchrm.orchestration import TokenCounter, render_for_rm, validate
+from orchrm.orchestration import Orchestration, TokenCounter, render_for_rm, validate
 from orchrm.parse import ParseError, parse_harmony
 from orchrm.serve.openrlhf import read_query
 
@@ -59,6 +59,9 @@ class Scored:
     reason: str | None  # ParseError code, or the broken rules joined by ","
     message: str | None
     tokens: int  # reward-model input tokens (0 when unparseable)
+    p_correct: float | None = None
+    """P(executing it gives a right answer), from the model's calibration (None: the
+    model has none, or the orchestration does not parse)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class Rendered:
     text: str
     broken: tuple[str, ...]
     """The graph rules it breaks (scored all the same, reported as `invalid`)."""
+    orchestration: Orchestration | None = None
+    """The parsed plan, kept for a selector that reads it (`/select`)."""
 
     def scored(self, score: float, tokens: int) -> Scored:
         """Its result, with the input tokens the model read to score it."""
@@ -145,24 +150,36 @@ def prepare_request(
     for a refused body, and 503 `over_budget` past `deadline` (`time.monotonic`, which
     processes share; checked between items, so one item's work is the most a deadline
     can overrun here: the pool kills a worker that overruns further)."""
+    value = decode(body)
+    if route not in SCORING_ROUTES:  # (query, prompt) pairs, read into (question, plan)
+        return prepare_items(reward_body(value, limits), limits, deadline, queries=True)
+    question, texts = scoring_body(value, limits, required=route == "select")
+    return prepare_items([(question, t) for t in texts], limits, deadline)
+
+
+def prepare_items(
+    pairs: list[tuple],
+    limits: Limits,
+    deadline: float,
+    *,
+    queries: bool = False,
+    keep_plans: bool = False,
+) -> list[Scored | Rendered]:
+    """`prepare_item` of each (question, orchestration) pair in order, or of each
+    OpenRLHF (query, prompt) pair read by `read_query` with `queries`; `keep_plans`
+    keeps each parsed plan in its `Rendered`. 503 `over_budget` past `deadline`, checked
+    between items."""
     if _TOKENS is None:
         raise RuntimeError("install_tokenizer has not run in this process")
-    value = decode(body)
-    reward = route not in SCORING_ROUTES
-    if reward:
-        pairs = reward_body(value, limits)
-    else:
-        question, texts = scoring_body(value, limits, required=route == "select")
-        pairs = [(question, t) for t in texts]
     out: list[Scored | Rendered] = []
     for i, (first, second) in enumerate(pairs):
         if time.monotonic() > deadline:
             where = f"to be prepared ({i} of {len(pairs)} items were)"
             raise over_budget(limits.max_request_seconds, where)
-        if reward:  # (query, prompt) -> (question, orchestration)
+        if queries:
             read = read_query(first, second)
             first, second = read.question, read.orchestration
-        out.append(prepare_item(first, second, limits, _TOKENS))
+        out.append(prepare_item(first, second, limits, _TOKENS, keep_plan=keep_plans))
     return out
 
 
@@ -176,15 +193,17 @@ def over_budget(seconds: float, where: str) -> ApiError:
     )
 
 
-def prepare_item(question: str, text: str, limits: Limits, tokens: Tokens) -> Scored | Rendered:
-    """Parse, validate and render one orchestration."""
+def prepare_item(
+    question: str, text: str, limits: Limits, tokens: Tokens, keep_plan: bool = False
+) -> Scored | Rendered:
+    """Parse, validate and render one orchestration (`keep_plan`: keep the parsed plan)."""
     try:
         o = parse_harmony(text)
     except ParseError as err:
         return Scored(limits.invalid_penalty, "unparseable", err.reason, err.message, 0)
     broken = tuple(sorted({str(v.rule) for v in validate(o)}))
     rendered = render_for_rm(question, o, limits.max_tokens, tokens.counter)
-    return Rendered(rendered, broken)
+    return Rendered(rendered, broken, o if keep_plan else None)
 
 
 def decode(body: bytes) -> dict:

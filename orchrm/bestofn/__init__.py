@@ -9,6 +9,8 @@
 - `lineup`: the selectors an evaluation compares (from the registry), with the world's
   judge and re-executions, built once for every command;
 - `metrics`: accuracy with bootstrap intervals, paired against a baseline;
-- `report`: the table, the notes and the plots;
+- `reliability`: how well the reward model's calibrated P(correct) matches outcomes;
+- `report`: the tables and the notes; `plots`: the PNGs (accuracy vs N and vs tokens, the
+  Pareto plot, the reliability diagram);
 - `crossval`: leave-one-task-out and k-fold evaluation for logs too small to hold tasks out.
 """

@@ -1,0 +1,73 @@
+"""The best-of-N report's figures in docs/img, from a small real evaluation on world logs:
+accuracy vs N, accuracy vs verification tokens, the Pareto plot of accuracy vs total
+tokens, and the reliability diagram of the calibrated P(correct).
+
+    .venv/bin/python benchmarks/report_figures.py [--preset math] [--tasks 80] [--out docs/img]
+
+No reward model is trained: `orchrm` is the stand-in world scorer
+(`orchrm.world.scorer.WorldScorer`), which scores a plan by the log-odds of its true success
+probability plus normal noise of sd `--noise`. The first half of the tasks fits a Platt
+calibration of its scores (stored in the scorer's metadata, where a trained model's
+`orchrm.json` keeps it); the specialized orchestrator's 8 samples of the other half are
+evaluated with the full line-up (the world plays the judges and re-executes every plan
+`--reruns` times for the votes' expected accuracy). The whole report (report.md,
+report.json, every PNG) goes to `--report` (a temporary folder by default); the four PNGs
+are copied to `--out` as `bestofn_<plot>.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+from orchrm.bestofn.lineup import build_lineup, evaluate_tasks
+from orchrm.bestofn.metrics import tasks_from_logs
+from orchrm.bestofn.report import terminal_table, write_report
+from orchrm.jsonl import write_jsonl
+from orchrm.rm.calibration import METADATA_KEY, fit_calibration, scored_outcomes
+from orchrm.world.generate import generate
+from orchrm.world.scorer import WorldScorer
+
+PLOTS = ("accuracy_vs_n", "accuracy_vs_tokens", "pareto", "reliability")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="math")
+    parser.add_argument("--tasks", type=int, default=80, help="World tasks (half held out).")
+    parser.add_argument("--noise", type=float, default=1.0, help="Score noise (log-odds).")
+    parser.add_argument("--reruns", type=int, default=10, help="Re-executions for votes.")
+    parser.add_argument("--seed", type=int, default=21)
+    parser.add_argument("--out", default="docs/img", help="Where the PNGs go.")
+    parser.add_argument("--report", default=None, help="Keep the whole report here.")
+    args = parser.parse_args()
+
+    # the world's logs, and a calibration fitted on the first half of the tasks
+    generated = generate(args.preset, args.tasks, 8, seed=args.seed, progress=False)
+    scorer = WorldScorer(generated.tasks, args.noise)
+    fit_ids = {t.id for t in generated.tasks[: args.tasks // 2]}
+    fit = [r for r in generated.records if r["task_id"] in fit_ids]
+    held = [r for r in generated.records if r["task_id"] not in fit_ids]
+    scorer.metadata[METADATA_KEY] = fit_calibration(*scored_outcomes(scorer, fit)).to_dict()
+
+    # the held-out half, best-of-8 with the full line-up
+    with tempfile.TemporaryDirectory() as folder:
+        write_jsonl(held, Path(folder) / "held.jsonl")
+        tasks = tasks_from_logs([str(Path(folder) / "held.jsonl")], "specialized", 8)
+        lineup = build_lineup(tasks, rm=scorer, world_tasks=generated.tasks, reruns=args.reruns)
+        ev = evaluate_tasks(lineup.tasks, lineup.selectors, 8, args.preset, progress=False)
+        report = Path(args.report or folder)
+        write_report([ev], report)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for plot in PLOTS:
+            source = report / f"{args.preset}_{plot}.png"
+            shutil.copyfile(source, out / f"bestofn_{plot}.png")
+            print(f"{out / f'bestofn_{plot}.png'}: {source.stat().st_size / 1024:.0f} KB")
+    print(terminal_table(ev, 80))
+
+
+if __name__ == "__main__":
+    main()

@@ -16,7 +16,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 from orchrm.errors import ConfigError
 from orchrm.rm.config import TrainConfig, default_backbone
 from orchrm.rm.model import add_lora, bf16_supported
-from orchrm.rm.plan import GPUS, PRESETS, plan_from_train_config, plan_training
+from orchrm.rm.plan import GPUS, PRESETS, PlanSettings, plan_from_train_config, plan_training
 from orchrm.rm.plan_probe import Probe, measure_all
 from orchrm.rm.plan_shapes import count_parameters, read_backbone
 
@@ -267,6 +267,28 @@ def test_settings_that_cannot_be_planned_say_what_and_where(tmp_path):
         plan_training(PROBE_LLAMA, max_length=8, micro_batch_pairs=1, peak_flops="TPU")
     with pytest.raises(ConfigError, match="cannot read the backbone config"):
         plan_training(tmp_path / "missing", max_length=8, micro_batch_pairs=1)
+
+
+def test_settings_go_as_one_object_or_as_keywords_and_the_plan_holds_them():
+    settings = PlanSettings(max_length=1024, micro_batch_pairs=2, lora=True, peak_flops="H100")
+    as_object = plan_training("llama-3.1-8b", settings, zero_stage=2, num_devices=4)
+    as_keywords = plan_training(
+        "llama-3.1-8b",
+        max_length=1024,
+        micro_batch_pairs=2,
+        lora=True,
+        peak_flops="H100",
+        zero_stage=2,
+        num_devices=4,
+    )
+    assert as_object == as_keywords
+    assert (as_object.max_length, as_object.zero_stage, as_object.lora_r) == (1024, 2, 32)
+    # What the plan chose or looked up stands in place of what was left open.
+    assert as_object.peak_flops == GPUS["H100"][0] and as_object.device_memory == GPUS["H100"][2]
+    assert isinstance(as_object.gradient_checkpointing, bool)
+    assert settings.zero_stage == 0  # the options given on top leave the settings as they are
+    with pytest.raises(ConfigError, match="lora_r must be at least 1"):
+        plan_training("llama-3.1-8b", settings, lora_r=0)
 
 
 def test_a_train_config_is_planned_with_or_without_the_new_fields(tmp_path):

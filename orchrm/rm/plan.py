@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
 
+from orchrm.configs import given
 from orchrm.errors import ConfigError, OrchrmError
 from orchrm.rm.plan_shapes import (
     Backbone,
@@ -64,6 +66,61 @@ FLOPS_FORMULA = (
     "(attention); gradient checkpointing adds a forward (2N + 4 x layers x L x heads x "
     "head_dim); N = linear weights"
 )
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """What a plan is made for: the batch, precision, LoRA, attention, checkpointing and
+    sharding of the training run, and the devices it runs on."""
+
+    max_length: int
+    """Tokens per text."""
+    micro_batch_pairs: int
+    """Pairs per forward pass and device."""
+    dtype: str = "bf16"
+    """`bf16` or `fp32`."""
+    lora: bool = False
+    """Train a LoRA adapter and the score head instead of every weight."""
+    lora_r: int = 32
+    """The LoRA rank."""
+    gradient_checkpointing: bool | None = None
+    """None: on only when the peak without it would not fit `device_memory`."""
+    attn_implementation: str = "sdpa"
+    """One of `ATTENTION`."""
+    zero_stage: int = 0
+    """0: nothing sharded; 1: optimizer state; 2: and gradients; 3: and weights."""
+    num_devices: int = 1
+    """Devices the ZeRO stage shards over."""
+    mfu: float = 0.35
+    """Model FLOPs utilization the step time assumes."""
+    peak_flops: float | str | None = None
+    """FLOP/s per device or a `GPUS` name (None: this machine's GPU, if known; on a CPU
+    the step time is left out)."""
+    device_memory: int | None = None
+    """Bytes per device (None: the GPU's)."""
+
+    def check(self) -> None:
+        """Raise ConfigError for a setting no plan can be made for."""
+        if self.max_length < 1 or self.micro_batch_pairs < 1:
+            raise ConfigError(
+                f"max_length and micro_batch_pairs must be at least 1, not "
+                f"{self.max_length} and {self.micro_batch_pairs}"
+            )
+        if self.dtype not in ("bf16", "fp32"):
+            raise ConfigError(f"dtype must be 'bf16' or 'fp32', not {self.dtype!r}")
+        if self.lora_r < 1:
+            raise ConfigError(f"lora_r must be at least 1, not {self.lora_r}")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ConfigError(f"zero_stage must be 0, 1, 2 or 3, not {self.zero_stage}")
+        if self.num_devices < 1:
+            raise ConfigError(f"num_devices must be at least 1, not {self.num_devices}")
+        if not 0 < self.mfu <= 1:
+            raise ConfigError(f"mfu must be in (0, 1], not {self.mfu}")
+        if self.attn_implementation not in ATTENTION:
+            raise ConfigError(
+                f"attn_implementation must be one of {', '.join(ATTENTION)}, "
+                f"not {self.attn_implementation!r}"
+            )
 
 
 @dataclass
@@ -182,28 +239,6 @@ def _local_gpu(column: int) -> tuple[float | None, str | None, int | None]:
     return peak, name, memory
 
 
-def _check(max_length, micro_batch_pairs, dtype, lora_r, zero_stage, num_devices, mfu, attn):
-    if max_length < 1 or micro_batch_pairs < 1:
-        raise ConfigError(
-            f"max_length and micro_batch_pairs must be at least 1, not "
-            f"{max_length} and {micro_batch_pairs}"
-        )
-    if dtype not in ("bf16", "fp32"):
-        raise ConfigError(f"dtype must be 'bf16' or 'fp32', not {dtype!r}")
-    if lora_r < 1:
-        raise ConfigError(f"lora_r must be at least 1, not {lora_r}")
-    if zero_stage not in (0, 1, 2, 3):
-        raise ConfigError(f"zero_stage must be 0, 1, 2 or 3, not {zero_stage}")
-    if num_devices < 1:
-        raise ConfigError(f"num_devices must be at least 1, not {num_devices}")
-    if not 0 < mfu <= 1:
-        raise ConfigError(f"mfu must be in (0, 1], not {mfu}")
-    if attn not in ATTENTION:
-        raise ConfigError(
-            f"attn_implementation must be one of {', '.join(ATTENTION)}, not {attn!r}"
-        )
-
-
 def _state_bytes(counts: Counts, *, dtype: str, lora: bool) -> tuple[int, int, int]:
     """(weights, gradients, optimizer state) on one device before sharding. LoRA keeps
     its adapters and its trained copy of the head in fp32 (PEFT's default)."""
@@ -264,83 +299,55 @@ def _backbone(config_or_path) -> Backbone:
 
 
 def plan_training(
-    config_or_path,
-    *,
-    max_length: int,
-    micro_batch_pairs: int,
-    dtype: str = "bf16",
-    lora: bool = False,
-    lora_r: int = 32,
-    gradient_checkpointing: bool | None = None,
-    attn_implementation: str = "sdpa",
-    zero_stage: int = 0,
-    num_devices: int = 1,
-    mfu: float = 0.35,
-    peak_flops: float | str | None = None,
-    device_memory: int | None = None,
+    config_or_path, settings: PlanSettings | None = None, /, **options: Any
 ) -> TrainingPlan:
     """The plan for a backbone given as a model directory, its `config.json`, a config
-    dict or object, or a `PRESETS` name. `peak_flops` is FLOP/s per device or a `GPUS`
-    name (None: this machine's GPU, if known; on a CPU the step time is left out).
+    dict or object, or a `PRESETS` name, made for `settings` with any of its fields given
+    as `options` (`max_length=4096, micro_batch_pairs=1, lora=True`) set on top.
     `gradient_checkpointing` None turns it on only when the peak without it would not
-    fit `device_memory` (bytes; None: the GPU's)."""
-    _check(
-        max_length,
-        micro_batch_pairs,
-        dtype,
-        lora_r,
-        zero_stage,
-        num_devices,
-        mfu,
-        attn_implementation,
-    )
+    fit `device_memory`; the plan holds the value chosen."""
+    s = replace(settings, **options) if settings else PlanSettings(**options)
+    s.check()
     backbone = _backbone(config_or_path)
-    peak, gpu, gpu_memory = _resolve_peak(peak_flops, dtype)
-    memory_limit = device_memory if device_memory is not None else gpu_memory
-    a = 2 if dtype == "bf16" else 4
-    attention = "flash" if attn_implementation.startswith("flash") else attn_implementation
-    step = Step(2 * micro_batch_pairs, max_length, a, lora, lora_r, attention)
+    peak, gpu, gpu_memory = _resolve_peak(s.peak_flops, s.dtype)
+    memory_limit = s.device_memory if s.device_memory is not None else gpu_memory
+    a = 2 if s.dtype == "bf16" else 4
+    attention = "flash" if s.attn_implementation.startswith("flash") else s.attn_implementation
+    step = Step(2 * s.micro_batch_pairs, s.max_length, a, s.lora, s.lora_r, attention)
     table = [
         memory_plan(
-            backbone, step, dtype=dtype, zero_stage=s, num_devices=num_devices, checkpointing=c
+            backbone, step, dtype=s.dtype, zero_stage=z, num_devices=s.num_devices, checkpointing=c
         )
-        for s in range(4)
+        for z in range(4)
         for c in (False, True)
     ]
-    if gradient_checkpointing is None:
-        without = table[2 * zero_stage]
-        gradient_checkpointing = memory_limit is not None and without.peak > memory_limit
-    chosen = table[2 * zero_stage + int(gradient_checkpointing)]
-    counts = count_parameters(backbone, lora_r if lora else 0)
-    flops = step_flops(backbone, step, counts, gradient_checkpointing)
-    seconds = flops / (mfu * peak) if peak else None
+    checkpointing = s.gradient_checkpointing
+    if checkpointing is None:
+        without = table[2 * s.zero_stage]
+        checkpointing = memory_limit is not None and without.peak > memory_limit
+    chosen = table[2 * s.zero_stage + int(checkpointing)]
+    counts = count_parameters(backbone, s.lora_r if s.lora else 0)
+    flops = step_flops(backbone, step, counts, checkpointing)
+    seconds = flops / (s.mfu * peak) if peak else None
+    resolved = replace(
+        s, gradient_checkpointing=checkpointing, peak_flops=peak, device_memory=memory_limit
+    )
     return TrainingPlan(
+        **asdict(resolved),
         backbone=config_or_path if isinstance(config_or_path, str) else "given config",
         model_type=backbone.model_type,
         parameters=counts.total,
-        trainable_parameters=counts.lora + counts.head if lora else counts.total,
+        trainable_parameters=counts.lora + counts.head if s.lora else counts.total,
         lora_parameters=counts.lora,
-        dtype=dtype,
-        max_length=max_length,
-        micro_batch_pairs=micro_batch_pairs,
         tokens_per_step=step.tokens,
-        attn_implementation=attn_implementation,
-        lora=lora,
-        lora_r=lora_r,
-        gradient_checkpointing=gradient_checkpointing,
-        zero_stage=zero_stage,
-        num_devices=num_devices,
         memory=chosen,
         table=table,
         flops_per_step=flops,
-        mfu=mfu,
-        peak_flops=peak,
         gpu=gpu,
         step_seconds=seconds,
-        pairs_per_second=num_devices * micro_batch_pairs / seconds if seconds else None,
-        device_memory=memory_limit,
+        pairs_per_second=s.num_devices * s.micro_batch_pairs / seconds if seconds else None,
         fits=None if memory_limit is None else chosen.peak <= memory_limit,
-        notes=_notes(attn_implementation, dtype=dtype, lora=lora),
+        notes=_notes(s.attn_implementation, dtype=s.dtype, lora=s.lora),
     )
 
 
@@ -430,7 +437,12 @@ def _peak_flops_arg(text: str) -> float | str:
         return text
 
 
+PLAN_OPTIONS = {f.name for f in fields(PlanSettings)} - {"device_memory"}
+"""The `PlanSettings` fields the command line sets by their own name (`--max-length`)."""
+
+
 def argument_parser() -> argparse.ArgumentParser:
+    """The command's options; a setting left out keeps `PlanSettings`' default."""
     parser = argparse.ArgumentParser(
         prog="python -m orchrm.rm.plan",
         description="Plan a reward model's training memory and time.",
@@ -438,26 +450,24 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("config", help="model directory, config.json, or " + ", ".join(PRESETS))
     parser.add_argument("--max-length", type=int, required=True, help="tokens per text")
     parser.add_argument("--micro-batch-pairs", type=int, default=1, help="pairs per forward pass")
-    parser.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
-    parser.add_argument("--lora", action=argparse.BooleanOptionalAction, default=False)
-    parser.add_argument("--lora-r", type=int, default=32)
+    parser.add_argument("--dtype", choices=("bf16", "fp32"))
+    parser.add_argument("--lora", action=argparse.BooleanOptionalAction)
+    parser.add_argument("--lora-r", type=int)
     parser.add_argument(
         "--gradient-checkpointing",
         action=argparse.BooleanOptionalAction,
-        default=None,
         help="default: on only when the peak without it does not fit the device",
     )
-    parser.add_argument("--attn-implementation", choices=ATTENTION, default="sdpa")
-    parser.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), default=0)
-    parser.add_argument("--num-devices", type=int, default=1)
-    parser.add_argument("--mfu", type=float, default=0.35, help="model FLOPs utilization")
+    parser.add_argument("--attn-implementation", choices=ATTENTION)
+    parser.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3))
+    parser.add_argument("--num-devices", type=int)
+    parser.add_argument("--mfu", type=float, help="model FLOPs utilization")
     parser.add_argument(
         "--peak-flops",
         type=_peak_flops_arg,
-        default=None,
         help="FLOP/s per device, or a GPU: " + ", ".join(GPUS) + " (default: this machine's GPU)",
     )
-    parser.add_argument("--device-memory-gib", type=float, default=None)
+    parser.add_argument("--device-memory-gib", type=float)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument("--width", type=int, default=80)
     return parser
@@ -468,23 +478,11 @@ def main(argv: list[str] | None = None) -> None:
     import json
 
     args = argument_parser().parse_args(argv)
-    memory = args.device_memory_gib
+    settings = {k: v for k, v in given(args).items() if k in PLAN_OPTIONS}
+    if args.device_memory_gib is not None:
+        settings["device_memory"] = int(args.device_memory_gib * GIB)
     try:
-        plan = plan_training(
-            args.config,
-            max_length=args.max_length,
-            micro_batch_pairs=args.micro_batch_pairs,
-            dtype=args.dtype,
-            lora=args.lora,
-            lora_r=args.lora_r,
-            gradient_checkpointing=args.gradient_checkpointing,
-            attn_implementation=args.attn_implementation,
-            zero_stage=args.zero_stage,
-            num_devices=args.num_devices,
-            mfu=args.mfu,
-            peak_flops=args.peak_flops,
-            device_memory=None if memory is None else int(memory * GIB),
-        )
+        plan = plan_training(args.config, **settings)
     except OrchrmError as err:
         print(f"orchrm plan: {err}", file=sys.stderr)
         sys.exit(2)

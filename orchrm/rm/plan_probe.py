@@ -28,7 +28,7 @@ from orchrm.errors import ConfigError
 
 @dataclass
 class Probe:
-    """One measured training setup; the fields mirror `plan_training`'s arguments."""
+    """One measured training setup; the fields mirror `orchrm.rm.plan.PlanSettings`."""
 
     config: dict
     """A Hugging Face config as a dict (`model_type` included)."""

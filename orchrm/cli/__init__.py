@@ -12,7 +12,7 @@ from orchrm.cli.console import console, fail
 from orchrm.cli.demo import demo_command
 from orchrm.cli.parse import parse_command
 from orchrm.cli.rl import rl_command
-from orchrm.cli.rm import evaluate_rm_command, score_command, train_command
+from orchrm.cli.rm import calibrate_command, evaluate_rm_command, score_command, train_command
 from orchrm.cli.run import run_command
 from orchrm.cli.serve import serve_command
 from orchrm.cli.store import ingest_command, pairs_app, store_app
@@ -103,6 +103,7 @@ app.add_typer(pairs_app, name="pairs")
 app.command("train")(train_command)
 app.command("evaluate-rm")(evaluate_rm_command)
 app.command("score")(score_command)
+app.command("calibrate")(calibrate_command)
 app.command("eval")(eval_command)
 app.command("cross-validate")(cross_validate_command)
 app.command("demo")(demo_command)

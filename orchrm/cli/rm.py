@@ -1,9 +1,11 @@
-"""`orchrm train`, `orchrm evaluate-rm`, `orchrm score`: the reward model."""
+"""`orchrm train`, `orchrm evaluate-rm`, `orchrm score`, `orchrm calibrate`: the reward
+model."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -20,6 +22,7 @@ from orchrm.cli.console import (
 )
 from orchrm.cli.options import config_options
 from orchrm.jsonl import printable
+from orchrm.rm.calibrate import CalibrateConfig
 from orchrm.rm.config import TrainConfig
 
 
@@ -186,3 +189,26 @@ def score_command(
     )
     print_problems(result.problems, EXAMPLES, to=err_console, rest="each row carries its reason")
     exit_if_unreadable(unreadable)
+
+
+@config_options(
+    CalibrateConfig,
+    ["rm", "method", "orchestrator", "tasks_from", "dataset", "split"],
+    required=["rm"],
+)
+def calibrate_command(
+    config: CalibrateConfig,
+    logs: list[Path] = typer.Argument(..., help="orchrm.run/1 logs with executed records."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """Fit a reward model's calibration (raw score -> P(correct)) on executed records of
+    tasks it did not train on, and store it in its orchrm.json, where orchrm serve's
+    p_correct and orchrm-adaptive read it; prints ECE before and after."""
+    from orchrm.rm.calibrate import calibrate
+
+    result = calibrate(replace(config, logs=tuple(str(p) for p in logs)))
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return
+    text = result.to_text(max(60, console.width))
+    console.print(text, highlight=False, markup=False, soft_wrap=True, end="")

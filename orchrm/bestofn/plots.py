@@ -11,6 +11,7 @@ from pathlib import Path
 
 from orchrm.bestofn.metrics import Evaluation
 from orchrm.bestofn.registry import REGISTRY, label
+from orchrm.bestofn.reliability import CalibrationReport
 
 
 @dataclass(frozen=True)
@@ -250,20 +251,14 @@ def _wilson(successes: float, count: int) -> tuple[float, float]:
     return centre - half / (1 + z * z / count), centre + half / (1 + z * z / count)
 
 
-def _reliability(ev: Evaluation, colour: str):
-    """The reliability diagram of `ev.calibration`: per bin, the mean calibrated P(correct)
-    against the share of right executions (95% Wilson intervals) and, on world logs, the
-    mean true success probability; sigmoid(raw score) in grey; candidates per bin below."""
-    from matplotlib.figure import Figure
-
-    report = ev.calibration
-    fig = Figure(figsize=(8.5, 5.5), layout="constrained")
-    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    top.plot(
+def _reliability_curves(ax, report: CalibrationReport, colour: str) -> None:
+    """The diagonal, sigmoid(raw score) in grey, and the calibrated bins with their 95%
+    Wilson intervals and (world logs) their mean true success probability."""
+    ax.plot(
         [0, 1], [0, 1], color="#aaaaaa", linestyle="--", linewidth=1, label="perfect calibration"
     )
-    raw = report.raw_bins
-    top.plot(
+    raw, bins = report.raw_bins, report.bins
+    ax.plot(
         [b.confidence for b in raw],
         [b.accuracy for b in raw],
         color="#7f7f7f",
@@ -272,10 +267,9 @@ def _reliability(ev: Evaluation, colour: str):
         linewidth=1,
         label="sigmoid(raw score): right executions",
     )
-    bins = report.bins
     ys = [b.accuracy for b in bins]
     ci = [_wilson(b.accuracy * b.count, b.count) for b in bins]
-    top.errorbar(
+    ax.errorbar(
         [b.confidence for b in bins],
         ys,
         yerr=[
@@ -288,7 +282,7 @@ def _reliability(ev: Evaluation, colour: str):
         label=f"orchrm ({report.method}): right executions, 95% CI",
     )
     if all(b.p_success is not None for b in bins):
-        top.plot(
+        ax.plot(
             [b.confidence for b in bins],
             [b.p_success for b in bins],
             color=colour,
@@ -297,7 +291,22 @@ def _reliability(ev: Evaluation, colour: str):
             linestyle=":",
             label=f"orchrm ({report.method}): mean true P(success)",
         )
-    for members, tint, shift in ((raw, "#7f7f7f", -0.012), (bins, colour, 0.012)):
+
+
+def _reliability(ev: Evaluation, colour: str):
+    """The reliability diagram of `ev.calibration`: per bin, the mean calibrated P(correct)
+    against the share of right executions and, on world logs, the mean true success
+    probability; sigmoid(raw score) in grey; candidates per bin below."""
+    from matplotlib.figure import Figure
+
+    report = ev.calibration
+    fig = Figure(figsize=(8.5, 5.5), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    _reliability_curves(top, report, colour)
+    for members, tint, shift in (
+        (report.raw_bins, "#7f7f7f", -0.012),
+        (report.bins, colour, 0.012),
+    ):
         centres = [(b.low + b.high) / 2 + shift for b in members]
         bottom.bar(centres, [b.count for b in members], width=0.024, color=tint)
     top.set(xlim=(0, 1), ylim=(0, 1), ylabel="share of right executions")

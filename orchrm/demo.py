@@ -81,13 +81,16 @@ def _generate_logs(config: DemoConfig, say) -> tuple[dict, dict]:
 
 
 def _reward_models(config: DemoConfig, logs: dict, lap) -> WorldRMResult:
-    """One reward model per domain (and one on every domain mixed), from the training logs."""
+    """One reward model per domain (and one on every domain mixed, and one that reads
+    the domain), from the training logs, each calibrated on its validation tasks."""
     wanted = [
         (preset, preset, config.multihop_steps if preset == "multihop" else config.steps)
         for preset in config.presets
     ]
     if config.mixed:
         wanted.append(("mixed", None, config.steps))
+    if config.unified:
+        wanted.append(("unified", None, config.steps))
     return world_reward_models(
         WorldRMConfig(
             out=config.out,
@@ -95,7 +98,14 @@ def _reward_models(config: DemoConfig, logs: dict, lap) -> WorldRMResult:
             datasets=tuple(
                 # Validated once, at the end: in the demo the last step beat the halfway
                 # one for every model.
-                PairDataset(name, domain, steps=steps, eval_every=steps, folder=name)
+                PairDataset(
+                    name,
+                    domain,
+                    steps=steps,
+                    eval_every=steps,
+                    folder=name,
+                    domain_in_text=name == "unified",
+                )
                 for name, domain, steps in wanted
             ),
             seed=config.seed,
@@ -117,6 +127,7 @@ def _evaluate_preset(config: DemoConfig, preset: str, models: dict, logs: dict, 
         rm=models[preset],
         external_rm=models[other] if other else None,
         mixed_rm=models.get("mixed"),
+        unified_rm=models.get("unified"),
         world_tasks=world[(preset, "test")],
         reruns=config.reruns,
         seed=config.seed,
@@ -176,6 +187,12 @@ def run_demo(config: DemoConfig, say=print) -> dict:
             f"{2 * (summary.train_pairs + summary.validation_pairs)} texts over "
             f"{config.max_length} tokens)"
         )
+        if t.calibration is not None:
+            c = t.calibration
+            say(
+                f"calibration {name}: {c.calibration.method} on {c.candidates:,} validation "
+                f"samples, ECE {c.ece_raw:.3f} raw -> {c.ece:.3f}"
+            )
     evaluations, shown, picks = [], [], []
     for preset in config.presets:
         ev, tasks, chosen = _evaluate_preset(config, preset, models, logs, world)

@@ -25,6 +25,9 @@ class DemoConfig:
     mixed: bool = False
     """Also train one reward model on every preset's pairs mixed, as `orchrm-mixed` (with
     two presets or more)."""
+    unified: bool = False
+    """Also train one reward model on every preset's pairs with each text's domain line,
+    as `orchrm-unified` (with two presets or more)."""
     train_tasks: int = setting(300, min=10)
     """World tasks per preset whose logs train the reward models: at the same steps, more
     tasks mean more distinct pairs (docs/results.md#training-tasks-and-steps)."""
@@ -59,5 +62,6 @@ class DemoConfig:
                 f"presets must be distinct names among {', '.join(WORLD_PRESETS)}; got "
                 f"{', '.join(self.presets) or 'none'}"
             )
-        if self.mixed and len(self.presets) < 2:
-            raise ConfigError("a mixed reward model needs two presets or more (--presets)")
+        for name in ("mixed", "unified"):
+            if getattr(self, name) and len(self.presets) < 2:
+                raise ConfigError(f"a {name} reward model needs two presets or more (--presets)")

@@ -39,6 +39,8 @@ class LineupInputs:
     """Another reward model used off the shelf (`external-rm`), a `Scorer` too."""
     mixed_rm: object | None = None
     """A reward model trained on every domain's pairs mixed (`orchrm-mixed`)."""
+    unified_rm: object | None = None
+    """One reward model of every domain that reads the domain line (`orchrm-unified`)."""
     rm_selector: Selector | None = None
     """A ready `orchrm` selector used instead of one built from `rm` (cross-validation's,
     which scores each task with its own fold's model)."""
@@ -180,6 +182,9 @@ REGISTRY: tuple[SelectorEntry, ...] = (
     SelectorEntry("oracle", "oracle", "#000000", _always(oracle_selector), replays_reruns=True),
     SelectorEntry("bayes", "bayes", "#bcbd22", _always(bayes_selector), needs=("world",)),
     SelectorEntry("orchrm-mixed", "orchrm-mixed", "#e377c2", _rm("mixed_rm"), needs=("mixed_rm",)),
+    SelectorEntry(
+        "orchrm-unified", "orchrm-unified", "#17becf", _rm("unified_rm"), needs=("unified_rm",)
+    ),
 )
 
 BY_NAME = {entry.name: entry for entry in REGISTRY}

@@ -153,29 +153,31 @@ class RewardModelSelector:
         the selectors of one model (`share_scores_with`), so `orchrm` and
         `orchrm-weighted` score each plan once between them."""
 
-    def _score_new(self, items: list[tuple[str, Orchestration]]) -> None:
-        todo = [item for item in dict.fromkeys(items) if item not in self._seen]
+    def _score_new(self, items: list[tuple[str, Orchestration]], domains: list[str]) -> None:
+        todo = {}
+        for item, domain in zip(items, domains, strict=True):
+            if item not in self._seen:
+                todo.setdefault(item, domain)
         if todo:
-            scores, tokens = score_items_with_tokens(self.rm, todo)
+            scores, tokens = score_items_with_tokens(self.rm, list(todo), list(todo.values()))
             for item, count, score in zip(todo, tokens, scores, strict=True):
                 self._seen[item] = (count, score)
 
     def warm(self, tasks: list[CandidateSet]) -> None:
         """Score every plan of `tasks` now, in one pass of length-sorted batches, so that
         the selections that follow only look their scores up."""
-        self._score_new(
-            [(t.question, c.orchestration) for t in tasks for c in t.candidates if c.orchestration]
-        )
+        plans = [(t, c.orchestration) for t in tasks for c in t.candidates if c.orchestration]
+        self._score_new([(t.question, o) for t, o in plans], [t.domain for t, _ in plans])
 
-    def _score(self, question: str, plans: list[Orchestration]) -> list[tuple[int, float]]:
+    def _score(self, task: CandidateSet, plans: list[Orchestration]) -> list[tuple[int, float]]:
         """(input tokens, score) per plan; each (question, plan) is scored once, however
         many subsets of N it appears in (the tokens still count at every selection)."""
-        self._score_new([(question, o) for o in plans])
-        return [self._seen[(question, o)] for o in plans]
+        self._score_new([(task.question, o) for o in plans], [task.domain] * len(plans))
+        return [self._seen[(task.question, o)] for o in plans]
 
     def __call__(self, task: CandidateSet) -> Selection:
         where = [i for i, c in enumerate(task.candidates) if c.orchestration is not None]
-        scored = self._score(task.question, [task.candidates[i].orchestration for i in where])
+        scored = self._score(task, [task.candidates[i].orchestration for i in where])
         tokens = sum(t for t, _ in scored)
         scores: list[float | None] = [None] * len(task.candidates)
         for i, (_, s) in zip(where, scored, strict=True):

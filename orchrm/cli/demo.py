@@ -10,7 +10,16 @@ from orchrm.demo_config import DemoConfig
 @config_options(
     DemoConfig,
     [
-        *("out", "presets", "mixed", "train_tasks", "test_tasks", "steps", "multihop_steps"),
+        *(
+            "out",
+            "presets",
+            "mixed",
+            "unified",
+            "train_tasks",
+            "test_tasks",
+            "steps",
+            "multihop_steps",
+        ),
         *("bf16", "reruns", "seed"),
     ],
     settings={"presets": {"parser": csv_values, "spell": ",".join}},

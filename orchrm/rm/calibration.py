@@ -292,12 +292,13 @@ def scored_outcomes(scorer, records: Iterable[dict]) -> tuple[list[float], list[
     from orchrm.parse import from_dict
     from orchrm.rm.scorer import score_items_with_tokens
 
-    items, outcomes = [], []
+    items, domains, outcomes = [], [], []
     for r in records:
         if isinstance(r, dict) and r.get("orchestration") and r.get("execution"):
             items.append((r["question"], from_dict(r["orchestration"])))
+            domains.append(str(r.get("domain") or ""))
             outcomes.append(bool(r.get("correct")))
-    scores, _ = score_items_with_tokens(scorer, items) if items else ([], [])
+    scores, _ = score_items_with_tokens(scorer, items, domains) if items else ([], [])
     return list(scores), outcomes
 
 

@@ -225,35 +225,41 @@ class RemoteScorer(RenderingScorer):
             raise ConfigError(f"cannot load the tokenizer of {name!r}: {err}") from None
 
     def score_items_with_tokens(
-        self, items: Sequence[tuple[str, Orchestration | str]]
+        self,
+        items: Sequence[tuple[str, Orchestration | str]],
+        domains: Sequence[str] | None = None,
     ) -> tuple[list[float], list[int]]:
         """(raw reward, input tokens) of (question, orchestration) items, in order:
         rendered here when a tokenizer is known, else by `orchrm serve` (`/score`), which
-        gets harmony text as given and an `Orchestration` as `to_harmony` writes it.
-        Harmony text must parse (`score_batch` takes any)."""
+        gets harmony text as given and an `Orchestration` as `to_harmony` writes it, and
+        each task's domain. Harmony text must parse (`score_batch` takes any)."""
         if self.renders or self.protocol != "orchrm":
-            return super().score_items_with_tokens(items)
-        return self._score_on_server(items)
+            return super().score_items_with_tokens(items, domains)
+        return self._score_on_server(items, domains or [""] * len(items))
 
     def _score_on_server(
-        self, items: Sequence[tuple[str, Orchestration | str]]
+        self, items: Sequence[tuple[str, Orchestration | str]], domains: Sequence[str]
     ) -> tuple[list[float], list[int]]:
         """Items sent as harmony XML to `orchrm serve`'s `/score`, which renders them
         with the served model's tokenizer: one request per question and batch."""
-        by_question: dict[str, list[int]] = {}
-        for n, (question, _) in enumerate(items):
-            by_question.setdefault(question, []).append(n)
+        by_question: dict[tuple[str, str], list[int]] = {}
+        for n, ((question, _), domain) in enumerate(zip(items, domains, strict=True)):
+            by_question.setdefault((question, domain), []).append(n)
         jobs = [
-            (question, members[start : start + self.batch_size])
-            for question, members in by_question.items()
+            (key, members[start : start + self.batch_size])
+            for key, members in by_question.items()
             for start in range(0, len(members), self.batch_size)
         ]
 
-        def post(job: tuple[str, list[int]]) -> Reply:
-            question, members = job
-            plans = [_harmony(items[n][1]) for n in members]
-            answer = self.client.post(self.url, {"question": question, "orchestrations": plans})
-            return read_score(answer, len(members), self.url)
+        def post(job: tuple[tuple[str, str], list[int]]) -> Reply:
+            (question, domain), members = job
+            body = {
+                "question": question,
+                "orchestrations": [_harmony(items[n][1]) for n in members],
+            }
+            if domain:
+                body["domain"] = domain
+            return read_score(self.client.post(self.url, body), len(members), self.url)
 
         scores, tokens = [0.0] * len(items), [0] * len(items)
         for (_, members), reply in zip(jobs, self._pool.map(post, jobs), strict=True):

@@ -34,8 +34,8 @@ class Scorer(Protocol):
         """(`max_tokens`, `count_tokens`) `render` cuts every text to."""
         ...
 
-    def render(self, question: str, orchestration: Orchestration) -> str:
-        """The text the model reads for (question, orchestration)."""
+    def render(self, question: str, orchestration: Orchestration, domain: str = "") -> str:
+        """The text the model reads for (question, orchestration) of a task of `domain`."""
         ...
 
     def score_batch(self, items: list[tuple[str, Orchestration | str]]) -> list[float | None]:
@@ -67,9 +67,17 @@ class RenderingScorer:
 
         return render_budget(self.tokenizer, self.max_length)
 
-    def render(self, question: str, orchestration: Orchestration) -> str:
-        """The text the model reads, cut to its budget by its own tokenizer."""
-        return render_for_rm(question, orchestration, *self.budget)
+    @property
+    def reads_domain(self) -> bool:
+        """Whether the model was trained on texts with the domain line (one model of
+        every domain), and so is given it."""
+        return bool(self.metadata.get("domain_in_text"))
+
+    def render(self, question: str, orchestration: Orchestration, domain: str = "") -> str:
+        """The text the model reads, cut to its budget by its own tokenizer; the domain
+        line only for a model that reads it."""
+        domain = domain if self.reads_domain else ""
+        return render_for_rm(question, orchestration, *self.budget, domain=domain)
 
     def score(self, question: str, orchestrations: list[Orchestration | str]) -> list[float | None]:
         """Scores of several orchestrations of one question (higher is better)."""
@@ -91,11 +99,17 @@ class RenderingScorer:
         return [None if p is None else next(scores) for p in parsed]
 
     def score_items_with_tokens(
-        self, items: Sequence[tuple[str, Orchestration | str]]
+        self,
+        items: Sequence[tuple[str, Orchestration | str]],
+        domains: Sequence[str] | None = None,
     ) -> tuple[list[float], list[int]]:
-        """(raw reward, input tokens) of (question, orchestration) items, in order."""
+        """(raw reward, input tokens) of (question, orchestration) items, in order, each
+        of its task's domain in `domains` (None: no domain known)."""
         plans = [(q, parse_harmony(o) if isinstance(o, str) else o) for q, o in items]
-        return self.score_texts_with_tokens([self.render(q, o) for q, o in plans])
+        texts = [
+            self.render(q, o, d) for (q, o), d in zip(plans, _domains(items, domains), strict=True)
+        ]
+        return self.score_texts_with_tokens(texts)
 
     def normalize(self, scores: list[float | None]) -> list[float | None]:
         """(score - mean) / std with the training-time reward statistics of `orchrm.json`
@@ -105,8 +119,18 @@ class RenderingScorer:
         return [None if s is None else (s - mean) / std for s in scores]
 
 
+def _domains(items: Sequence, domains: Sequence[str] | None) -> Sequence[str]:
+    if domains is None:
+        return [""] * len(items)
+    if len(domains) != len(items):
+        raise ValueError(f"{len(domains)} domains for {len(items)} items")
+    return domains
+
+
 def score_items_with_tokens(
-    scorer: Scorer, items: Sequence[tuple[str, Orchestration | str]]
+    scorer: Scorer,
+    items: Sequence[tuple[str, Orchestration | str]],
+    domains: Sequence[str] | None = None,
 ) -> tuple[list[float], list[int]]:
     """(raw reward, input tokens) of (question, orchestration) items, in input order;
     an orchestration may be harmony text that parses. The scorer's own
@@ -114,9 +138,12 @@ def score_items_with_tokens(
     the text as written), else `render` and `score_texts_with_tokens`."""
     own = getattr(scorer, "score_items_with_tokens", None)
     if own is not None:
-        return own(list(items))
+        return own(list(items), domains) if domains is not None else own(list(items))
     plans = [(q, parse_harmony(o) if isinstance(o, str) else o) for q, o in items]
-    return scorer.score_texts_with_tokens([scorer.render(q, o) for q, o in plans])
+    texts = [
+        scorer.render(q, o, d) for (q, o), d in zip(plans, _domains(items, domains), strict=True)
+    ]
+    return scorer.score_texts_with_tokens(texts)
 
 
 def load_scorer(

@@ -29,6 +29,8 @@ class PairDataset:
     """Validate every this many steps (None: the training settings')."""
     folder: str = ""
     """Subfolder of OUT/pairs and OUT/rm for this dataset ('': OUT/pairs and OUT/rm)."""
+    domain_in_text: bool = False
+    """Texts start with the task's domain line: one model that reads the domain."""
 
 
 @dataclass
@@ -54,6 +56,10 @@ class WorldRMConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     """Training settings of every model; `pairs`, `out` and `max_steps` are set per
     dataset."""
+    calibration: str | None = "platt"
+    """How each trained model's scores are mapped to P(correct), fitted on the executed
+    samples of its validation tasks and stored with it (`orchrm.rm.calibration`);
+    None: not calibrated."""
     progress: bool = True
 
 
@@ -69,6 +75,10 @@ class TrainedPairs:
     """The saved reward model (OUT/rm/.../model)."""
     summary: object | None = None
     """Its `orchrm.rm.train.TrainSummary`."""
+    validation_tasks: frozenset[str] = frozenset()
+    """The tasks of its validation pairs, on whose executed samples it is calibrated."""
+    calibration: object | None = None
+    """Its `orchrm.rm.calibration.CalibrationSummary` (None: not calibrated)."""
 
 
 @dataclass
@@ -112,8 +122,8 @@ def world_reward_models(
             )
             mined = mine(store, mine_config)
             pairs = out / "pairs" / d.folder
-            export(store, pairs, d.name, "jsonl", *budget)
-            done[d.name] = TrainedPairs(d, mined, pairs)
+            export(store, pairs, d.name, "jsonl", *budget, domain_in_text=d.domain_in_text)
+            done[d.name] = TrainedPairs(d, mined, pairs, validation_tasks=_validation(store, d))
     if stage_done:
         stage_done("ingest and mine")
     for trained in done.values():
@@ -130,6 +140,30 @@ def world_reward_models(
         )
         trained.summary = train(run, progress=config.progress)
         trained.model = rm_dir / "model"
+        if config.calibration and trained.validation_tasks:
+            trained.calibration = _calibrate(trained, config)
         if stage_done:
             stage_done(f"train {trained.dataset.name}")
     return WorldRMResult(store_path, done)
+
+
+def _validation(store, dataset: PairDataset) -> frozenset[str]:
+    rows = store.db.execute(
+        "SELECT DISTINCT task_id FROM pairs WHERE dataset = ? AND split = 'validation'",
+        [dataset.name],
+    ).fetchall()
+    return frozenset(task_id for (task_id,) in rows)
+
+
+def _calibrate(trained: TrainedPairs, config: WorldRMConfig):
+    """Fit the model's calibration on its validation tasks' executed samples."""
+    from orchrm.jsonl import read_jsonl
+    from orchrm.rm.calibration import calibrate_model_dir
+
+    records = [
+        r
+        for log in config.logs
+        for _, r in read_jsonl(log)
+        if isinstance(r, dict) and r.get("task_id") in trained.validation_tasks
+    ]
+    return calibrate_model_dir(trained.model, records, config.calibration)

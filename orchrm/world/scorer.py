@@ -25,10 +25,10 @@ class WorldScorer:
         self.metadata = {"reward_mean": 0.0, "reward_std": 2.0}
         self.config = world_config()
 
-    def render(self, question, orchestration) -> str:
+    def render(self, question, orchestration, domain="") -> str:
         return question
 
-    def score_items_with_tokens(self, items):
+    def score_items_with_tokens(self, items, domains=None):
         scores = []
         for question, o in items:
             p = success_probability(self.by_question[question], o, self.config)

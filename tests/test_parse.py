@@ -338,6 +338,16 @@ def test_record_kinds_are_dispatched():
     assert parse_record(HIGH_DOM) == o
 
 
+def test_a_null_orchestration_is_read_from_the_raw_text_beside_it():
+    assert parse_record({"orchestration": None, "raw": HIGH_DOM}) == parse_harmony(HIGH_DOM)
+    with pytest.raises(ParseError) as info:
+        parse_record({"orchestration": None, "raw": "<thinking>cut off"})
+    assert info.value.reason != "not_a_record" and "raw" in str(info.value)
+    with pytest.raises(ParseError) as info:  # nothing else to read: the null is the error
+        parse_record({"orchestration": None})
+    assert info.value.reason == "not_a_record"
+
+
 def test_unknown_record_and_field_errors_name_the_field():
     with pytest.raises(ParseError) as info:
         parse_record({"question": "q"})

@@ -152,7 +152,8 @@ def parse_record(record: object) -> Orchestration:
     orchrm JSON (`format` field), a JSON graph (`agents`), a MAS-Orchestra
     diagram-browser record (`thinking` and `mas_code`), or any record whose
     `orchestration` or one of `TEXT_FIELDS` holds harmony text. A bare string is read as
-    harmony text.
+    harmony text. A null `orchestration` (a log that could not parse the output) is read
+    from the raw text beside it, so the error says what is wrong with that text.
     """
     if isinstance(record, str):
         return parse_harmony(record)
@@ -165,15 +166,15 @@ def parse_record(record: object) -> Orchestration:
         )
     if record.get("format") == ORCHRM_JSON_FORMAT:
         return from_dict(record)
-    if "orchestration" in record:
+    raw = next((n for n in TEXT_FIELDS if isinstance(record.get(n), str)), None)
+    if "orchestration" in record and not (record["orchestration"] is None and raw):
         return _in_field(record, "orchestration", parse_record)
     if "agents" in record:
         return parse_json_graph(record)
     if "mas_code" in record or "thinking" in record:
         return parse_diagram_record(record)
-    for name in TEXT_FIELDS:
-        if isinstance(record.get(name), str):
-            return _in_field(record, name, parse_harmony)
+    if raw is not None:  # a log whose parsed orchestration is null: read what was written
+        return _in_field(record, raw, parse_harmony)
     expected = ", ".join(("orchestration", "agents", "mas_code/thinking", *TEXT_FIELDS))
     raise ParseError(
         "unknown_record",

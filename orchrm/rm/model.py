@@ -29,6 +29,7 @@ from orchrm.orchestration import (
 )
 from orchrm.rm.config import TrainConfig
 from orchrm.rm.data import collate
+from orchrm.rm.last_layer import read_first_position_only
 from orchrm.rm.scorer import RenderingScorer
 
 METADATA = "orchrm.json"
@@ -190,7 +191,8 @@ def disable_dropout(model) -> None:
 
 def load_for_training(config: TrainConfig, backbone: str, *, bf16: bool, cuda: bool):
     """(model, tokenizer, gradient checkpointing on) as `config` asks: a LoRA base in
-    bf16 when computing in bf16, everything trained in fp32."""
+    bf16 when computing in bf16, everything trained in fp32; a [CLS]-reading encoder
+    computes its last layer at [CLS] only (`orchrm.rm.last_layer`)."""
     if config.attn_implementation == "flash_attention_2" and not (bf16 and cuda):
         raise ConfigError("attn_implementation flash_attention_2 needs CUDA and dtype bf16")
     dtype = torch.bfloat16 if bf16 and config.lora else torch.float32
@@ -211,6 +213,7 @@ def load_for_training(config: TrainConfig, backbone: str, *, bf16: bool, cuda: b
         model = add_lora(model, config.lora_r, config.lora_alpha, config.lora_dropout)
     if config.disable_dropout:
         disable_dropout(model)
+    read_first_position_only(model)
     return model, tokenizer, checkpointing
 
 

@@ -161,6 +161,30 @@ def test_score_keeps_input_order_and_reports_parse_status(server, rm, world):
     )
 
 
+def test_a_model_that_reads_the_domain_is_given_the_requests_domain(rm, world):
+    question, text = world[0]
+    plan = parse_harmony(text)
+    metadata = dict(rm.metadata)
+    try:
+        rm.metadata = {**metadata, "domain_in_text": True}
+        with Server(rm) as s:
+            body = {"question": question, "orchestrations": [text]}
+            tagged = s.call("POST", "/score", {**body, "domain": "math"})[1]["results"][0]
+            plain = s.call("POST", "/score", body)[1]["results"][0]
+            status, bad, _ = s.call("POST", "/score", {**body, "domain": 7})
+        scores, tokens = rm.score_items_with_tokens([(question, plan)], ["math"])
+        assert tagged["tokens"] == tokens[0] and tagged["score"] == pytest.approx(
+            scores[0], abs=1e-4
+        )
+        assert plain["tokens"] < tagged["tokens"]
+        assert status == 422 and bad["field"] == "domain"
+    finally:
+        rm.metadata = metadata
+    with Server(rm) as s:  # a model trained without the line never gets it
+        ignored = s.call("POST", "/score", {**body, "domain": "math"})[1]["results"][0]
+    assert ignored["tokens"] == plain["tokens"]
+
+
 def test_select_chooses_the_best_parseable_orchestration(server, rm, world):
     question = world[0][0]
     texts = [BROKEN] + [t for _, t in world[:3]]

@@ -121,6 +121,7 @@ class _Scoring:
             invalid_penalty=config.invalid_penalty,
             max_tokens=rm.budget[0],
             max_request_seconds=config.max_request_seconds,
+            reads_domain=bool(self.metadata.get("domain_in_text")),
         )
         self.pool = WorkerPool(
             config.prepare_workers,

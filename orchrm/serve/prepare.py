@@ -48,6 +48,9 @@ class Limits:
     max_tokens: int
     """The rendering budget (`OrchRM.budget`): tokens without the special ones."""
     max_request_seconds: float
+    reads_domain: bool = False
+    """The model was trained on texts with the domain line: a request's `domain` is
+    rendered into each text (and ignored otherwise)."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,8 @@ def prepare_request(
     if route not in SCORING_ROUTES:  # (query, prompt) pairs, read into (question, plan)
         return prepare_items(reward_body(value, limits), limits, deadline, queries=True)
     question, texts = scoring_body(value, limits, required=route == "select")
-    return prepare_items([(question, t) for t in texts], limits, deadline)
+    domain = domain_of(value, limits)
+    return prepare_items([(question, t) for t in texts], limits, deadline, domain=domain)
 
 
 def prepare_items(
@@ -164,6 +168,7 @@ def prepare_items(
     *,
     queries: bool = False,
     keep_plans: bool = False,
+    domain: str = "",
 ) -> list[Scored | Rendered]:
     """`prepare_item` of each (question, orchestration) pair in order, or of each
     OpenRLHF (query, prompt) pair read by `read_query` with `queries`; `keep_plans`
@@ -179,7 +184,7 @@ def prepare_items(
         if queries:
             read = read_query(first, second)
             first, second = read.question, read.orchestration
-        out.append(prepare_item(first, second, limits, _TOKENS, keep_plan=keep_plans))
+        out.append(prepare_item(first, second, limits, _TOKENS, keep_plans, domain))
     return out
 
 
@@ -194,15 +199,21 @@ def over_budget(seconds: float, where: str) -> ApiError:
 
 
 def prepare_item(
-    question: str, text: str, limits: Limits, tokens: Tokens, keep_plan: bool = False
+    question: str,
+    text: str,
+    limits: Limits,
+    tokens: Tokens,
+    keep_plan: bool = False,
+    domain: str = "",
 ) -> Scored | Rendered:
-    """Parse, validate and render one orchestration (`keep_plan`: keep the parsed plan)."""
+    """Parse, validate and render one orchestration of a task of `domain` (`keep_plan`:
+    keep the parsed plan)."""
     try:
         o = parse_harmony(text)
     except ParseError as err:
         return Scored(limits.invalid_penalty, "unparseable", err.reason, err.message, 0)
     broken = tuple(sorted({str(v.rule) for v in validate(o)}))
-    rendered = render_for_rm(question, o, limits.max_tokens, tokens.counter)
+    rendered = render_for_rm(question, o, limits.max_tokens, tokens.counter, domain)
     return Rendered(rendered, broken, o if keep_plan else None)
 
 
@@ -222,6 +233,15 @@ def decode(body: bytes) -> dict:
     if not isinstance(value, dict):
         raise ApiError(422, "wrong_type", f"the body must be a JSON object, got {kind(value)}")
     return value
+
+
+def domain_of(value: dict, limits: Limits) -> str:
+    """The body's optional `domain`, for a model that reads it ('' otherwise)."""
+    domain = value.get("domain", "")
+    if not isinstance(domain, str):
+        raise ApiError(422, "wrong_type", f"domain must be a string, got {kind(domain)}", "domain")
+    check_text("domain", domain, limits.max_text_chars)
+    return domain if limits.reads_domain else ""
 
 
 def scoring_body(value: dict, limits: Limits, *, required: bool) -> tuple[str, list[str]]:

@@ -39,6 +39,7 @@ from orchrm.serve.prepare import (
     Scored,
     check_text,
     decode,
+    domain_of,
     kind,
     prepare_items,
     scoring_body,
@@ -94,7 +95,7 @@ def prepare_select(body: bytes, limits: Limits, deadline: float) -> SelectBody:
         )
     options = options_of(value.get("selector_options"))
     pairs = [(question, t) for t in texts]
-    items = prepare_items(pairs, limits, deadline, keep_plans=True)
+    items = prepare_items(pairs, limits, deadline, keep_plans=True, domain=domain_of(value, limits))
     return SelectBody(question, items, selector, answers, options)
 
 

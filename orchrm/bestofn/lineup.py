@@ -31,40 +31,25 @@ class LineUp:
 def build_lineup(
     tasks: list[CandidateSet],
     *,
-    rm=None,
-    external_rm=None,
-    mixed_rm=None,
-    unified_rm=None,
-    rm_selector: Selector | None = None,
     judge=None,
     world_tasks: list | None = None,
     reruns: int = 0,
-    seed: int = 0,
-    **selector_options,
+    **inputs,
 ) -> LineUp:
-    """The selectors that can run with what is given (see `LineupInputs`);
-    `selector_options` are `LineupInputs` fields of how they choose (`cost_weight`,
-    `adaptive_confidence`, ...: `orchrm.bestofn.config.SelectorOptions`). With
-    `world_tasks` (the `WorldTask`s the logs were generated from) the world's simulated
-    judge replaces `judge`, `bayes` joins, and every candidate is re-executed `reruns`
-    times; raises ValueError naming a task the world does not know."""
+    """The selectors that can run with what is given: `inputs` are `LineupInputs` fields,
+    the models (`rm`, `external_rm`, `mixed_rm`, `unified_rm`, `rm_selector`), `seed`,
+    and how the selectors choose (`cost_weight`, `adaptive_confidence`, ...:
+    `orchrm.bestofn.config.SelectorOptions`). With `world_tasks` (the `WorldTask`s the
+    logs were generated from) the world's simulated judge replaces `judge`, `bayes`
+    joins, and every candidate is re-executed `reruns` times; raises ValueError naming a
+    task the world does not know."""
     if world_tasks:
         from orchrm.bestofn.reruns import with_reruns
         from orchrm.world.backend import WorldBackend
 
         judge = WorldBackend(list(world_tasks))
         tasks = with_reruns(tasks, list(world_tasks), reruns)
-    inputs = LineupInputs(
-        rm=rm,
-        external_rm=external_rm,
-        mixed_rm=mixed_rm,
-        unified_rm=unified_rm,
-        rm_selector=rm_selector,
-        judge=judge,
-        world=bool(world_tasks),
-        seed=seed,
-        **selector_options,
-    )
+    inputs = LineupInputs(judge=judge, world=bool(world_tasks), **inputs)
     return LineUp(tasks, line_up(inputs))
 
 

@@ -7,9 +7,10 @@
 over gloo.)
 
 Loss -log sigmoid(r_chosen - r_rejected) (optional per-pair margin and reward-centering
-term). Chosen and rejected texts go through the model in one forward pass; batches group
-pairs of similar length and pad only to their longest member, optionally under a token
-budget per pass (`orchrm.rm.batching`); gradients are accumulated over a step's passes
+term). Chosen and rejected texts go through the model in one forward pass (a
+[CLS]-reading encoder computes its last layer at [CLS] only, `orchrm.rm.last_layer`);
+batches group pairs of similar length and pad only to their longest member, optionally
+under a token budget per pass (`orchrm.rm.batching`); gradients are accumulated over a step's passes
 with every pair weighing the same; bf16 where the hardware runs it fast (frozen LoRA
 base in bf16, trained parameters in fp32); gradient checkpointing; linear warm-up and
 decay; early stopping on validation accuracy; tokens/s and MFU (`orchrm.rm.throughput`).

@@ -10,6 +10,7 @@ import dataclasses
 
 import pytest
 
+from orchrm.bestofn.cost import predict_cost
 from orchrm.bestofn.registry import LineupInputs, line_up
 from orchrm.bestofn.selectors import Candidate, CandidateSet
 from orchrm.parse import ParseError, parse_harmony
@@ -126,7 +127,7 @@ def test_selector_options_change_the_choice_as_they_do_here(calibrated_server, c
     question = world[0][0]
     texts = [t for _, t in world[:8]]
     body = {"question": question, "orchestrations": texts, "selector": "orchrm-cost"}
-    chosen = set()
+    chosen = []
     for weight in (0.0, 50.0):
         options = {"cost_weight": weight, "cost_measure": "calls"}
         status, out, _ = calibrated_server.call(
@@ -134,8 +135,10 @@ def test_selector_options_change_the_choice_as_they_do_here(calibrated_server, c
         )
         assert status == 200, out
         assert out["chosen"] == here(calibrated, "orchrm-cost", question, texts, **options).index
-        chosen.add(out["chosen"])
-    assert len(chosen) == 2  # weight 0 is the argmax; a heavy weight picks a cheap plan
+        chosen.append(out["chosen"])
+    assert chosen[0] == here(calibrated, "orchrm", question, texts).index  # weight 0: argmax
+    calls = [predict_cost(p).calls if p else float("inf") for p in map(_plan, texts)]
+    assert calls[chosen[1]] == min(calls)  # a heavy weight picks a cheapest plan
     body["selector"] = "orchrm-adaptive"
     drawn = []
     for tolerance in (0.0, 0.5):

@@ -126,6 +126,7 @@ def world_reward_models(
             done[d.name] = TrainedPairs(d, mined, pairs, validation_tasks=_validation(store, d))
     if stage_done:
         stage_done("ingest and mine")
+    executed = _executed_records(config.logs) if config.calibration else []
     for trained in done.values():
         if trained.dataset.steps is None:
             continue
@@ -141,7 +142,7 @@ def world_reward_models(
         trained.summary = train(run, progress=config.progress)
         trained.model = rm_dir / "model"
         if config.calibration and trained.validation_tasks:
-            trained.calibration = _calibrate(trained, config)
+            trained.calibration = _calibrate(trained, executed, config.calibration)
         if stage_done:
             stage_done(f"train {trained.dataset.name}")
     return WorldRMResult(store_path, done)
@@ -155,15 +156,17 @@ def _validation(store, dataset: PairDataset) -> frozenset[str]:
     return frozenset(task_id for (task_id,) in rows)
 
 
-def _calibrate(trained: TrainedPairs, config: WorldRMConfig):
-    """Fit the model's calibration on its validation tasks' executed samples."""
+def _executed_records(logs: list[str]) -> list[dict]:
+    """The executed records of the logs, read once for every model's calibration."""
     from orchrm.jsonl import read_jsonl
+    from orchrm.rm.calibrate import executed
+
+    return [r for log in logs for _, r in read_jsonl(log) if executed(r)]
+
+
+def _calibrate(trained: TrainedPairs, executed: list[dict], method: str):
+    """Fit the model's calibration on its validation tasks' executed samples."""
     from orchrm.rm.calibration import calibrate_model_dir
 
-    records = [
-        r
-        for log in config.logs
-        for _, r in read_jsonl(log)
-        if isinstance(r, dict) and r.get("task_id") in trained.validation_tasks
-    ]
-    return calibrate_model_dir(trained.model, records, config.calibration)
+    records = [r for r in executed if r.get("task_id") in trained.validation_tasks]
+    return calibrate_model_dir(trained.model, records, method)

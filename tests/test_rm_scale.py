@@ -138,6 +138,34 @@ def test_processes_run_as_many_passes_per_step_and_share_no_pair():
     assert all(len(m.pairs) == 1 for m in fillers)
 
 
+def test_batches_group_pairs_by_both_texts_tokens():
+    # Every pair's longer text is as long: only both texts' tokens tell them apart.
+    widths, lengths = [100] * 64, [150 + (i * 29) % 64 for i in range(64)]
+    steps = epoch_steps(
+        widths, lengths=lengths, batch_size=4, grad_accumulation=1, max_tokens=None, seed=0,
+        epoch=0,
+    )  # fmt: skip
+    batches = [[lengths[i] for i in m.pairs] for s in steps for m in s.micro_batches]
+    assert sorted(x for b in batches for x in b) == sorted(lengths)
+    assert all(max(b) - min(b) == 3 for b in batches)  # four neighbours in length each
+
+
+def test_training_groups_by_both_texts_and_pads_to_the_longer(monkeypatch, pairs_dir, tmp_path):
+    seen = {}
+
+    def recording(widths, **kwargs):
+        seen.update(widths=widths, lengths=kwargs["lengths"])
+        return epoch_steps(widths, **kwargs)
+
+    monkeypatch.setattr(rm_train, "epoch_steps", recording)
+    train(TrainConfig(pairs=str(pairs_dir), out=str(tmp_path), **TINY), progress=False)
+    _, tokenizer = load_backbone(default_backbone())
+    pairs = tokenize(read_pair_file(pairs_dir / "train.jsonl"), tokenizer, TINY["max_length"])
+    both = [len(c) + len(r) for c, r in zip(pairs.chosen, pairs.rejected, strict=True)]
+    longer = [max(len(c), len(r)) for c, r in zip(pairs.chosen, pairs.rejected, strict=True)]
+    assert seen == {"widths": longer, "lengths": both}
+
+
 def test_without_a_budget_steps_are_fixed_batches(pairs_dir):
     widths = [(i * 13) % 90 + 5 for i in range(50)]
     steps = epoch_steps(widths, batch_size=4, grad_accumulation=3, max_tokens=None, seed=1, epoch=0)
@@ -186,6 +214,32 @@ def test_a_step_split_under_a_budget_moves_the_weights_as_one_pass(
     assert not torch.allclose(whole[0], before)
     for a, b in zip(whole, split, strict=True):
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_gradients_are_clipped_to_max_grad_norm(monkeypatch, pairs_dir, decoders, tmp_path):
+    # Plain SGD at lr 1: the step moves the weights by exactly the (clipped) gradient.
+    monkeypatch.setattr(
+        rm_train.torch.optim,
+        "AdamW",
+        lambda groups, lr, weight_decay, fused: torch.optim.SGD(groups, lr=lr),
+    )
+    backbone = decoders["llama"]
+    before = load_file(backbone / "model.safetensors")
+
+    def moved(max_grad_norm: float) -> float:
+        out = tmp_path / str(max_grad_norm)
+        config = TrainConfig(
+            pairs=str(pairs_dir), out=str(out), backbone=str(backbone), lr=1.0,
+            warmup_ratio=0, max_grad_norm=max_grad_norm, **{**TINY, "max_length": 192},
+        )  # fmt: skip
+        train(config, progress=False)
+        after = load_file(out / "model" / "model.safetensors")
+        return sum(((after[k] - before[k]).float() ** 2).sum() for k in before).sqrt().item()
+
+    unclipped = moved(0.0)
+    assert unclipped > 0
+    assert moved(unclipped / 4) == pytest.approx(unclipped / 4, rel=1e-3)
+    assert moved(unclipped * 4) == pytest.approx(unclipped, rel=1e-3)  # under it: as it is
 
 
 def test_minilm_trains_under_a_budget_and_reports_throughput(pairs_dir, tmp_path):

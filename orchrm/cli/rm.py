@@ -38,6 +38,7 @@ from orchrm.rm.config import TrainConfig
         "batch_size",
         "grad_accumulation",
         "lr",
+        "max_grad_norm",
         "eval_every",
         "early_stopping",
         "lora",

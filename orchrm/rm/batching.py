@@ -11,8 +11,8 @@ and backward pass each) whose gradients are accumulated before the optimizer ste
   within the budget. A pair alone over the budget forms its own micro-batch: it is never
   dropped, and its size is what the device has to hold.
 
-Pairs are grouped by width (the longer of a pair's two texts, which is what padding
-costs), and the order is a pure function of the seed and the epoch, so a resumed run
+Pairs are grouped by their tokens (both texts together), and the order is a pure
+function of the seed and the epoch, so a resumed run
 reads exactly the micro-batches an uninterrupted one would. Under several processes every
 process runs the same number of micro-batches in a step (ZeRO-3 and FSDP gather weights
 collectively in each forward pass): a process with fewer cuts its micro-batches finer,
@@ -104,6 +104,7 @@ def cut_to(parts: list[list[int]], count: int, widths: list[int]) -> list[MicroB
 def epoch_steps(
     widths: list[int],
     *,
+    lengths: list[int] | None = None,
     batch_size: int,
     grad_accumulation: int,
     max_tokens: int | None,
@@ -113,14 +114,19 @@ def epoch_steps(
     rank: int = 0,
 ) -> list[Step]:
     """The steps process `rank` of `processes` runs in `epoch` (see the module docstring).
-    Every process gets the same number of steps; batches left over are skipped this epoch
-    (the next epoch's order differs)."""
+    `widths` (the longer text of each pair) is what a pass pads to; `lengths` (both texts'
+    tokens) is what pairs are grouped by, None: `widths`. Grouping by the longer text
+    alone let some seeds' runs stall at 180 steps on the demo's pairs, where grouping by
+    both texts did not (docs/results.md#why-the-defaults). Every process gets the same
+    number of steps; batches left over are skipped this epoch (the next epoch's order
+    differs)."""
+    key = widths if lengths is None else lengths
     if max_tokens is None:
-        batches = length_grouped_batches(widths, batch_size, seed, epoch)
+        batches = length_grouped_batches(key, batch_size, seed, epoch)
         mine = batches[rank::processes][: len(batches) // processes]
         chunks = [mine[s : s + grad_accumulation] for s in range(0, len(mine), grad_accumulation)]
         return [Step(tuple(MicroBatch(tuple(b)) for b in chunk)) for chunk in chunks]
-    batches = length_grouped_batches(widths, batch_size * grad_accumulation, seed, epoch)
+    batches = length_grouped_batches(key, batch_size * grad_accumulation, seed, epoch)
     steps = []
     for s in range(len(batches) // processes):
         cuts = [

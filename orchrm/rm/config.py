@@ -65,6 +65,11 @@ class TrainConfig:
     the backbone's base model); None: `lr`. Ignored with LoRA (PEFT trains the head)."""
     weight_decay: float = setting(0.0, min=0.0)
     """AdamW weight decay."""
+    max_grad_norm: float = setting(1.0, min=0.0)
+    """Clip the gradients' global norm to this before each optimizer step, as TRL's
+    reward trainer and the Hugging Face Trainer do by default: a rare large gradient
+    early on can otherwise stall a small-data run (docs/results.md#why-the-defaults).
+    0: no clipping."""
     disable_dropout: bool = True
     """Turn dropout off, as TRL's reward trainer does by default: on a CPU it is also what
     lets attention use its fast kernel (docs/results.md#why-the-defaults)."""

@@ -42,6 +42,10 @@ class Pairs:
         """Tokens of the longer text of each pair: what it pads a batch to."""
         return [max(len(c), len(r)) for c, r in zip(self.chosen, self.rejected, strict=True)]
 
+    def lengths(self) -> list[int]:
+        """Tokens of both texts of each pair: what training groups pairs by."""
+        return [len(c) + len(r) for c, r in zip(self.chosen, self.rejected, strict=True)]
+
 
 def read_pair_file(path: str | Path) -> list[dict]:
     """Records of one exported file (`.jsonl` or `.parquet`); a record without

@@ -58,9 +58,12 @@ def placement(accelerator: Accelerator) -> Placement:
     return Placement(wrapped=False, sharded=False)
 
 
-def configure_deepspeed(accelerator: Accelerator, micro_batch_pairs: int) -> None:
+def configure_deepspeed(
+    accelerator: Accelerator, micro_batch_pairs: int, max_grad_norm: float = 0.0
+) -> None:
     """Fill what DeepSpeed needs before `prepare` without a dataloader: a micro-batch
-    size (only its logs read it) and one accumulation step (orchrm accumulates)."""
+    size (only its logs read it), one accumulation step (orchrm accumulates) and, unless
+    its config sets one, the gradient clipping orchrm asks for."""
     if accelerator.distributed_type != DistributedType.DEEPSPEED:
         return
     config = accelerator.state.deepspeed_plugin.deepspeed_config
@@ -73,6 +76,8 @@ def configure_deepspeed(accelerator: Accelerator, micro_batch_pairs: int) -> Non
     config["gradient_accumulation_steps"] = 1
     if config.get("train_micro_batch_size_per_gpu", "auto") == "auto":
         config["train_micro_batch_size_per_gpu"] = micro_batch_pairs
+    if config.get("gradient_clipping", "auto") == "auto":
+        config["gradient_clipping"] = max_grad_norm
 
 
 def model_to_save(

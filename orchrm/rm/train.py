@@ -158,6 +158,11 @@ class _Run:
         """Tokens of the longer text of each training pair (what it pads a batch to)."""
         return self.train_pairs.widths()
 
+    @cached_property
+    def lengths(self) -> list[int]:
+        """Tokens of both texts of each training pair (what batches group by)."""
+        return self.train_pairs.lengths()
+
     @property
     def main(self) -> bool:
         return self.accelerator.is_main_process
@@ -171,6 +176,7 @@ class _Run:
         config, accelerator = self.config, self.accelerator
         return epoch_steps(
             self.widths,
+            lengths=self.lengths,
             batch_size=config.batch_size,
             grad_accumulation=config.grad_accumulation,
             max_tokens=config.max_tokens_per_batch,
@@ -243,7 +249,7 @@ def _schedule(run: _Run, resume: bool) -> None:
         resumed = _resume(run.out, model, run.optimizer, run.scheduler, main=run.main)
         if resumed is not None:
             run.state, run.resumed_step = resumed, resumed.step
-    configure_deepspeed(accelerator, config.batch_size)
+    configure_deepspeed(accelerator, config.batch_size, config.max_grad_norm)
     run.model, run.optimizer = accelerator.prepare(model, run.optimizer)
 
 
@@ -368,6 +374,10 @@ def _train_step(run: _Run, step: Step) -> tuple[float, float]:
         with skip_sync:
             loss, right = _train_pass(run, micro, step.pairs)
         total_loss, wins = total_loss + loss, wins + right
+    if run.config.max_grad_norm:
+        # (Under DeepSpeed this only reads the norm: its engine clips, from the
+        # `gradient_clipping` that `configure_deepspeed` sets.)
+        accelerator.clip_grad_norm_(run.model.parameters(), run.config.max_grad_norm)
     run.optimizer.step()
     run.optimizer.zero_grad()
     return total_loss / step.pairs, wins / step.pairs

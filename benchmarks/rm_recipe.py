@@ -50,32 +50,34 @@ def main() -> None:
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     groups, clips = args.group.split(","), [float(c) for c in args.clip.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
-    for group, clip, seed in itertools.product(groups, clips, seeds):
-        if group not in ("both", "longer"):
-            raise SystemExit(f"--group takes both or longer, got {group!r}")
-        Pairs.lengths = both if group == "both" else Pairs.widths
-        with tempfile.TemporaryDirectory() as out:
-            summary = train(
-                TrainConfig(
-                    pairs=str(pairs),
-                    out=out,
-                    max_length=DemoConfig.max_length,
-                    lr=DemoConfig.lr,
-                    max_steps=args.steps,
-                    eval_every=args.steps,
-                    max_grad_norm=clip,
-                    seed=seed,
-                    num_threads=args.threads,
-                ),
-                progress=False,
+    try:
+        for group, clip, seed in itertools.product(groups, clips, seeds):
+            if group not in ("both", "longer"):
+                raise SystemExit(f"--group takes both or longer, got {group!r}")
+            Pairs.lengths = both if group == "both" else Pairs.widths
+            with tempfile.TemporaryDirectory() as out:
+                summary = train(
+                    TrainConfig(
+                        pairs=str(pairs),
+                        out=out,
+                        max_length=DemoConfig.max_length,
+                        lr=DemoConfig.lr,
+                        max_steps=args.steps,
+                        eval_every=args.steps,
+                        max_grad_norm=clip,
+                        seed=seed,
+                        num_threads=args.threads,
+                    ),
+                    progress=False,
+                )
+            last = summary.history[-1]
+            print(
+                f"| {group} | {clip:g} | {seed} | {summary.best_validation_accuracy:.3f} | "
+                f"{last['reward_std']:.2f} | {summary.pairs_per_second:.1f} |",
+                flush=True,
             )
-        last = summary.history[-1]
-        print(
-            f"| {group} | {clip:g} | {seed} | {summary.best_validation_accuracy:.3f} | "
-            f"{last['reward_std']:.2f} | {summary.pairs_per_second:.1f} |",
-            flush=True,
-        )
-    Pairs.lengths = both
+    finally:
+        Pairs.lengths = both
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ and backward pass each) whose gradients are accumulated before the optimizer ste
   dropped, and its size is what the device has to hold.
 
 Pairs are grouped by their tokens (both texts together), and the order is a pure
-function of the seed and the epoch, so a resumed run
-reads exactly the micro-batches an uninterrupted one would. Under several processes every
+function of the seed and the epoch, so a resumed run reads exactly the micro-batches an
+uninterrupted one would. Under several processes every
 process runs the same number of micro-batches in a step (ZeRO-3 and FSDP gather weights
 collectively in each forward pass): a process with fewer cuts its micro-batches finer,
 and one with too few pairs to cut runs filler passes that weigh nothing.
@@ -115,11 +115,9 @@ def epoch_steps(
 ) -> list[Step]:
     """The steps process `rank` of `processes` runs in `epoch` (see the module docstring).
     `widths` (the longer text of each pair) is what a pass pads to; `lengths` (both texts'
-    tokens) is what pairs are grouped by, None: `widths`. Grouping by the longer text
-    alone let some seeds' runs stall at 180 steps on the demo's pairs, where grouping by
-    both texts did not (docs/results.md#why-the-defaults). Every process gets the same
-    number of steps; batches left over are skipped this epoch (the next epoch's order
-    differs)."""
+    tokens) is what pairs are grouped by, None: `widths` (why both:
+    docs/results.md#why-the-defaults). Every process gets the same number of steps;
+    batches left over are skipped this epoch (the next epoch's order differs)."""
     key = widths if lengths is None else lengths
     if max_tokens is None:
         batches = length_grouped_batches(key, batch_size, seed, epoch)

@@ -59,11 +59,11 @@ def placement(accelerator: Accelerator) -> Placement:
 
 
 def configure_deepspeed(
-    accelerator: Accelerator, micro_batch_pairs: int, max_grad_norm: float = 0.0
+    accelerator: Accelerator, micro_batch_pairs: int, max_grad_norm: float
 ) -> None:
     """Fill what DeepSpeed needs before `prepare` without a dataloader: a micro-batch
     size (only its logs read it), one accumulation step (orchrm accumulates) and, unless
-    its config sets one, the gradient clipping orchrm asks for."""
+    its config sets one, the gradient clipping orchrm asks for (0: none)."""
     if accelerator.distributed_type != DistributedType.DEEPSPEED:
         return
     config = accelerator.state.deepspeed_plugin.deepspeed_config

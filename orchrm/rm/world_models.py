@@ -126,7 +126,8 @@ def world_reward_models(
             done[d.name] = TrainedPairs(d, mined, pairs, validation_tasks=_validation(store, d))
     if stage_done:
         stage_done("ingest and mine")
-    executed = _executed_records(config.logs) if config.calibration else []
+    tasks = frozenset().union(*(t.validation_tasks for t in done.values()))
+    executed = _executed_records(config.logs, tasks) if config.calibration else []
     for trained in done.values():
         if trained.dataset.steps is None:
             continue
@@ -156,12 +157,15 @@ def _validation(store, dataset: PairDataset) -> frozenset[str]:
     return frozenset(task_id for (task_id,) in rows)
 
 
-def _executed_records(logs: list[str]) -> list[dict]:
-    """The executed records of the logs, read once for every model's calibration."""
+def _executed_records(logs: list[str], tasks: frozenset[str]) -> list[dict]:
+    """The executed records of `tasks` in the logs, read once for every model's
+    calibration (only these are kept in memory)."""
     from orchrm.jsonl import read_jsonl
     from orchrm.rm.calibrate import executed
 
-    return [r for log in logs for _, r in read_jsonl(log) if executed(r)]
+    return [
+        r for log in logs for _, r in read_jsonl(log) if executed(r) and r.get("task_id") in tasks
+    ]
 
 
 def _calibrate(trained: TrainedPairs, executed: list[dict], method: str):

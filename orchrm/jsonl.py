@@ -21,8 +21,9 @@ import json
 import os
 import re
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -76,6 +77,25 @@ BLANK = _Blank()
 
 
 # --------------------------------------------------------------------------- reading
+
+
+@dataclass(kw_only=True)
+class FileSummary:
+    """What reading one file of records found: `records` counted, `blank_lines` besides
+    them (a JSONL file's every line is one or the other), and `problems` saying where and
+    why a record was refused. Subclasses add the counts of what they did with them."""
+
+    path: str
+    records: int = 0
+    blank_lines: int = 0
+    problems: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready form (counters sorted by key)."""
+        return {
+            k: dict(sorted(v.items())) if isinstance(v, Counter) else v
+            for k, v in self.__dict__.items()
+        }
 
 
 def read_values(path: str | Path) -> Iterator[tuple[int, object]]:

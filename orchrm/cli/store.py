@@ -81,7 +81,7 @@ def ingest_command(
                     db, path, adapter, strict=strict, options=options, progress=not as_json
                 )
             except IngestError as err:
-                summary = IngestSummary(printable(path), adapter, error=str(err))
+                summary = IngestSummary(path=printable(path), adapter=adapter, error=str(err))
                 err_console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
             summaries.append(summary)
     if as_json:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from orchrm.jsonl import (
     BLANK,
     BadLine,
+    FileSummary,
     lone_surrogate,
     printable,
     read_document,
@@ -254,34 +255,22 @@ def _as_error(bad: BadLine, source: str) -> ParseError:
     return ParseError(bad.reason, bad.message, bad.position, source)
 
 
-@dataclass
-class ParseSummary:
+@dataclass(kw_only=True)
+class ParseSummary(FileSummary):
     """What `summarize_file` found in one file: every record is counted exactly once,
-    as valid, parsed but invalid, or unparseable; `problems` says where and why. Every
-    line of a `.jsonl` file is a record or one of `blank_lines`."""
+    as valid, parsed but invalid, or unparseable; `problems` says where and why."""
 
-    path: str
-    records: int = 0
-    blank_lines: int = 0
     valid: int = 0
     invalid: int = 0
     unparseable: int = 0
     invalid_by_rule: Counter = field(default_factory=Counter)
     unparseable_by_reason: Counter = field(default_factory=Counter)
-    problems: list[dict] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        """Plain JSON-ready form (counters sorted by code)."""
-        out = asdict(self)
-        out["invalid_by_rule"] = dict(sorted(self.invalid_by_rule.items()))
-        out["unparseable_by_reason"] = dict(sorted(self.unparseable_by_reason.items()))
-        return out
 
     @classmethod
     def total(cls, summaries: list[ParseSummary]) -> ParseSummary:
         """The counts of several files added up, under the path `total` (problems stay
         with their files)."""
-        total = cls("total")
+        total = cls(path="total")
         for s in summaries:
             total.records += s.records
             total.valid += s.valid
@@ -296,7 +285,7 @@ def summarize_file(path: str | Path) -> ParseSummary:
     """Parse and validate every record of a file (see `read_records`) and count the
     outcomes. A record that breaks several rules counts once as invalid and once under
     each rule it breaks. Raises OSError only when the file cannot be read."""
-    summary = ParseSummary(printable(path))
+    summary = ParseSummary(path=printable(path))
     for line_no, record in _read_items(Path(path)):
         if record is BLANK:
             summary.blank_lines += 1

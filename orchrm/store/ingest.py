@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from orchrm.errors import OrchrmError
-from orchrm.jsonl import BLANK, printable
+from orchrm.jsonl import BLANK, FileSummary, printable
 from orchrm.orchestration import Orchestration, render_for_rm, validate
 from orchrm.parse import ParseError, parse_harmony
 from orchrm.progress import progress_bar
@@ -40,28 +40,18 @@ class IngestError(OrchrmError):
     format, unreadable file). Nothing of the file was written."""
 
 
-@dataclass
-class IngestSummary:
-    """What one file did to the store; `records == added + duplicates + malformed`, and
-    for a JSONL file every line is a record or one of `blank_lines`. `error` says why a
-    file was not ingested at all (then every count is 0)."""
+@dataclass(kw_only=True)
+class IngestSummary(FileSummary):
+    """What one file did to the store; `records == added + duplicates + malformed`.
+    `error` says why a file was not ingested at all (then every count is 0)."""
 
-    path: str
     adapter: str
-    records: int = 0
     added: int = 0
     duplicates: int = 0
     malformed: int = 0
-    blank_lines: int = 0
     malformed_by_reason: Counter = field(default_factory=Counter)
-    problems: list[dict] = field(default_factory=list)
     pairs_added: int = 0
     error: str | None = None
-
-    def to_dict(self) -> dict:
-        out = dict(self.__dict__)
-        out["malformed_by_reason"] = dict(sorted(self.malformed_by_reason.items()))
-        return out
 
 
 # --------------------------------------------------------------------------- ingest
@@ -111,7 +101,7 @@ def ingest_file(
 
 def _read(path: Path, adapter: str, options: dict, progress: bool) -> tuple[IngestSummary, _Staged]:
     """Count and stage every item the adapter yields for a file."""
-    summary = IngestSummary(printable(path), adapter)
+    summary = IngestSummary(path=printable(path), adapter=adapter)
     staged = _Staged()
     source = printable(path.name)
     with progress_bar(f"ingesting {source}", None, progress) as (bar, tracker):

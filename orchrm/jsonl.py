@@ -91,11 +91,13 @@ class FileSummary:
     problems: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready form (counters sorted by key)."""
-        return {
+        """Plain JSON-ready form: counters sorted by key, `problems` after the counts."""
+        out = {
             k: dict(sorted(v.items())) if isinstance(v, Counter) else v
             for k, v in self.__dict__.items()
         }
+        out["problems"] = out.pop("problems")
+        return out
 
 
 def read_values(path: str | Path) -> Iterator[tuple[int, object]]:

@@ -98,6 +98,22 @@ def test_parse_counts_every_hostile_line_exactly(tmp_path):
     assert dict(summary.unparseable_by_reason) == {**LINE_REASONS, "bad_field": 1, "bad_json": 1}
 
 
+def test_parse_json_adds_up_every_count_and_lists_problems_last(tmp_path, orchrm_cli):
+    files = [hostile_file(tmp_path / f"{name}.jsonl") for name in ("a", "b")]
+    done = orchrm_cli("parse", "--json", *map(str, files))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    one, total = out["files"][0], out["total"]
+    assert total["path"] == "total" and total["problems"] == []
+    for key in ("records", "blank_lines", "valid", "invalid", "unparseable"):
+        assert total[key] == 2 * one[key]
+    assert total["unparseable_by_reason"] == {
+        k: 2 * n for k, n in one["unparseable_by_reason"].items()
+    }
+    assert list(one["unparseable_by_reason"]) == sorted(one["unparseable_by_reason"])
+    assert list(one)[-1] == "problems" and len(one["problems"]) == one["unparseable"]
+
+
 def test_score_reads_every_hostile_line_exactly(tmp_path):
     inputs = list(score_inputs(hostile_file(tmp_path / "hostile.jsonl")))
     assert len(inputs) == 18

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from orchrm.jsonl import (
@@ -268,16 +268,13 @@ class ParseSummary(FileSummary):
 
     @classmethod
     def total(cls, summaries: list[ParseSummary]) -> ParseSummary:
-        """The counts of several files added up, under the path `total` (problems stay
+        """Every count of several files added up, under the path `total` (problems stay
         with their files)."""
         total = cls(path="total")
-        for s in summaries:
-            total.records += s.records
-            total.valid += s.valid
-            total.invalid += s.invalid
-            total.unparseable += s.unparseable
-            total.invalid_by_rule += s.invalid_by_rule
-            total.unparseable_by_reason += s.unparseable_by_reason
+        for f in fields(cls):
+            if f.name not in ("path", "problems"):
+                start = getattr(total, f.name)
+                setattr(total, f.name, sum((getattr(s, f.name) for s in summaries), start))
         return total
 
 

@@ -79,9 +79,7 @@ def test_every_option_of_every_command_has_a_help_text():
         f"{' '.join(path)} {param.opts[0]}"
         for path, command in _commands(get_command(app))
         for param in command.params
-        if param.param_type_name == "option"
-        and not param.hidden
-        and not (param.help or "").strip()
+        if param.param_type_name == "option" and not param.hidden and not (param.help or "").strip()
     ]
     assert missing == []
 

@@ -198,14 +198,21 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(pairs_dir, tmp_path):
     )
 
 
-def test_batches_are_length_grouped_and_reproducible():
+def test_batches_are_random_draws_unless_sorted_and_reproducible():
     lengths = [(i * 37) % 200 + 10 for i in range(400)]
-    batches = length_grouped_batches(lengths, 8, seed=1, epoch=0)
-    assert sorted(i for b in batches for i in b) == list(range(400))
-    assert batches == length_grouped_batches(lengths, 8, seed=1, epoch=0)
-    assert batches != length_grouped_batches(lengths, 8, seed=1, epoch=1)
-    spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches)
-    assert spread / len(batches) < 10  # random batches would spread ~150 tokens
+
+    def spread(batches):
+        return sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches)
+
+    for group in (1, 64):
+        batches = length_grouped_batches(lengths, 8, seed=1, epoch=0, group=group)
+        assert sorted(i for b in batches for i in b) == list(range(400))
+        assert batches == length_grouped_batches(lengths, 8, seed=1, epoch=0, group=group)
+        assert batches != length_grouped_batches(lengths, 8, seed=1, epoch=1, group=group)
+    # What a step holds is drawn at random whatever the lengths (~150 tokens apart in a
+    # batch); sorting 64 batches together puts neighbours in length together.
+    assert spread(length_grouped_batches(lengths, 8, seed=1, epoch=0)) / 50 > 100
+    assert spread(length_grouped_batches(lengths, 8, seed=1, epoch=0, group=64)) / 50 < 10
 
 
 def test_accelerate_launch_trains_with_two_cpu_processes(pairs_dir, tmp_path):

@@ -19,13 +19,21 @@ from safetensors.torch import load_file
 import orchrm.rm.train as rm_train
 from orchrm.errors import ConfigError
 from orchrm.jsonl import write_jsonl
-from orchrm.rm.batching import epoch_steps, padded_tokens, split_by_tokens, steps_done
+from orchrm.rm.batching import (
+    epoch_steps,
+    padded_tokens,
+    passes_padded_tokens,
+    split_by_tokens,
+    steps_done,
+    text_passes,
+)
 from orchrm.rm.config import TrainConfig, default_backbone
 from orchrm.rm.data import read_pair_file, tokenize
+from orchrm.rm.loss import pair_loss
 from orchrm.rm.model import OrchRM, load_backbone, load_for_training, rewards
 from orchrm.rm.parallel import Placement
 from orchrm.rm.throughput import device_peak_flops, flops_per_token
-from orchrm.rm.train import pair_loss, train
+from orchrm.rm.train import train
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
 from orchrm.store.pairs import MineConfig, export, mine
@@ -138,12 +146,12 @@ def test_processes_run_as_many_passes_per_step_and_share_no_pair():
     assert all(len(m.pairs) == 1 for m in fillers)
 
 
-def test_batches_group_pairs_by_both_texts_tokens():
+def test_sorted_batches_group_pairs_by_both_texts_tokens():
     # Every pair's longer text is as long: only both texts' tokens tell them apart.
     widths, lengths = [100] * 64, [150 + (i * 29) % 64 for i in range(64)]
     steps = epoch_steps(
         widths, lengths=lengths, batch_size=4, grad_accumulation=1, max_tokens=None, seed=0,
-        epoch=0,
+        epoch=0, group=16,
     )  # fmt: skip
     batches = [[lengths[i] for i in m.pairs] for s in steps for m in s.micro_batches]
     assert sorted(x for b in batches for x in b) == sorted(lengths)
@@ -173,7 +181,28 @@ def test_without_a_budget_steps_are_fixed_batches(pairs_dir):
     assert all(len(m.pairs) <= 4 for s in steps for m in s.micro_batches)
 
 
-def _one_sgd_step(monkeypatch, pairs_dir, backbone, out, budget):
+def test_forward_passes_cut_a_batch_longest_first():
+    lengths = [12, 90, 40, 41, 7, 88, 60, 5, 33]
+    cuts = text_passes(lengths, 4)
+    assert [[lengths[i] for i in c] for c in cuts] == [[90, 88, 60], [41, 40], [33, 12], [7, 5]]
+    assert passes_padded_tokens(lengths, 4) == 3 * 90 + 2 * 41 + 2 * 33 + 2 * 7
+    assert passes_padded_tokens(lengths, 1) == 9 * 90
+    assert text_passes([5, 6], 4) == [[1], [0]]  # never an empty pass
+
+
+def _growing_batch(pairs_dir, folder: Path) -> list[dict]:
+    """One batch of 8 pairs of growing lengths, exported into `folder`."""
+    records = read_pair_file(pairs_dir / "train.jsonl")[:8]
+    for n, r in enumerate(records):
+        words = (n + 1) * 12
+        r.update({k: " ".join(r[k].split()[:words]) for k in ("chosen", "rejected")})
+        r["prompt"] = " ".join(r["prompt"].split()[:8]) + " "
+    write_jsonl(records, folder / "train.jsonl")
+    (folder / "validation.jsonl").write_text((pairs_dir / "validation.jsonl").read_text())
+    return records
+
+
+def _one_sgd_step(monkeypatch, pairs_dir, backbone, out, budget, passes=4):
     """The score head and a first-layer weight after one plain-SGD step (AdamW's first
     step is sign-like and would hide how the passes were weighed)."""
     monkeypatch.setattr(
@@ -183,7 +212,8 @@ def _one_sgd_step(monkeypatch, pairs_dir, backbone, out, budget):
     )
     config = TrainConfig(
         pairs=str(pairs_dir), out=str(out), backbone=str(backbone), lr=1.0, warmup_ratio=0,
-        max_tokens_per_batch=budget, **{**TINY, "batch_size": 8, "max_length": 192},
+        max_tokens_per_batch=budget, forward_passes=passes,
+        **{**TINY, "batch_size": 8, "max_length": 192},
     )  # fmt: skip
     train(config, progress=False)
     weights = load_file(out / "model" / "model.safetensors")
@@ -193,15 +223,9 @@ def _one_sgd_step(monkeypatch, pairs_dir, backbone, out, budget):
 def test_a_step_split_under_a_budget_moves_the_weights_as_one_pass(
     monkeypatch, pairs_dir, decoders, tmp_path
 ):
-    # One batch of 8 pairs of growing lengths: the budget cuts it into unequal passes.
-    records = read_pair_file(pairs_dir / "train.jsonl")[:8]
-    for n, r in enumerate(records):
-        words = (n + 1) * 12
-        r.update({k: " ".join(r[k].split()[:words]) for k in ("chosen", "rejected")})
-        r["prompt"] = " ".join(r["prompt"].split()[:8]) + " "
+    # The budget cuts one batch of growing lengths into unequal passes.
     data = tmp_path / "pairs"
-    write_jsonl(records, data / "train.jsonl")
-    (data / "validation.jsonl").write_text((pairs_dir / "validation.jsonl").read_text())
+    records = _growing_batch(pairs_dir, data)
     backbone = decoders["llama"]
     _, tokenizer = load_backbone(str(backbone))
     widths = tokenize(records, tokenizer, 192).widths()
@@ -213,6 +237,19 @@ def test_a_step_split_under_a_budget_moves_the_weights_as_one_pass(
     before = load_file(backbone / "model.safetensors")["score.weight"]
     assert not torch.allclose(whole[0], before)
     for a, b in zip(whole, split, strict=True):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_a_batch_run_in_passes_moves_the_weights_as_one_pass(
+    monkeypatch, pairs_dir, decoders, tmp_path
+):
+    data = tmp_path / "pairs"
+    _growing_batch(pairs_dir, data)
+    backbone = decoders["llama"]
+    one = _one_sgd_step(monkeypatch, data, backbone, tmp_path / "one", None, passes=1)
+    four = _one_sgd_step(monkeypatch, data, backbone, tmp_path / "four", None, passes=4)
+    assert not torch.allclose(one[0], load_file(backbone / "model.safetensors")["score.weight"])
+    for a, b in zip(one, four, strict=True):
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
 
 

@@ -47,6 +47,8 @@ from orchrm.rm.config import TrainConfig
         "bf16",
         "dtype",
         "max_tokens_per_batch",
+        "forward_passes",
+        "sort_batches",
         "gradient_checkpointing",
         "attn_implementation",
         "lora_r",

@@ -11,9 +11,13 @@ and backward pass each) whose gradients are accumulated before the optimizer ste
   within the budget. A pair alone over the budget forms its own micro-batch: it is never
   dropped, and its size is what the device has to hold.
 
-Pairs are grouped by their tokens (both texts together), and the order is a pure
-function of the seed and the epoch, so a resumed run reads exactly the micro-batches an
-uninterrupted one would. Under several processes every
+Batches are drawn at random, as TRL's reward trainer draws them; with `group` above 1,
+the pairs of that many batches are sorted together by their tokens (both texts), so each
+batch holds pairs of similar length (less padding, but batches that are not a random
+sample: docs/results.md#why-the-defaults). Inside a micro-batch, `text_passes` cuts the
+texts, longest first, into forward passes that each pad to their own longest text. The
+order is a pure function of the seed and the epoch, so a resumed run reads exactly the
+micro-batches an uninterrupted one would. Under several processes every
 process runs the same number of micro-batches in a step (ZeRO-3 and FSDP gather weights
 collectively in each forward pass): a process with fewer cuts its micro-batches finer,
 and one with too few pairs to cut runs filler passes that weigh nothing.
@@ -47,10 +51,11 @@ class Step:
 
 
 def length_grouped_batches(
-    lengths: list[int], batch_size: int, seed: int, epoch: int, group: int = 64
+    lengths: list[int], batch_size: int, seed: int, epoch: int, group: int = 1
 ) -> list[list[int]]:
     """Index batches: shuffled (by seed and epoch), then sorted by length inside chunks of
-    `group` batches, so each batch holds similar lengths; batch order shuffled again."""
+    `group` batches, so each batch holds similar lengths (group 1: random batches); batch
+    order shuffled again."""
     rng = random.Random(f"{seed}:{epoch}")
     order = list(range(len(lengths)))
     rng.shuffle(order)
@@ -66,6 +71,26 @@ def length_grouped_batches(
 def padded_tokens(pairs: list[int] | tuple[int, ...], widths: list[int]) -> int:
     """Tokens of one forward pass over `pairs`: both texts of each, padded to the longest."""
     return 2 * len(pairs) * max(widths[i] for i in pairs) if pairs else 0
+
+
+def text_passes(lengths: list[int], passes: int) -> list[list[int]]:
+    """The texts of one micro-batch (their token counts) as at most `passes` forward
+    passes of as even a size as they divide into, longest texts first, so each pass pads
+    to its own longest text."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    count = max(1, min(passes, len(order)))
+    size, extra = divmod(len(order), count)
+    cuts, start = [], 0
+    for k in range(count):
+        end = start + size + (k < extra)
+        cuts.append(order[start:end])
+        start = end
+    return [c for c in cuts if c]
+
+
+def passes_padded_tokens(lengths: list[int], passes: int) -> int:
+    """Tokens the forward passes of `text_passes` read, padding included."""
+    return sum(len(c) * max(lengths[i] for i in c) for c in text_passes(lengths, passes))
 
 
 def split_by_tokens(pairs: list[int], widths: list[int], max_tokens: int) -> list[list[int]]:
@@ -110,21 +135,22 @@ def epoch_steps(
     max_tokens: int | None,
     seed: int,
     epoch: int,
+    group: int = 1,
     processes: int = 1,
     rank: int = 0,
 ) -> list[Step]:
     """The steps process `rank` of `processes` runs in `epoch` (see the module docstring).
     `widths` (the longer text of each pair) is what a pass pads to; `lengths` (both texts'
-    tokens) is what pairs are grouped by, None: `widths` (why both:
-    docs/results.md#why-the-defaults). Every process gets the same number of steps;
-    batches left over are skipped this epoch (the next epoch's order differs)."""
+    tokens) is what `group` batches are sorted by, None: `widths`. Every process gets the
+    same number of steps; batches left over are skipped this epoch (the next epoch's
+    order differs)."""
     key = widths if lengths is None else lengths
     if max_tokens is None:
-        batches = length_grouped_batches(key, batch_size, seed, epoch)
+        batches = length_grouped_batches(key, batch_size, seed, epoch, group)
         mine = batches[rank::processes][: len(batches) // processes]
         chunks = [mine[s : s + grad_accumulation] for s in range(0, len(mine), grad_accumulation)]
         return [Step(tuple(MicroBatch(tuple(b)) for b in chunk)) for chunk in chunks]
-    batches = length_grouped_batches(key, batch_size * grad_accumulation, seed, epoch)
+    batches = length_grouped_batches(key, batch_size * grad_accumulation, seed, epoch, group)
     steps = []
     for s in range(len(batches) // processes):
         cuts = [

@@ -58,6 +58,16 @@ class TrainConfig:
     texts x the longest x pairs stays within it, and gradients are accumulated over the
     passes of a step, each pair weighing the same; a pair alone over it is trained alone.
     None: `batch_size` pairs per pass whatever their length."""
+    forward_passes: int = setting(4, min=1)
+    """Forward passes per micro-batch: its texts, sorted by length, are cut into this
+    many passes that each pad to their own longest text, with one backward pass over
+    them all (the same gradients as one pass, with less padding). Sharded runs (ZeRO-3,
+    FSDP) use 1. Measured in docs/results.md#training-speed-orchrm-vs-trl."""
+    sort_batches: int = setting(1, min=1)
+    """Batches whose pairs are sorted by length together, so that each holds pairs of
+    similar length. 1: every batch is a random draw, as TRL's reward trainer makes it;
+    more pads less but makes batches that are not random samples, which can stall a
+    small-data run (docs/results.md#why-the-defaults)."""
     lr: float = setting(5e-5, min=0.0)
     """Peak learning rate (AdamW)."""
     head_lr: float | None = setting(None, min=0.0)

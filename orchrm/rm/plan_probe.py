@@ -121,7 +121,7 @@ def _batch(probe: Probe, vocab_size: int):
 
 
 def _step(model, optimizer, inputs, autocast: bool) -> None:
-    """One optimizer step on the Bradley-Terry loss, as `orchrm.rm.train.pair_loss`;
+    """One optimizer step on the Bradley-Terry loss, as `orchrm.rm.loss.pair_loss`;
     under bf16 autocast when asked (a bf16 model with PEFT's fp32 adapters needs it)."""
     import torch
 

@@ -8,9 +8,10 @@ over gloo.)
 
 Loss -log sigmoid(r_chosen - r_rejected) (optional per-pair margin and reward-centering
 term). Chosen and rejected texts go through the model in one forward pass (a
-[CLS]-reading encoder computes its last layer at [CLS] only, `orchrm.rm.last_layer`);
-batches group pairs of similar length and pad only to their longest member, optionally
-under a token budget per pass (`orchrm.rm.batching`); gradients are accumulated over a step's passes
+[CLS]-reading encoder computes its last layer at [CLS] only, `orchrm.rm.last_layer`),
+cut by length into a few passes that each pad to their own longest text, in one
+autograd graph (`orchrm.rm.loss`); batches are drawn at random, optionally under a
+token budget per pass (`orchrm.rm.batching`); gradients are accumulated over a step's passes
 with every pair weighing the same; bf16 where the hardware runs it fast (frozen LoRA
 base in bf16, trained parameters in fp32); gradient checkpointing; linear warm-up and
 decay; early stopping on validation accuracy; tokens/s and MFU (`orchrm.rm.throughput`).
@@ -43,7 +44,7 @@ from transformers import get_linear_schedule_with_warmup
 from orchrm.errors import ConfigError, InputError
 from orchrm.orchestration.rm_text import DOMAIN_PREFIX
 from orchrm.progress import progress_bar
-from orchrm.rm.batching import MicroBatch, Step, epoch_steps, padded_tokens, steps_done
+from orchrm.rm.batching import MicroBatch, Step, epoch_steps, passes_padded_tokens, steps_done
 from orchrm.rm.checkpoint import (
     TrainState,
     apply_checkpoint,
@@ -53,11 +54,12 @@ from orchrm.rm.checkpoint import (
     save_checkpoint,
 )
 from orchrm.rm.config import TrainConfig, default_backbone
-from orchrm.rm.data import Pairs, collate, data_hash, load_splits, tokenize
+from orchrm.rm.data import Pairs, data_hash, load_splits, tokenize
 
 # evaluate_file and disable_dropout: imported from here by `orchrm evaluate-rm` and
 # orchrm.rm.plan_probe.
 from orchrm.rm.evaluate import evaluate_file, pairwise_accuracy  # noqa: F401
+from orchrm.rm.loss import pair_loss
 from orchrm.rm.model import (
     add_lora,
     bf16_supported,
@@ -75,30 +77,6 @@ from orchrm.rm.parallel import (
 )
 from orchrm.rm.summary import TrainSummary
 from orchrm.rm.throughput import Meter, device_peak_flops, flops_per_token
-
-
-def pair_loss(
-    model,
-    sequences: list[list[int]],
-    margins: list[float] | None,
-    *,
-    pad_id: int,
-    device,
-    center_rewards: float | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Bradley-Terry loss of each pair of one batch: `sequences` holds the chosen texts
-    then the rejected ones (one forward pass for both); returns (loss per pair, chosen -
-    rejected). Their mean is the batch's loss."""
-    inputs = {k: v.to(device) for k, v in collate(sequences, pad_id).items()}
-    scores = model(**inputs).logits.squeeze(-1).float()
-    chosen, rejected = scores.chunk(2)
-    diff = chosen - rejected
-    if margins is not None:
-        diff = diff - torch.tensor(margins, device=device)
-    losses = -torch.nn.functional.logsigmoid(diff)
-    if center_rewards:
-        losses = losses + center_rewards * (chosen + rejected) ** 2
-    return losses, diff
 
 
 def _say(message: str) -> None:
@@ -182,6 +160,7 @@ class _Run:
             max_tokens=config.max_tokens_per_batch,
             seed=config.seed,
             epoch=epoch,
+            group=config.sort_batches,
             processes=accelerator.num_processes,
             rank=accelerator.process_index,
         )
@@ -343,6 +322,8 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
     torch.manual_seed(config.seed * 1_000_003 + state.epoch * 100_003 + state.micro)
     sequences = [pairs.chosen[i] for i in micro.pairs] + [pairs.rejected[i] for i in micro.pairs]
     margins = [pairs.margins[i] for i in micro.pairs] if config.margin else None
+    # Sharded runs gather weights in every forward pass: each process must run as many.
+    passes = 1 if run.placement.sharded else config.forward_passes
     with run.accelerator.autocast():
         losses, diff = pair_loss(
             run.model,
@@ -351,6 +332,7 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
             pad_id=run.tokenizer.pad_token_id,
             device=run.accelerator.device,
             center_rewards=config.center_rewards,
+            passes=passes,
         )
     weight = 0.0 if micro.filler else 1.0 / step_pairs
     run.accelerator.backward(losses.sum() * weight)
@@ -358,7 +340,7 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
     if micro.filler:
         return 0.0, 0
     state.pairs_seen += len(micro.pairs)  # this process's; summed over processes at the end
-    run.meter.add(sum(map(len, sequences)), padded_tokens(micro.pairs, run.widths))
+    run.meter.add(sum(map(len, sequences)), passes_padded_tokens(list(map(len, sequences)), passes))
     return losses.sum().item(), int((diff > 0).sum().item())
 
 

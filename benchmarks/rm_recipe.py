@@ -1,19 +1,23 @@
-"""How steady is the demo's reward-model recipe? Validation accuracy over training seeds.
+"""How steady is the demo's reward-model recipe? Validation accuracy and best-of-8 over
+training seeds and batch orders.
 
     .venv/bin/python benchmarks/rm_recipe.py [--demo orchrm-demo] [--seeds 0,1,2]
-        [--group both,longer] [--clip 1.0,0] [--steps 180] [--threads 2]
+        [--sort 1,64] [--passes 4] [--clip 1.0] [--steps 180] [--lr 1e-4] [--threads 2]
 
 Trains the demo's math model (MiniLM, 128 tokens, batch 16, the demo's learning rate and
 steps) on the pairs a finished `orchrm demo` exported (DEMO/pairs/math), once per seed
-and setting, and prints each run's validation pairwise accuracy and the spread of its
-rewards (a run that stalls learns small rewards). The settings:
+and setting, and prints each run's validation pairwise accuracy, the spread of its
+rewards (a run that stalls learns small rewards), its training speed, and its argmax
+pick minus majority vote on the demo's held-out math tasks (expected accuracy, points,
+paired 95% interval). The settings:
 
-- `--group`: what length-grouped batches group pairs by: `both` (both texts' tokens,
-  the default) or `longer` (the longer text, what a pass pads to).
+- `--sort`: batches whose pairs are sorted by length together
+  (`TrainConfig.sort_batches`; 1: random batches, the default).
+- `--passes`: forward passes per batch (`TrainConfig.forward_passes`).
 - `--clip`: the gradient-norm clip (`TrainConfig.max_grad_norm`; 0: none).
 
-The seed sets the batch order and the score head's initialization; the pairs are the
-same in every run.
+The seed sets the batch order and the score head's initialization; the pairs and the
+held-out tasks are the same in every run.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ import itertools
 import tempfile
 from pathlib import Path
 
+from orchrm.bestofn.lineup import build_lineup, evaluate_tasks, read_world_tasks
+from orchrm.bestofn.metrics import tasks_from_logs
+from orchrm.bestofn.report import points
 from orchrm.demo_config import DemoConfig
 from orchrm.rm.config import TrainConfig
-from orchrm.rm.data import Pairs
+from orchrm.rm.model import OrchRM
 from orchrm.rm.train import train
 
 
@@ -33,11 +40,31 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--demo", type=Path, default=Path("orchrm-demo"))
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds")
-    parser.add_argument("--group", default="both,longer", help="comma-separated: both, longer")
-    parser.add_argument("--clip", default="1.0,0", help="comma-separated max gradient norms")
+    parser.add_argument("--sort", default="1,64", help="comma-separated sort_batches values")
+    parser.add_argument("--passes", default="4", help="comma-separated forward_passes values")
+    parser.add_argument("--clip", default="1.0", help="comma-separated max gradient norms")
     parser.add_argument("--steps", type=int, default=DemoConfig.steps)
+    parser.add_argument("--lr", type=float, default=DemoConfig.lr)
     parser.add_argument("--threads", type=int, default=None, help="PyTorch threads per run")
     return parser.parse_args()
+
+
+def versus_majority(demo: Path, model: Path) -> str:
+    """The model's argmax minus majority on the demo's held-out math tasks, expected
+    accuracy in points with its paired 95% interval."""
+    samples = DemoConfig.samples
+    tasks = tasks_from_logs([str(demo / "logs" / "math.test.jsonl")], "specialized", samples)
+    lineup = build_lineup(
+        tasks,
+        rm=OrchRM.load(model),
+        world_tasks=read_world_tasks([demo / "logs" / "math.test.tasks.jsonl"]),
+        reruns=DemoConfig.reruns,
+        seed=0,
+    )
+    chosen = {k: v for k, v in lineup.selectors.items() if k in ("orchrm", "majority")}
+    ev = evaluate_tasks(lineup.tasks, chosen, samples, domain="math", progress=False)
+    r = ev.at(samples)["orchrm"]
+    return points(r.expected_vs_baseline, r.expected_vs_baseline_ci)
 
 
 def main() -> None:
@@ -45,39 +72,40 @@ def main() -> None:
     pairs = args.demo / "pairs" / "math"
     if not (pairs / "train.jsonl").is_file():
         raise SystemExit(f"{pairs}/train.jsonl is missing: run `orchrm demo --out {args.demo}`")
-    both = Pairs.lengths
-    print("| group by | clip | seed | validation accuracy | reward std | pairs/s |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    groups, clips = args.group.split(","), [float(c) for c in args.clip.split(",")]
+    print(
+        "| sorted together | passes | clip | seed | validation accuracy | reward std | "
+        "pairs/s | argmax minus majority |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    sorts = [int(s) for s in args.sort.split(",")]
+    passes = [int(p) for p in args.passes.split(",")]
+    clips = [float(c) for c in args.clip.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
-    try:
-        for group, clip, seed in itertools.product(groups, clips, seeds):
-            if group not in ("both", "longer"):
-                raise SystemExit(f"--group takes both or longer, got {group!r}")
-            Pairs.lengths = both if group == "both" else Pairs.widths
-            with tempfile.TemporaryDirectory() as out:
-                summary = train(
-                    TrainConfig(
-                        pairs=str(pairs),
-                        out=out,
-                        max_length=DemoConfig.max_length,
-                        lr=DemoConfig.lr,
-                        max_steps=args.steps,
-                        eval_every=args.steps,
-                        max_grad_norm=clip,
-                        seed=seed,
-                        num_threads=args.threads,
-                    ),
-                    progress=False,
-                )
-            last = summary.history[-1]
-            print(
-                f"| {group} | {clip:g} | {seed} | {summary.best_validation_accuracy:.3f} | "
-                f"{last['reward_std']:.2f} | {summary.pairs_per_second:.1f} |",
-                flush=True,
+    for sort, npass, clip, seed in itertools.product(sorts, passes, clips, seeds):
+        with tempfile.TemporaryDirectory() as out:
+            summary = train(
+                TrainConfig(
+                    pairs=str(pairs),
+                    out=out,
+                    max_length=DemoConfig.max_length,
+                    lr=args.lr,
+                    max_steps=args.steps,
+                    eval_every=args.steps,
+                    max_grad_norm=clip,
+                    sort_batches=sort,
+                    forward_passes=npass,
+                    seed=seed,
+                    num_threads=args.threads,
+                ),
+                progress=False,
             )
-    finally:
-        Pairs.lengths = both
+            gain = versus_majority(args.demo, Path(out) / "model")
+        last = summary.history[-1]
+        print(
+            f"| {sort} | {npass} | {clip:g} | {seed} | {summary.best_validation_accuracy:.3f} | "
+            f"{last['reward_std']:.2f} | {summary.pairs_per_second:.1f} | {gain} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

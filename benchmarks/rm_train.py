@@ -6,9 +6,9 @@ Both train the offline MiniLM backbone on the same pairs (world `math` pairs, ge
 here unless --pairs names an export folder), as the same token ids (orchrm's tokenization,
 texts over --max-length truncated), for the same number of steps, with the same batch
 size, learning rate, warm-up, max length and dropout (off), each in its own process (so
-peak memory is its own), both clipping gradients to norm 1.0 (their defaults). Each pads
-a forward pass to its longest text; orchrm groups pairs of similar length, TRL batches
-them at random. Both models are then scored by the same code on the same held-out
+peak memory is its own), both clipping gradients to norm 1.0 (their defaults), both
+drawing batches at random. TRL pads a batch to its longest text; orchrm scores a batch
+in length-sorted forward passes that each pad to their own longest text. Both models are then scored by the same code on the same held-out
 pairs. Prints pairs/s, CPU seconds of training, peak RSS and held-out accuracy
 for each, and the ratios.
 """

@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 # The end-to-end demo on the offline world: logs -> store -> pairs -> reward models ->
-# best-of-8 against every selector on held-out tasks -> ./orchrm-demo/ (about 7 minutes on 2 cores).
+# best-of-8 against every selector on held-out tasks -> ./orchrm-demo/ (about 8.5 minutes on 2 cores).
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 COLUMNS=120 $(BIN)/orchrm demo --out orchrm-demo
 

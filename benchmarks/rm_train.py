@@ -1,6 +1,7 @@
 """Reward-model training speed: orchrm's loop vs TRL's RewardTrainer, same everything.
 
     .venv/bin/python benchmarks/rm_train.py [--pairs DIR] [--train-pairs 320] [--batch 16]
+        [--max-length 256] [--padding]
 
 Both train the offline MiniLM backbone on the same pairs (world `math` pairs, generated
 here unless --pairs names an export folder), as the same token ids (orchrm's tokenization,
@@ -8,9 +9,10 @@ texts over --max-length truncated), for the same number of steps, with the same 
 size, learning rate, warm-up, max length and dropout (off), each in its own process (so
 peak memory is its own), both clipping gradients to norm 1.0 (their defaults), both
 drawing batches at random. TRL pads a batch to its longest text; orchrm scores a batch
-in length-sorted forward passes that each pad to their own longest text. Both models are then scored by the same code on the same held-out
-pairs. Prints pairs/s, CPU seconds of training, peak RSS and held-out accuracy
-for each, and the ratios.
+in length-sorted forward passes that each pad to their own longest text. Both models are
+then scored by the same code on the same held-out pairs. Prints pairs/s, CPU seconds of
+training, peak RSS and held-out accuracy for each, and the ratios; `--padding` prints
+only the share of real tokens the forward passes read, with and without orchrm's.
 """
 
 from __future__ import annotations
@@ -51,6 +53,38 @@ def subset(pairs: Path, n: int, out: Path) -> Path:
     (out / "train.jsonl").write_text("\n".join(train) + "\n")
     (out / "validation.jsonl").write_text((pairs / "validation.jsonl").read_text())
     return out
+
+
+def padding(pairs: Path, args) -> None:
+    """Share of real tokens in the forward passes of one epoch of the training pairs:
+    random batches in one pass each (as TRL pads them), in orchrm's length-sorted
+    passes, and batches sorted by length 64 at a time."""
+    from orchrm.rm.batching import epoch_steps, passes_padded_tokens
+    from orchrm.rm.config import TrainConfig, default_backbone
+    from orchrm.rm.data import read_pair_file, tokenize
+    from orchrm.rm.model import load_backbone
+
+    _, tokenizer = load_backbone(default_backbone())
+    data = tokenize(read_pair_file(pairs / "train.jsonl"), tokenizer, args.max_length)
+    both = [len(c) + len(r) for c, r in zip(data.chosen, data.rejected, strict=True)]
+    print(f"real tokens of all tokens a pass reads, {len(data)} pairs, batch {args.batch}:")
+    for label, group, passes in (
+        ("random batches, one pass each", 1, 1),
+        (f"random batches, {TrainConfig.forward_passes} length-sorted passes", 1, 0),
+        ("batches sorted 64 at a time, one pass each", 64, 1),
+    ):
+        steps = epoch_steps(
+            data.widths(), lengths=both, batch_size=args.batch, grad_accumulation=1,
+            max_tokens=None, seed=0, epoch=0, group=group,
+        )  # fmt: skip
+        real = padded = 0
+        for m in (m for s in steps for m in s.micro_batches):
+            lengths = [len(data.chosen[i]) for i in m.pairs] + [
+                len(data.rejected[i]) for i in m.pairs
+            ]
+            real += sum(lengths)
+            padded += passes_padded_tokens(lengths, passes or TrainConfig.forward_passes)
+        print(f"  {label}: {real / padded:.1%}")
 
 
 def run_orchrm(pairs: Path, out: Path, args) -> dict:
@@ -167,12 +201,18 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--child", choices=("orchrm", "trl"), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--padding", action="store_true", help="Only print the share of real tokens per pass."
+    )
     args = parser.parse_args()
     if args.child:
         child(args.child, args.pairs, args.out, args)
         return
     work = Path(tempfile.mkdtemp(prefix="orchrm-rm-bench-"))
     pairs = subset(args.pairs or make_pairs(work, args.tasks), args.train_pairs, work / "pairs")
+    if args.padding:
+        padding(pairs, args)
+        return
     results = {}
     for which in ("orchrm", "trl"):
         command = [

@@ -30,6 +30,7 @@ from pathlib import Path
 from orchrm.bestofn.lineup import build_lineup, evaluate_tasks, read_world_tasks
 from orchrm.bestofn.metrics import tasks_from_logs
 from orchrm.bestofn.report import points
+from orchrm.cli import quiet_third_party
 from orchrm.demo_config import DemoConfig
 from orchrm.rm.config import TrainConfig
 from orchrm.rm.model import OrchRM
@@ -69,6 +70,7 @@ def versus_majority(demo: Path, model: Path) -> str:
 
 def main() -> None:
     args = _arguments()
+    quiet_third_party()  # transformers' load reports would bury the table
     pairs = args.demo / "pairs" / "math"
     if not (pairs / "train.jsonl").is_file():
         raise SystemExit(f"{pairs}/train.jsonl is missing: run `orchrm demo --out {args.demo}`")

@@ -115,6 +115,7 @@ def run_orchrm(pairs: Path, out: Path, args) -> dict:
             max_length=args.max_length,
             warmup_ratio=0.1,
             eval_every=steps,
+            sort_batches=args.sort_batches,
             seed=0,
         ),
         progress=False,
@@ -199,6 +200,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument(
+        "--sort-batches", type=int, default=1, help="orchrm's TrainConfig.sort_batches."
+    )
     parser.add_argument("--child", choices=("orchrm", "trl"), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -208,6 +212,9 @@ def main() -> None:
     if args.child:
         child(args.child, args.pairs, args.out, args)
         return
+    from orchrm.cli import quiet_third_party
+
+    quiet_third_party()  # transformers' load reports would bury the figures
     work = Path(tempfile.mkdtemp(prefix="orchrm-rm-bench-"))
     pairs = subset(args.pairs or make_pairs(work, args.tasks), args.train_pairs, work / "pairs")
     if args.padding:
@@ -232,6 +239,8 @@ def main() -> None:
             str(args.lr),
             "--max-length",
             str(args.max_length),
+            "--sort-batches",
+            str(args.sort_batches),
         ]
         done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
         line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)

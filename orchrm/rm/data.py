@@ -43,7 +43,7 @@ class Pairs:
         return [max(len(c), len(r)) for c, r in zip(self.chosen, self.rejected, strict=True)]
 
     def lengths(self) -> list[int]:
-        """Tokens of both texts of each pair: what training groups pairs by."""
+        """Tokens of both texts of each pair: what sorted batches are sorted by."""
         return [len(c) + len(r) for c, r in zip(self.chosen, self.rejected, strict=True)]
 
 

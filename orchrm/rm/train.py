@@ -138,7 +138,7 @@ class _Run:
 
     @cached_property
     def lengths(self) -> list[int]:
-        """Tokens of both texts of each training pair (what batches group by)."""
+        """Tokens of both texts of each training pair (what sorted batches are sorted by)."""
         return self.train_pairs.lengths()
 
     @property

@@ -428,9 +428,10 @@ def test_sharded_runs_save_the_consolidated_merged_model(
     monkeypatch, pairs_dir, decoders, tmp_path
 ):
     """Under ZeRO-3 or FSDP the weights are gathered (`get_state_dict`) and LoRA is
-    merged in a fresh copy: the same model as the unsharded path saves."""
+    merged in a fresh copy: the same model as the unsharded path saves (one forward pass
+    per batch in both, as sharded runs take, so the two compute bit for bit alike)."""
     settings = dict(pairs=str(pairs_dir), backbone=str(decoders["llama"]), lora=True, lora_r=4,
-                    lr=1e-2, **{**TINY, "max_steps": 2})  # fmt: skip
+                    lr=1e-2, forward_passes=1, **{**TINY, "max_steps": 2})  # fmt: skip
     train(TrainConfig(out=str(tmp_path / "plain"), **settings), progress=False)
     gathered = []
     real = rm_train.model_to_save
@@ -441,8 +442,17 @@ def test_sharded_runs_save_the_consolidated_merged_model(
 
     monkeypatch.setattr(rm_train, "placement", lambda accelerator: Placement(True, True))
     monkeypatch.setattr(rm_train, "model_to_save", spy)
-    train(TrainConfig(out=str(tmp_path / "sharded"), **settings), progress=False)
+    passes, loss = [], rm_train.pair_loss
+
+    def counting(*args, **kw):
+        passes.append(kw["passes"])
+        return loss(*args, **kw)
+
+    monkeypatch.setattr(rm_train, "pair_loss", counting)
+    sharded_settings = {**settings, "forward_passes": 4}  # asked for, yet one per batch
+    train(TrainConfig(out=str(tmp_path / "sharded"), **sharded_settings), progress=False)
     assert gathered and all(w.sharded for w in gathered)
+    assert passes and set(passes) == {1}  # every process runs as many collective forwards
     plain = load_file(tmp_path / "plain" / "model" / "model.safetensors")
     sharded = load_file(tmp_path / "sharded" / "model" / "model.safetensors")
     assert plain.keys() == sharded.keys() and not any("lora" in k for k in sharded)

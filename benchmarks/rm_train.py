@@ -66,24 +66,22 @@ def padding(pairs: Path, args) -> None:
 
     _, tokenizer = load_backbone(default_backbone())
     data = tokenize(read_pair_file(pairs / "train.jsonl"), tokenizer, args.max_length)
-    both = [len(c) + len(r) for c, r in zip(data.chosen, data.rejected, strict=True)]
     print(f"real tokens of all tokens a pass reads, {len(data)} pairs, batch {args.batch}:")
+    default = TrainConfig.forward_passes
     for label, group, passes in (
         ("random batches, one pass each", 1, 1),
-        (f"random batches, {TrainConfig.forward_passes} length-sorted passes", 1, 0),
+        (f"random batches, {default} length-sorted passes", 1, default),
         ("batches sorted 64 at a time, one pass each", 64, 1),
     ):
         steps = epoch_steps(
-            data.widths(), lengths=both, batch_size=args.batch, grad_accumulation=1,
+            data.widths(), lengths=data.lengths(), batch_size=args.batch, grad_accumulation=1,
             max_tokens=None, seed=0, epoch=0, group=group,
         )  # fmt: skip
         real = padded = 0
         for m in (m for s in steps for m in s.micro_batches):
-            lengths = [len(data.chosen[i]) for i in m.pairs] + [
-                len(data.rejected[i]) for i in m.pairs
-            ]
+            lengths = [len(t) for i in m.pairs for t in (data.chosen[i], data.rejected[i])]
             real += sum(lengths)
-            padded += passes_padded_tokens(lengths, passes or TrainConfig.forward_passes)
+            padded += passes_padded_tokens(lengths, passes)
         print(f"  {label}: {real / padded:.1%}")
 
 

@@ -251,6 +251,11 @@ def test_a_batch_run_in_passes_moves_the_weights_as_one_pass(
     assert not torch.allclose(one[0], load_file(backbone / "model.safetensors")["score.weight"])
     for a, b in zip(one, four, strict=True):
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+    # The same real tokens, read with less padding: what the summary's throughput counts.
+    meta = {k: json.loads((tmp_path / k / "model" / "orchrm.json").read_text())["training"]
+            for k in ("one", "four")}  # fmt: skip
+    assert meta["one"]["tokens"] == meta["four"]["tokens"]
+    assert meta["four"]["padded_tokens"] < meta["one"]["padded_tokens"]
 
 
 def test_gradients_are_clipped_to_max_grad_norm(monkeypatch, pairs_dir, decoders, tmp_path):

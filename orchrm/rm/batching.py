@@ -79,14 +79,13 @@ def text_passes(lengths: list[int], passes: int) -> list[list[int]]:
     passes of as even a size as they divide into, longest texts first, so each pass pads
     to its own longest text."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    count = max(1, min(passes, len(order)))
-    size, extra = divmod(len(order), count)
+    count = min(passes, len(order))
     cuts, start = [], 0
     for k in range(count):
-        end = start + size + (k < extra)
+        end = start + len(order) // count + (k < len(order) % count)
         cuts.append(order[start:end])
         start = end
-    return [c for c in cuts if c]
+    return cuts
 
 
 def passes_padded_tokens(lengths: list[int], passes: int) -> int:

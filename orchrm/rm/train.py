@@ -340,7 +340,8 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
     if micro.filler:
         return 0.0, 0
     state.pairs_seen += len(micro.pairs)  # this process's; summed over processes at the end
-    run.meter.add(sum(map(len, sequences)), passes_padded_tokens(list(map(len, sequences)), passes))
+    lengths = [len(s) for s in sequences]
+    run.meter.add(sum(lengths), passes_padded_tokens(lengths, passes))
     return losses.sum().item(), int((diff > 0).sum().item())
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from orchrm.runtime.backend import BackendError, CallInfo, Completion
+from orchrm.runtime.backend import DEFAULT_SAMPLING, BackendError, CallInfo, Completion
 
 
 def words(messages: list[dict]) -> int:
@@ -37,7 +37,7 @@ class ScriptedBackend:
         self.in_flight = 0
         self.max_in_flight = 0
 
-    async def complete(self, messages, call, *, temperature=0.5, max_tokens=None, logprobs=False):
+    async def complete(self, messages, call, sampling=DEFAULT_SAMPLING):
         key = (call.agent_id, call.step, call.debate_role, call.round, call.task_id)
         self.attempts[key] = self.attempts.get(key, 0) + 1
         self.in_flight += 1
@@ -51,7 +51,7 @@ class ScriptedBackend:
             self.in_flight -= 1
         self.calls.append((messages, call))
         return Completion(
-            text, words(messages), len(text.split()), logprob=-1.0 if logprobs else None
+            text, words(messages), len(text.split()), logprob=-1.0 if sampling.logprobs else None
         )
 
     def steps(self, agent_id: str | None = None) -> list[str]:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from orchrm.runtime.backend import BackendError, CallInfo, Completion
+from orchrm.runtime.backend import BackendError, CallInfo, Completion, Sampling
 from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
 from tests.loopback_llm import LoopbackLLM, count_words
 
@@ -22,7 +22,7 @@ def complete(base_url: str, call: CallInfo | None = None, *, config: dict | None
 
     async def run() -> Completion:
         async with OpenAIBackend(OpenAIConfig(base_url=base_url, **(config or {}))) as backend:
-            return await backend.complete(MESSAGES, call or CallInfo(), **kw)
+            return await backend.complete(MESSAGES, call or CallInfo(), Sampling(**kw))
 
     return asyncio.run(run())
 

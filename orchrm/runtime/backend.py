@@ -56,6 +56,21 @@ class Completion:
     model: str = ""
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How one call samples its completion. `RunConfig.sampling` makes the one every
+    sub-agent call uses."""
+
+    temperature: float = 0.5
+    max_tokens: int | None = None
+    """Completion-length cap; None leaves it to the server."""
+    logprobs: bool = False
+    """Ask for the summed log-probability of the sampled tokens (`Completion.logprob`)."""
+
+
+DEFAULT_SAMPLING = Sampling()
+
+
 class BackendError(OrchrmError):
     """A backend call failed. `transient` errors (timeouts, 5xx, 429, lost connections)
     are worth retrying; others (bad request, auth, malformed reply) are not."""
@@ -70,14 +85,8 @@ class ChatBackend(Protocol):
     """Anything that completes chat messages: a real server or the simulated world."""
 
     async def complete(
-        self,
-        messages: list[dict],
-        call: CallInfo,
-        *,
-        temperature: float = 0.5,
-        max_tokens: int | None = None,
-        logprobs: bool = False,
+        self, messages: list[dict], call: CallInfo, sampling: Sampling = DEFAULT_SAMPLING
     ) -> Completion:
-        """Complete `messages` (`{"role", "content"}` dicts) for `call`; raise
-        `BackendError` on failure."""
+        """Complete `messages` (`{"role", "content"}` dicts) for `call` as `sampling`
+        says; raise `BackendError` on failure."""
         ...

@@ -37,13 +37,7 @@ async def call(
         attempt += 1
         try:
             completion = await asyncio.wait_for(
-                backend.complete(
-                    messages,
-                    info,
-                    temperature=config.temperature,
-                    max_tokens=config.max_tokens,
-                    logprobs=logprobs,
-                ),
+                backend.complete(messages, info, config.sampling(logprobs)),
                 timeout=policy.timeout_s,
             )
         except TimeoutError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from orchrm.runtime.backend import Sampling
 from orchrm.runtime.retry import RetryPolicy
 
 
@@ -12,7 +13,7 @@ class RunConfig:
     """How the executor and the sub-agents run. Defaults follow MAS-Orchestra where it
     states a value (docs/formats.md#sub-agent-types)."""
 
-    temperature: float = 0.5
+    temperature: float = Sampling.temperature
     """Sampling temperature of every sub-agent call."""
     max_tokens: int | None = None
     """Completion-length cap per call; None leaves it to the server."""
@@ -36,6 +37,10 @@ class RunConfig:
     """WebSearchAgent: results kept per search."""
     concurrency: int = 8
     """`execute_many`: runs in flight at once."""
+
+    def sampling(self, logprobs: bool = False) -> Sampling:
+        """How every sub-agent call samples (`logprobs`: also ask for log-probabilities)."""
+        return Sampling(self.temperature, self.max_tokens, logprobs)
 
     @property
     def retry(self) -> RetryPolicy:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import openai
 from openai.types.chat import ChatCompletion
 
-from orchrm.runtime.backend import BackendError, CallInfo, Completion
+from orchrm.runtime.backend import DEFAULT_SAMPLING, BackendError, CallInfo, Completion, Sampling
 
 TRANSIENT_STATUSES = frozenset({408, 429})
 """HTTP statuses below 500 that are worth retrying: request timeout and rate limiting."""
@@ -73,24 +73,18 @@ class OpenAIBackend:
         )
 
     async def complete(
-        self,
-        messages: list[dict],
-        call: CallInfo,
-        *,
-        temperature: float = 0.5,
-        max_tokens: int | None = None,
-        logprobs: bool = False,
+        self, messages: list[dict], call: CallInfo, sampling: Sampling = DEFAULT_SAMPLING
     ) -> Completion:
         """Complete `messages` with the model for `call.role` and return the text, the
-        server's token counts, the model that answered, and, when `logprobs` is set and the
-        server returns them, the summed log-probability of the sampled tokens. Raises
-        `BackendError` on any failure, `transient` when retrying may succeed."""
+        server's token counts, the model that answered, and, when `sampling.logprobs` is
+        set and the server returns them, the summed log-probability of the sampled tokens.
+        Raises `BackendError` on any failure, `transient` when retrying may succeed."""
         model = self.config.model_for(call.role)
         where = f"{self.config.base_url} (model {model!r})"
-        options: dict = {"temperature": temperature}
-        if max_tokens is not None:
-            options["max_tokens"] = max_tokens
-        if logprobs:
+        options: dict = {"temperature": sampling.temperature}
+        if sampling.max_tokens is not None:
+            options["max_tokens"] = sampling.max_tokens
+        if sampling.logprobs:
             options["logprobs"] = True
         try:
             reply = await self.client.chat.completions.create(
@@ -102,7 +96,7 @@ class OpenAIBackend:
         # The client parses a JSON content type without catching a broken body.
         except (openai.OpenAIError, json.JSONDecodeError) as e:
             raise backend_error(e, where, self.config.timeout_s) from e
-        return parse_reply(reply, where, logprobs)
+        return parse_reply(reply, where, sampling.logprobs)
 
     async def preflight(self, roles: tuple[str, ...] = ("orchestrator", "subagent")) -> list[str]:
         """The models the server lists (`GET /models`), after checking that it answers and

@@ -21,7 +21,7 @@ import re
 from orchrm.orchestration import approx_token_count
 from orchrm.parse import ParseError, parse_harmony
 from orchrm.runtime import prompts
-from orchrm.runtime.backend import BackendError, CallInfo, Completion
+from orchrm.runtime.backend import DEFAULT_SAMPLING, BackendError, CallInfo, Completion
 from orchrm.runtime.config import RunConfig
 from orchrm.world.model import (
     ACCEPT_CORRECT,
@@ -91,7 +91,7 @@ class WorldBackend:
         )
         return random.Random("|".join(map(str, key)))
 
-    async def complete(self, messages, call, *, temperature=0.5, max_tokens=None, logprobs=False):
+    async def complete(self, messages, call, sampling=DEFAULT_SAMPLING):
         task = self.tasks.get(call.task_id)
         if task is None:
             raise BackendError(f"world: unknown task {call.task_id!r}", transient=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 from orchrm.orchestration import Agent, DoM, Edge, Orchestration
 from orchrm.runtime.backend import BackendError
@@ -124,3 +125,11 @@ def test_batch_keeps_order_respects_the_limit_and_survives_a_failing_run():
     assert len(results) == 10 and backend.max_in_flight <= 3
     assert [r.error is None for r in results] == [n != 3 for n in range(10)]
     assert "401 unauthorized" in results[3].error
+
+
+def test_the_own_backend_example_in_the_run_guide_runs_as_written(capsys):
+    guide = (Path(__file__).parents[1] / "docs" / "run.md").read_text()
+    section = guide.split("### Your own backend", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/run.md", "exec"), {"__name__": "docs_example"})
+    assert capsys.readouterr().out.split() == ["42", "1", "9"]

@@ -9,6 +9,7 @@ import threading
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ from orchrm.orchestration import render_for_rm
 from orchrm.rl import verl_reward
 from orchrm.rl.config import PolicyConfig, RLConfig
 from orchrm.rl.data import prompt_rows
-from orchrm.rl.evaluate import PolicyEval, evaluate_policy
+from orchrm.rl.evaluate import PolicyEval, curve_callback, evaluate_policy
 from orchrm.rl.policy import (
     load_policy,
     new_policy,
@@ -229,7 +230,7 @@ def test_dpo_steps_through_trl_move_the_weights(policy_dir, world, tmp_path):
 def test_evaluation_reports_expected_executed_and_majority_accuracy(policy_dir, world):
     tasks, _ = world
     model, tokenizer = load_policy(policy_dir)
-    ev = evaluate_policy(model, tokenizer, tasks, 3, seed=2)
+    ev = evaluate_policy(model, tokenizer, tasks, RLConfig(eval_samples=3, seed=2))
     assert ev.tasks == len(tasks) and ev.samples == 3
     for value, (lo, hi) in (
         (ev.expected, ev.expected_ci),
@@ -238,6 +239,21 @@ def test_evaluation_reports_expected_executed_and_majority_accuracy(policy_dir, 
     ):
         assert 0.0 <= lo <= value <= hi <= 1.0
     assert 0.0 < ev.valid <= ev.parsed <= 1.0
+
+
+def test_the_training_curve_samples_as_long_as_the_final_evaluation(policy_dir, world):
+    tasks, _ = world
+    model, tokenizer = load_policy(policy_dir)
+    config = RLConfig(eval_samples=2, max_completion_length=3)
+    curve = curve_callback(tokenizer, tasks[:4], config, {5}, say=lambda _: None)
+    curve.on_step_end(None, SimpleNamespace(global_step=4), None, model=model)
+    assert curve.points == []
+    curve.on_step_end(None, SimpleNamespace(global_step=5), None, model=model)
+    (point,) = curve.points
+    final = evaluate_policy(model, tokenizer, tasks[:4], config, step=5, majority=False)
+    assert point.step == 5 and point.majority is None
+    assert 0 < point.mean_tokens <= 3
+    assert (point.expected, point.mean_tokens) == (final.expected, final.mean_tokens)
 
 
 def test_verl_calls_compute_score_with_keywords(rm_dir, world, monkeypatch):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from orchrm.bestofn.metrics import bootstrap_interval, bootstrap_resamples
 from orchrm.bestofn.selectors import Candidate, CandidateSet, majority_selector
+from orchrm.rl.config import RLConfig
 from orchrm.rl.policy import policy_prompt, sample
 from orchrm.rl.rewards import run_plans, runnable
 from orchrm.runtime.executor import RunItem
@@ -64,22 +65,19 @@ class PolicyEval:
 
 
 def evaluate_policy(
-    model,
-    tokenizer,
-    tasks: list[WorldTask],
-    samples: int,
-    *,
-    step: int = 0,
-    seed: int = 0,
-    max_new_tokens: int = 96,
-    majority: bool = True,
+    model, tokenizer, tasks: list[WorldTask], config: RLConfig, *, step=0, majority=True
 ) -> PolicyEval:
-    """Sample, score in closed form, execute and vote (see the module docstring)."""
+    """Sample `config.eval_samples` orchestrations of at most `config.max_completion_length`
+    tokens per task, score them in closed form, execute them and vote (see the module
+    docstring); `config.seed` seeds the sampling, the world and the intervals."""
     start = time.perf_counter()
+    samples, seed = config.eval_samples, config.seed
     prompts = [policy_prompt(t.question) for t in tasks]
-    drawn = sample(model, tokenizer, prompts, samples, max_new_tokens, seed=seed, batch_size=256)
-    config = world_config()
-    backend = WorldBackend(tasks, seed, None, config)
+    drawn = sample(
+        model, tokenizer, prompts, samples, config.max_completion_length, seed=seed, batch_size=256
+    )
+    world = world_config()
+    backend = WorldBackend(tasks, seed, None, world)
     items, where = [], []
     expected, parsed, types = [], 0, {}
     plans = []
@@ -96,9 +94,9 @@ def evaluate_policy(
                     types[a.type] = types.get(a.type, 0) + 1
         plans.append(row)
         expected.append(
-            statistics.fmean(success_probability(t, o, config) if o else 0.0 for o in row)
+            statistics.fmean(success_probability(t, o, world) if o else 0.0 for o in row)
         )
-    results = run_plans(backend, config, items)
+    results = run_plans(backend, world, items)
     answers = [[None] * samples for _ in tasks]
     for (i, s), r in zip(where, results, strict=True):
         answers[i][s] = r.answer
@@ -364,8 +362,9 @@ class CurveCallback:
     the points. Built by `curve_callback` so this module imports without transformers."""
 
 
-def curve_callback(tokenizer, tasks, samples: int, at_steps: set[int], seed: int, say=print):
-    """A callback that appends a `PolicyEval` to its `points` at each step in `at_steps`."""
+def curve_callback(tokenizer, tasks, config: RLConfig, at_steps: set[int], say=print):
+    """A callback that appends a `PolicyEval` (`evaluate_policy` with `config`, no vote) to
+    its `points` at each step in `at_steps`."""
     from transformers import TrainerCallback
 
     class _Curve(TrainerCallback, CurveCallback):
@@ -377,7 +376,7 @@ def curve_callback(tokenizer, tasks, samples: int, at_steps: set[int], seed: int
                 return
             training = model.training
             point = evaluate_policy(
-                model, tokenizer, tasks, samples, step=state.global_step, seed=seed, majority=False
+                model, tokenizer, tasks, config, step=state.global_step, majority=False
             )
             model.train(training)
             self.points.append(point)

@@ -89,24 +89,9 @@ def prepare(config: RLConfig, need_rm: bool, say=print) -> Prepared:
         final, point = _eval_from_dict(saved["final"]), _eval_from_dict(saved["curve"])
     else:
         model, tokenizer = load_policy(policy_dir)
-        final = evaluate_policy(
-            model,
-            tokenizer,
-            held_out,
-            config.eval_samples,
-            step=0,
-            seed=config.seed,
-            max_new_tokens=config.max_completion_length,
-        )
+        final = evaluate_policy(model, tokenizer, held_out, config)
         point = evaluate_policy(
-            model,
-            tokenizer,
-            held_out[: config.curve_tasks],
-            config.eval_samples,
-            step=0,
-            seed=config.seed,
-            max_new_tokens=config.max_completion_length,
-            majority=False,
+            model, tokenizer, held_out[: config.curve_tasks], config, majority=False
         )
         cache.write_text(json.dumps({"key": key, "final": asdict(final), "curve": asdict(point)}))
     say(
@@ -174,9 +159,7 @@ def train_run(config: RLConfig, prep: Prepared, say=print) -> RunReport:
     curve_tasks = prep.held_out[: config.curve_tasks]
     at = {config.steps * k // config.curve_points for k in range(1, config.curve_points + 1)}
     tokenizer = load_policy(prep.policy_dir)[1]
-    callback = curve_callback(
-        tokenizer, curve_tasks, config.eval_samples, at, config.seed, lambda m: say(m)
-    )
+    callback = curve_callback(tokenizer, curve_tasks, config, at, lambda m: say(m))
     say(f"{config.run_name}: {config.steps} steps")
     start = time.perf_counter()
     model, tokenizer, data_tokens, notes = _train_method(
@@ -184,15 +167,7 @@ def train_run(config: RLConfig, prep: Prepared, say=print) -> RunReport:
     )
     curve_s = sum(p.seconds for p in callback.points)
     wall = time.perf_counter() - start - curve_s
-    final = evaluate_policy(
-        model,
-        tokenizer,
-        prep.held_out,
-        config.eval_samples,
-        step=config.steps,
-        seed=config.seed,
-        max_new_tokens=config.max_completion_length,
-    )
+    final = evaluate_policy(model, tokenizer, prep.held_out, config, step=config.steps)
     report = RunReport(
         config.run_name,
         final,

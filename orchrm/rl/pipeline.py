@@ -80,6 +80,7 @@ def prepare(config: RLConfig, need_rm: bool, say=print) -> Prepared:
         "preset": config.preset,
         "tasks": config.eval_tasks,
         "samples": config.eval_samples,
+        "max_completion_length": config.max_completion_length,
         "curve_tasks": config.curve_tasks,
         "seed": config.seed,
     }

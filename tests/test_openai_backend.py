@@ -7,7 +7,11 @@ import time
 
 import pytest
 
+from orchrm.orchestration import Agent, DoM, Orchestration
 from orchrm.runtime.backend import BackendError, CallInfo, Completion, Sampling
+from orchrm.runtime.calls import call
+from orchrm.runtime.config import RunConfig
+from orchrm.runtime.executor import execute
 from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
 from tests.loopback_llm import LoopbackLLM, count_words
 
@@ -86,6 +90,31 @@ def test_logprobs_are_requested_and_summed_over_tokens():
 
     assert server.requests[0]["logprobs"] is True
     assert completion.logprob == pytest.approx(-0.75)
+
+
+def test_the_run_config_sampling_reaches_the_server_on_every_call():
+    """The executor's calls carry `RunConfig`'s temperature and length cap; a call that
+    asks for log-probabilities (the orchestrator's samples) gets them too."""
+    plan = Orchestration([Agent("a", "CoTAgent", input="Solve the task.")], [], DoM.HIGH)
+    config = RunConfig(temperature=0.2, max_tokens=32)
+
+    async def run(base_url: str):
+        async with OpenAIBackend(OpenAIConfig(base_url=base_url)) as backend:
+            result = await execute(plan, "What is six times seven?", backend, config)
+            orchestrator = CallInfo(role="orchestrator")
+            sampled = await call(backend, MESSAGES, orchestrator, config, logprobs=True)
+            return result, sampled
+
+    with LoopbackLLM(reply=lambda request: "Six sevens.\nAnswer: 42") as server:
+        result, sampled = asyncio.run(run(server.base_url))
+
+    assert result.answer == "42" and sampled.logprob is not None
+    *executed, orchestrator = server.requests
+    assert executed and all(
+        (r["temperature"], r["max_tokens"], "logprobs" in r) == (0.2, 32, False) for r in executed
+    )
+    assert (orchestrator["temperature"], orchestrator["max_tokens"]) == (0.2, 32)
+    assert orchestrator["logprobs"] is True
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,13 @@ class PolicyEval:
 
 
 def evaluate_policy(
-    model, tokenizer, tasks: list[WorldTask], config: RLConfig, *, step=0, majority=True
+    model,
+    tokenizer,
+    tasks: list[WorldTask],
+    config: RLConfig,
+    *,
+    step: int = 0,
+    majority: bool = True,
 ) -> PolicyEval:
     """Sample `config.eval_samples` orchestrations of at most `config.max_completion_length`
     tokens per task, score them in closed form, execute them and vote (see the module

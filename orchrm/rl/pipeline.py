@@ -160,7 +160,7 @@ def train_run(config: RLConfig, prep: Prepared, say=print) -> RunReport:
     curve_tasks = prep.held_out[: config.curve_tasks]
     at = {config.steps * k // config.curve_points for k in range(1, config.curve_points + 1)}
     tokenizer = load_policy(prep.policy_dir)[1]
-    callback = curve_callback(tokenizer, curve_tasks, config, at, lambda m: say(m))
+    callback = curve_callback(tokenizer, curve_tasks, config, at, say)
     say(f"{config.run_name}: {config.steps} steps")
     start = time.perf_counter()
     model, tokenizer, data_tokens, notes = _train_method(

@@ -31,13 +31,13 @@ async def call(
     backoff (`config.retry`), each try limited to `config.call_timeout_s`. Appends a
     `CallRecord` to `trace` (also for a call that failed) and raises `CallFailed` when it
     gives up."""
-    start, policy = time.perf_counter(), config.retry
+    start, policy, sampling = time.perf_counter(), config.retry, config.sampling(logprobs)
     attempt, last_error = 0, ""
     while True:
         attempt += 1
         try:
             completion = await asyncio.wait_for(
-                backend.complete(messages, info, config.sampling(logprobs)),
+                backend.complete(messages, info, sampling),
                 timeout=policy.timeout_s,
             )
         except TimeoutError:

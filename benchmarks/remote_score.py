@@ -1,20 +1,25 @@
 """Scoring throughput, local against through `orchrm serve` on the loopback.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/remote_score.py --plans 192
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/remote_score.py --dtype bf16 \
+        --model orchrm-demo/rm/math/model
 
-The offline MiniLM (saved untrained, max_length 128) scores world orchestrations three
+The offline MiniLM (saved untrained, max_length 128; or `--model`, a trained one) scores
+world orchestrations in `--dtype` (fp32 unless given) three
 ways: `OrchRM` in process; `RemoteScorer` rendering here and posting to the server's
 `/classify`; `RemoteScorer` without a tokenizer, posting harmony XML to `/score`, where
 the server renders. The server runs in this process (uvicorn in a thread, one prepare
 worker), so all three share the same CPU cores and the same PyTorch threads
-(`--threads`). Prints orchestrations per second and the
-largest score difference from the local model.
+(`--threads`). Prints orchestrations per second and the largest score difference from
+the local model, which batches the texts otherwise than the server's micro-batches do;
+in bf16 also the largest difference between the local model's bf16 and fp32 scores.
 """
 
 from __future__ import annotations
 
 import argparse
 import socket
+import statistics
 import tempfile
 import threading
 import time
@@ -68,20 +73,30 @@ def main() -> None:
     parser.add_argument("--plans", type=int, default=192)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="PyTorch CPU threads.")
+    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--model", type=Path, help="A reward model directory (untrained MiniLM).")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        model, tokenizer = load_backbone(default_backbone())
-        path = save_model(model, tokenizer, Path(tmp) / "model", {"max_length": 128})
-        rm = OrchRM.load(path, device="cpu", bf16=False, batch_size=8)
+        path = args.model
+        if path is None:
+            model, tokenizer = load_backbone(default_backbone())
+            path = save_model(model, tokenizer, Path(tmp) / "model", {"max_length": 128})
+        rm = OrchRM.load(path, device="cpu", dtype=args.dtype, batch_size=8)
         items = world_items(args.plans)
         base, server, thread = serve(rm)
         try:
             local, expected = rate(rm, items, args.repeats)
             print(
-                f"local OrchRM: {local:.1f} orchestrations/s ({len(items)} plans, "
-                f"{args.threads} thread(s))"
+                f"local OrchRM ({args.dtype}): {local:.1f} orchestrations/s ({len(items)} "
+                f"plans, {args.threads} thread(s))"
             )
+            if args.dtype == "bf16":
+                full = OrchRM.load(path, device="cpu", dtype="fp32", batch_size=8)
+                single, _ = score_items_with_tokens(full, items)
+                diff = max(abs(a - b) for a, b in zip(expected, single, strict=True))
+                spread = statistics.pstdev(single)
+                print(f"local bf16 against fp32: max |difference| {diff:.1e} (sd {spread:.2f})")
             for name, scorer in (
                 ("remote /classify, rendered here", load_scorer(path, f"{base}/classify")),
                 ("remote /score, rendered by the server", load_scorer(rm_url=f"{base}/score")),

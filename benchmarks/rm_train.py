@@ -115,6 +115,7 @@ def run_orchrm(pairs: Path, out: Path, args) -> dict:
             eval_every=steps,
             sort_batches=args.sort_batches,
             seed=0,
+            dtype="fp32",  # as TRL runs here: the comparison is of one precision
         ),
         progress=False,
     )

@@ -110,7 +110,7 @@ def _reward_models(config: DemoConfig, logs: dict, lap) -> WorldRMResult:
             ),
             seed=config.seed,
             train=TrainConfig(
-                max_length=config.max_length, lr=config.lr, bf16=config.bf16, seed=config.seed
+                max_length=config.max_length, lr=config.lr, dtype=config.dtype, seed=config.seed
             ),
         ),
         stage_done=lap,
@@ -177,13 +177,13 @@ def run_demo(config: DemoConfig, say=print) -> dict:
         say(f"pairs {name}: {kinds} ({splits})")
     for name, t in trained.datasets.items():
         summary = t.summary
-        models[name] = OrchRM.load(t.model, bf16=config.bf16)
+        models[name] = OrchRM.load(t.model, dtype=config.dtype)
         held_out[name] = summary.best_validation_accuracy
         truncated[name] = summary.truncated_texts
         say(
             f"reward model {name}: validation pairwise accuracy "
-            f"{summary.best_validation_accuracy:.3f} ({summary.pairs_per_second:.1f} "
-            f"pairs/s; {summary.truncated_texts} of "
+            f"{summary.best_validation_accuracy:.3f} ({summary.dtype}; "
+            f"{summary.pairs_per_second:.1f} pairs/s; {summary.truncated_texts} of "
             f"{2 * (summary.train_pairs + summary.validation_pairs)} texts over "
             f"{config.max_length} tokens)"
         )
@@ -205,7 +205,12 @@ def run_demo(config: DemoConfig, say=print) -> dict:
     report = write_report(
         evaluations,
         out,
-        {"validation_accuracy": held_out, "truncated_texts": truncated, "seconds": seconds},
+        {
+            "validation_accuracy": held_out,
+            "truncated_texts": truncated,
+            "dtype": {name: t.summary.dtype for name, t in trained.datasets.items()},
+            "seconds": seconds,
+        },
     )
     for ev in evaluations:
         say(terminal_table(ev))

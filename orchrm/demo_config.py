@@ -42,9 +42,9 @@ class DemoConfig:
     """Training steps of the multihop reward model: its pairs carry little to learn (the
     orchestration matters little there), and fewer steps keep the demo near 15 minutes
     on two CPU cores without bf16."""
-    bf16: bool | None = None
-    """Train and score in bfloat16; None: where the hardware runs it fast (see
-    `TrainConfig.bf16`)."""
+    dtype: str = setting("auto", choices=("auto", "bf16", "fp32"))
+    """Precision the reward models train and score in; auto: bf16 where the hardware runs
+    it fast, else fp32 (`orchrm.rm.precision`; ORCHRM_BF16 overrides the detection)."""
     lr: float = SMALL_DATA_LR
     """Learning rate of the three reward models."""
     max_length: int = setting(128, min=16)

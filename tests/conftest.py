@@ -1,4 +1,17 @@
-"""Fixtures every test module may use."""
+"""Fixtures every test module may use, and the environment every test starts from.
+
+A test's verdict must not depend on the machine it lands on, so the host's say in it is
+taken away here, before orchrm, typer or torch is imported:
+
+- precision: `dtype auto` resolves to fp32 unless the run says otherwise
+  (`ORCHRM_BF16=1 make test` runs the whole suite with auto meaning bf16); tests that
+  check a precision set it themselves (`dtype=`, or ORCHRM_BF16 through monkeypatch);
+- the terminal: the host's width and colour settings (COLUMNS, FORCE_COLOR,
+  GITHUB_ACTIONS, ...) are dropped, so rich and typer print plain text at their
+  defaults; tests that need a width give it;
+- threads: two OpenMP/PyTorch threads, the CI machine's cores, unless the run says;
+- proxies: loopback is never sent through a proxy the host names.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +22,25 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+for _name in (
+    "COLUMNS",
+    "LINES",
+    "FORCE_COLOR",
+    "NO_COLOR",
+    "PY_COLORS",
+    "TTY_COMPATIBLE",
+    "TTY_INTERACTIVE",
+    "TERMINAL_WIDTH",
+    "GITHUB_ACTIONS",
+):
+    os.environ.pop(_name, None)
+os.environ.setdefault("ORCHRM_BF16", "0")
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+os.environ["HF_HUB_OFFLINE"] = "1"
+for _name in ("NO_PROXY", "no_proxy"):
+    _kept = [h for h in os.environ.get(_name, "").split(",") if h]
+    os.environ[_name] = ",".join([*_kept, "127.0.0.1", "localhost", "::1"])
 
 ORCHRM = Path(sys.executable).with_name("orchrm")
 

@@ -30,6 +30,10 @@ from orchrm.world.tasks import generate_tasks
 from tests.loopback_rm import LoopbackRM, sigmoid32
 
 TOLERANCE = 1e-5
+"""How far a server's fp32 scores may be from a local fp32 model's."""
+BF16_TOLERANCE = 5e-3
+"""How far bf16 scores of the same texts may move when they are batched differently (a
+batch's padding moves the last of bf16's 8 mantissa bits): docs/remote-scoring.md."""
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +45,7 @@ def rm_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def rm(rm_dir) -> OrchRM:
-    return OrchRM.load(rm_dir, device="cpu", bf16=False)  # fp32: scores compared to 1e-5
+    return OrchRM.load(rm_dir, device="cpu", dtype="fp32")  # fp32: scores compared to 1e-5
 
 
 @pytest.fixture(scope="module")
@@ -268,12 +272,13 @@ def test_score_and_eval_commands_read_a_reward_server_as_the_local_model(
 
     log = tmp_path / "log.jsonl"
     write_jsonl(generate("math", 3, 4, seed=5, progress=False).records, log)
-    local = orchrm_cli("score", str(log), "--rm", str(rm_dir))
+    local = orchrm_cli("score", str(log), "--rm", str(rm_dir), "--dtype", "fp32")
     assert local.returncode == 0, local.stderr
     with LoopbackRM(rm, "vllm") as server:
         remote = orchrm_cli("score", str(log), "--rm", str(rm_dir), "--rm-url", server.url)
         reports = {}
-        for name, given in (("local", []), ("remote", ["--rm-url", server.url])):
+        here = ["--dtype", "fp32"]  # the server's model scores in fp32
+        for name, given in (("local", here), ("remote", ["--rm-url", server.url])):
             out = tmp_path / name
             args = ("eval", str(log), "--samples", "4", "--rm", str(rm_dir), "--out", str(out))
             done = orchrm_cli(*args, *given)
@@ -295,6 +300,31 @@ def test_score_and_eval_commands_read_a_reward_server_as_the_local_model(
     assert orchrm_rows(reports["local"]) == orchrm_rows(reports["remote"]) != []
     down = orchrm_cli("score", str(log), "--rm", str(rm_dir), "--rm-url", server.url)
     assert down.returncode == 2 and "cannot reach" in down.stderr
+
+
+def test_in_bf16_a_server_scores_as_a_local_model_that_batches_alike(rm_dir, tmp_path, orchrm_cli):
+    from orchrm.jsonl import write_jsonl
+    from orchrm.world.generate import generate
+
+    log = tmp_path / "log.jsonl"
+    write_jsonl(generate("math", 3, 4, seed=5, progress=False).records, log)
+
+    def scores(*args: str) -> list[float]:
+        done = orchrm_cli("score", str(log), "--rm", str(rm_dir), *args)
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line)["score"] for line in done.stdout.splitlines()]
+
+    alone = scores("--dtype", "bf16", "--batch-size", "1")
+    batched = scores("--dtype", "bf16", "--batch-size", "32")
+    single = scores("--dtype", "fp32", "--batch-size", "1")
+    half = OrchRM.load(rm_dir, device="cpu", dtype="bf16", batch_size=1)
+    with LoopbackRM(half, "vllm") as server:
+        remote = scores("--rm-url", server.url)
+        mixed = orchrm_cli("score", str(log), "--rm-url", server.url, "--dtype", "bf16")
+    assert remote == alone  # one text a forward pass on both sides: bit for bit
+    assert 0 < close(remote, single) < BF16_TOLERANCE  # bf16 is not fp32, and near it
+    assert close(remote, batched) < BF16_TOLERANCE
+    assert mixed.returncode == 2 and "scores in its own precision" in mixed.stderr
 
 
 # --------------------------------------------------------------------------- consumers

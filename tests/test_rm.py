@@ -21,7 +21,7 @@ from orchrm.orchestration import render_for_rm
 from orchrm.parse import parse_harmony
 from orchrm.rm.batching import length_grouped_batches
 from orchrm.rm.config import TrainConfig
-from orchrm.rm.model import ModelError, OrchRM, bf16_supported, token_counter
+from orchrm.rm.model import ModelError, OrchRM, token_counter
 from orchrm.rm.train import train
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
@@ -103,9 +103,9 @@ def test_a_second_training_in_one_process_may_use_another_precision(pairs_dir, t
 
 def test_scores_come_back_in_input_order_and_match_one_by_one(trained):
     out, _ = trained
-    # fp32: batching must not change a score beyond float noise. (In bf16, on CPUs with
-    # AMX, a batch's padding moves the last bits; checked below with bf16's tolerance.)
-    rm = OrchRM.load(out / "model", batch_size=3, bf16=False)
+    # fp32: batching must not change a score beyond float noise. (In bf16 a batch's
+    # padding moves the last bits; checked below with bf16's tolerance, on every CPU.)
+    rm = OrchRM.load(out / "model", batch_size=3, dtype="fp32")
     plans = [parse_harmony(HIGH_DOM), parse_harmony(LOW_DOM), HIGH_DOM, "not a plan"]
     questions = ["What is 2+3?", "Find the remainder when 7^100 is divided by 13." * 5]
     items = [(q, p) for q in questions for p in plans]
@@ -113,14 +113,14 @@ def test_scores_come_back_in_input_order_and_match_one_by_one(trained):
     assert batch[3] is None and batch[7] is None  # unparseable text: no score
     alone = [rm.score_batch([item])[0] for item in items]
     assert batch == pytest.approx(alone, abs=1e-4)
-    if bf16_supported(torch.device("cpu")):
-        # bf16 keeps 8 bits of mantissa: scores move by ~1e-3 (measured up to 2.3e-3 on
-        # the demo's math model, whose scores spread with sd 0.14), never by more than 5e-3.
-        half = OrchRM.load(out / "model", batch_size=3, bf16=True)
-        in_bf16 = half.score_batch(items)
-        assert in_bf16[3] is None and in_bf16[7] is None
-        assert in_bf16 == pytest.approx(batch, abs=5e-3)
-        assert in_bf16 == pytest.approx([half.score_batch([i])[0] for i in items], abs=5e-3)
+    # bf16 keeps 8 bits of mantissa: scores move by ~1e-3 (measured up to 2.3e-3 on the
+    # demo's math model, whose scores spread with sd 0.14), never by more than 5e-3.
+    half = OrchRM.load(out / "model", batch_size=3, dtype="bf16")
+    assert (half.dtype, rm.dtype) == ("bf16", "fp32")
+    in_bf16 = half.score_batch(items)
+    assert in_bf16[3] is None and in_bf16[7] is None
+    assert in_bf16 == pytest.approx(batch, abs=5e-3)
+    assert in_bf16 == pytest.approx([half.score_batch([i])[0] for i in items], abs=5e-3)
     assert batch[0] == pytest.approx(batch[2], abs=1e-6)  # parsed or raw: same text
     text = rm.render(questions[1], plans[0])
     count = token_counter(rm.tokenizer)

@@ -15,7 +15,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from orchrm.errors import ConfigError
 from orchrm.rm.config import TrainConfig, default_backbone
-from orchrm.rm.model import add_lora, bf16_supported
+from orchrm.rm.model import add_lora
 from orchrm.rm.plan import GPUS, PRESETS, PlanSettings, plan_from_train_config, plan_training
 from orchrm.rm.plan_probe import Probe, measure_all
 from orchrm.rm.plan_shapes import count_parameters, read_backbone
@@ -291,7 +291,9 @@ def test_settings_go_as_one_object_or_as_keywords_and_the_plan_holds_them():
         plan_training("llama-3.1-8b", settings, lora_r=0)
 
 
-def test_a_train_config_is_planned_with_or_without_the_new_fields(tmp_path):
+@pytest.mark.parametrize("forced", ["1", "0"])
+def test_a_train_config_is_planned_with_or_without_the_new_fields(forced, tmp_path, monkeypatch):
+    monkeypatch.setenv("ORCHRM_BF16", forced)
     _hf_config(FAMILIES["llama-gqa"]).save_pretrained(tmp_path)
     plain = plan_from_train_config(
         TrainConfig(backbone=str(tmp_path), max_length=128, batch_size=4, lora=True, lora_r=8)
@@ -299,8 +301,8 @@ def test_a_train_config_is_planned_with_or_without_the_new_fields(tmp_path):
     assert (plain.micro_batch_pairs, plain.lora_r, plain.model_type) == (4, 8, "llama")
     # dtype auto and checkpointing None resolve as orchrm train resolves them here.
     cuda = torch.cuda.is_available()
-    auto = "bf16" if bf16_supported(torch.device("cuda" if cuda else "cpu")) else "fp32"
-    assert plain.dtype == auto and plain.attn_implementation == "sdpa"
+    assert plain.dtype == ("bf16" if forced == "1" else "fp32")
+    assert plain.attn_implementation == "sdpa"
     assert plain.gradient_checkpointing == cuda
     newer = TrainConfig(
         backbone=str(tmp_path),

@@ -53,7 +53,9 @@ def rm_dir(tmp_path_factory) -> Path:
 def rm(rm_dir) -> OrchRM:
     # fp32 even where bf16 is the default (CPUs with AMX): these tests compare scores
     # across batchings, which bf16 moves in the last bits (tests/test_rm.py covers bf16).
-    return OrchRM.load(rm_dir, device="cpu", batch_size=32, bf16=False)
+    rm = OrchRM.load(rm_dir, device="cpu", batch_size=32, dtype="fp32")
+    rm.score_texts(["warm-up"])  # as `serve` does: the first pass pays one-off costs
+    return rm
 
 
 @pytest.fixture(scope="module")

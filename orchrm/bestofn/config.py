@@ -91,6 +91,10 @@ class EvalConfig:
     """With --rm-url: the server's protocol (default: read from the URL's route)."""
     external_rm: str | None = None
     """Any Hugging Face sequence-classification reward model directory, as a baseline."""
+    dtype: str = setting("auto", choices=("auto", "bf16", "fp32"))
+    """Precision the reward models loaded here score in (--rm, --external-rm); auto: bf16
+    where the hardware runs it fast, else fp32 (ORCHRM_BF16 overrides the detection). A
+    server (--rm-url) scores in its own."""
     orchestrator: str | None = None
     """Whose samples are the candidates (None: every orchestrator's)."""
     n: int = setting(8, min=1)

@@ -169,8 +169,13 @@ def evaluate_held_out(config: EvalConfig, say=print, progress: bool = True) -> l
     tasks = _held_out_tasks(config)
     model = None
     if config.rm or config.rm_url:
-        model = load_scorer(config.rm, config.rm_url, config.rm_protocol)
-    external = OrchRM.load(config.external_rm, check_version=False) if config.external_rm else None
+        here = "auto" if config.rm_url else config.dtype  # a server scores in its own
+        model = load_scorer(config.rm, config.rm_url, config.rm_protocol, dtype=here)
+    external = (
+        OrchRM.load(config.external_rm, dtype=config.dtype, check_version=False)
+        if config.external_rm
+        else None
+    )
     judge = None
     if config.judge_base_url and not config.world_tasks:
         from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig

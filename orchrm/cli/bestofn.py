@@ -28,7 +28,7 @@ def selector_options(command):
 @config_options(
     EvalConfig,
     [
-        *("store", "held_out_of", "rm", "rm_url", "rm_protocol", "external_rm"),
+        *("store", "held_out_of", "rm", "rm_url", "rm_protocol", "external_rm", "dtype"),
         *("orchestrator", "n", "world_tasks"),
         *("reruns", "judge_base_url", "judge_model", "domain", "out"),
     ],

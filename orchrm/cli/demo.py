@@ -20,7 +20,7 @@ from orchrm.demo_config import DemoConfig
             "steps",
             "multihop_steps",
         ),
-        *("bf16", "reruns", "seed"),
+        *("dtype", "reruns", "seed"),
     ],
     settings={"presets": {"parser": csv_values, "spell": ",".join}},
 )

@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 import typer
 
@@ -24,6 +25,12 @@ from orchrm.cli.options import config_options
 from orchrm.jsonl import printable
 from orchrm.rm.calibrate import CalibrateConfig
 from orchrm.rm.config import TrainConfig
+
+DTYPE_HELP = (
+    "Precision of the forward passes; auto: bf16 where the hardware runs it fast (CUDA "
+    "with bf16, a CPU with AMX), else fp32; the ORCHRM_BF16 environment variable (1 or 0) "
+    "overrides the detection."
+)
 
 
 @config_options(
@@ -118,12 +125,13 @@ def train_command(
 def evaluate_rm_command(
     pairs: Path = typer.Argument(..., help="An exported pair file, e.g. runs/pairs/test.jsonl."),
     rm: Path = typer.Option(..., "--rm", help="A trained reward model directory."),
+    dtype: Literal["auto", "bf16", "fp32"] = typer.Option("auto", "--dtype", help=DTYPE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Pairwise accuracy of a reward model on held-out pairs: overall, per kind, per domain."""
     from orchrm.rm.train import evaluate_file
 
-    metrics = evaluate_file(rm, pairs)
+    metrics = evaluate_file(rm, pairs, dtype=dtype)
     if as_json:
         print(json.dumps(metrics, indent=2))
         return
@@ -162,6 +170,9 @@ def score_command(
     batch_size: int = typer.Option(
         32, "--batch-size", help="Orchestrations per forward pass (per request with --rm-url)."
     ),
+    dtype: Literal["auto", "bf16", "fp32"] = typer.Option(
+        "auto", "--dtype", help=DTYPE_HELP + " Not with --rm-url: a server scores in its own."
+    ),
 ) -> None:
     """Score every orchestration in FILES with a reward model, here or through a reward
     server: one JSON line per record (file, line, task_id, score or null with the
@@ -174,7 +185,7 @@ def score_command(
 
     remote = {"tokenizer": tokenizer, "max_length": max_length}
     remote = {k: v for k, v in remote.items() if v is not None}
-    model = load_scorer(rm, rm_url, protocol, batch_size=batch_size, **remote)
+    model = load_scorer(rm, rm_url, protocol, batch_size=batch_size, dtype=dtype, **remote)
     result = score_files(model, files)
     unreadable = [report_unreadable(path, err) for path, err in result.unreadable]
     if out:

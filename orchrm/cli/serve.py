@@ -24,6 +24,7 @@ from orchrm.serve.config import API_KEY_ENV, ServeConfig
         "max_body_bytes",
         "invalid_penalty",
         "device",
+        "dtype",
         "num_threads",
         "max_request_seconds",
         "prepare_workers",

@@ -45,10 +45,12 @@ def pairwise_accuracy(
     }
 
 
-def evaluate_file(model_dir: str | Path, pairs_file: str | Path, batch_size: int = 32) -> dict:
+def evaluate_file(
+    model_dir: str | Path, pairs_file: str | Path, batch_size: int = 32, dtype: str = "auto"
+) -> dict:
     """`pairwise_accuracy` of a saved reward model on an exported pair file (e.g. the
-    test split)."""
-    rm = OrchRM.load(model_dir, batch_size=batch_size)
+    test split), scored in `dtype` (auto, bf16 or fp32)."""
+    rm = OrchRM.load(model_dir, batch_size=batch_size, dtype=dtype)
     pairs = tokenize(read_pair_file(pairs_file), rm.tokenizer, rm.max_length)
     return pairwise_accuracy(
         rm.model, pairs, rm.tokenizer.pad_token_id, batch_size, rm.device, rm.bf16

@@ -30,6 +30,7 @@ from orchrm.orchestration import (
 from orchrm.rm.config import TrainConfig
 from orchrm.rm.data import collate
 from orchrm.rm.last_layer import read_first_position_only
+from orchrm.rm.precision import resolve_dtype
 from orchrm.rm.scorer import RenderingScorer
 
 METADATA = "orchrm.json"
@@ -37,17 +38,6 @@ METADATA = "orchrm.json"
 
 class ModelError(OrchrmError):
     """A reward model cannot be loaded or used as asked."""
-
-
-def bf16_supported(device: torch.device) -> bool:
-    """Whether bfloat16 autocast is worth using here: CUDA with bf16, or a CPU with AMX
-    tiles; a CPU with only AVX-512 BF16 trains faster in fp32 (docs/results.md#why-the-defaults)."""
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    try:
-        return "amx_bf16" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
 
 
 class TokenizerCounter:
@@ -286,14 +276,18 @@ class OrchRM(RenderingScorer):
         cls,
         path: str | Path,
         device: str | None = None,
-        bf16: bool | None = None,
+        dtype: str = "auto",
         trust_remote_code: bool = False,
         check_version: bool = True,
         batch_size: int = 32,
     ) -> OrchRM:
         """Load a saved reward model, or any sequence-classification model directory
-        used off the shelf (then without orchrm metadata). Refuses a model trained on
+        used off the shelf (then without orchrm metadata), to score in `dtype` (auto,
+        bf16 or fp32; `orchrm.rm.precision`). Refuses a model trained on
         another rendering version unless `check_version` is False."""
+        # Resolved first: a bad dtype or ORCHRM_BF16 costs no loading time.
+        target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        use_bf16 = resolve_dtype(dtype, target) == "bf16"
         path = model_directory(path)
         meta_file = path / METADATA
         metadata = json.loads(meta_file.read_text()) if meta_file.exists() else {}
@@ -305,10 +299,13 @@ class OrchRM(RenderingScorer):
                 "check_version=False"
             )
         model, tokenizer = load_backbone(str(path), trust_remote_code)
-        target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         model.to(target).eval()
-        use_bf16 = bf16_supported(target) if bf16 is None else bf16
         return cls(model, tokenizer, metadata, target, use_bf16, batch_size)
+
+    @property
+    def dtype(self) -> str:
+        """The precision this model scores in: bf16 (autocast) or fp32."""
+        return "bf16" if self.bf16 else "fp32"
 
     @property
     def max_length(self) -> int:

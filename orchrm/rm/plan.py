@@ -382,16 +382,11 @@ def _dtype_of(train_config, cuda: bool) -> str:
     bf16 = getattr(train_config, "bf16", None)
     if dtype in (None, "", "auto") and bf16 is not None:
         dtype = "bf16" if bf16 else "fp32"
-    names = {"bf16": "bf16", "bfloat16": "bf16", "fp32": "fp32", "float32": "fp32"}
-    if dtype in names:
-        return names[dtype]
-    if dtype not in (None, "", "auto"):
-        raise ConfigError(f"dtype {dtype!r}: the plan knows bf16 and fp32")
     import torch
 
-    from orchrm.rm.model import bf16_supported
+    from orchrm.rm.precision import resolve_dtype
 
-    return "bf16" if bf16_supported(torch.device("cuda" if cuda else "cpu")) else "fp32"
+    return resolve_dtype(dtype, torch.device("cuda" if cuda else "cpu"))
 
 
 def plan_from_train_config(train_config, num_devices: int = 1, zero_stage: int = 0) -> TrainingPlan:

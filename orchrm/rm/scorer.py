@@ -153,7 +153,7 @@ def load_scorer(
     *,
     batch_size: int = 32,
     device: str | None = None,
-    bf16: bool | None = None,
+    dtype: str = "auto",
     check_version: bool = True,
     trust_remote_code: bool = False,
     **remote,
@@ -162,8 +162,15 @@ def load_scorer(
     `rm_url`, the model that server holds, `rm` then being its local copy (rendering
     version and budget). `protocol` and `remote` (any `orchrm.rm.remote.RemoteConfig`
     field: `tokenizer`, `max_length`, `concurrency`, `timeout_s`, `api_key`, ...) only go
-    with a URL; `api_key` defaults to the ORCHRM_API_KEY environment variable. Raises an
-    `OrchrmError` naming what is missing or wrong."""
+    with a URL; `api_key` defaults to the ORCHRM_API_KEY environment variable. `dtype`
+    (auto, bf16 or fp32) only goes with a model scored here: a server scores in its own
+    precision (`orchrm serve --dtype`). Raises an `OrchrmError` naming what is missing or
+    wrong."""
+    if rm_url and dtype not in (None, "", "auto"):
+        raise ConfigError(
+            f"dtype {dtype} only applies to a model scored here: a reward server scores in "
+            "its own precision (orchrm serve --dtype)"
+        )
     if rm_url:
         from orchrm.rm.remote import API_KEY_ENV, RemoteConfig, RemoteScorer
 
@@ -193,7 +200,7 @@ def load_scorer(
     return OrchRM.load(
         rm,
         device=device,
-        bf16=bf16,
+        dtype=dtype,
         trust_remote_code=trust_remote_code,
         check_version=check_version,
         batch_size=batch_size,

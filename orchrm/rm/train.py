@@ -62,7 +62,6 @@ from orchrm.rm.evaluate import evaluate_file, pairwise_accuracy  # noqa: F401
 from orchrm.rm.loss import pair_loss
 from orchrm.rm.model import (
     add_lora,
-    bf16_supported,
     disable_dropout,  # noqa: F401
     load_backbone,
     load_for_training,
@@ -75,6 +74,7 @@ from orchrm.rm.parallel import (
     model_to_save,
     placement,
 )
+from orchrm.rm.precision import resolve_dtype
 from orchrm.rm.summary import TrainSummary
 from orchrm.rm.throughput import Meter, device_peak_flops, flops_per_token
 
@@ -171,9 +171,7 @@ def _prepare(config: TrainConfig, resume: bool) -> _Run:
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
     cuda = torch.cuda.is_available()
-    precision = config.precision()
-    bf16 = bf16_supported(torch.device("cuda" if cuda else "cpu"))
-    bf16 = bf16 if precision == "auto" else precision == "bf16"
+    bf16 = resolve_dtype(config.precision(), torch.device("cuda" if cuda else "cpu")) == "bf16"
     accelerator = make_accelerator(not cuda, "bf16" if bf16 else "no")
     where = placement(accelerator)
     if resume and where.wrapped:

@@ -273,6 +273,8 @@ def _add_routes(app: FastAPI, scoring: _Scoring, rm, config: ServeConfig) -> Non
             "model": Path(config.rm).name,
             "render_version": rm.metadata.get("render_version"),
             "max_length": rm.max_length,
+            "dtype": getattr(rm, "dtype", None),
+            "forward_batch_size": getattr(rm, "batch_size", None),
             "calibration": scoring.calibration.method if scoring.calibration else None,
             "max_batch_size": config.max_batch_size,
             "max_wait_ms": config.max_wait_ms,
@@ -408,7 +410,9 @@ def serve(config: ServeConfig) -> None:
     config.check()
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
-    rm = OrchRM.load(config.rm, device=config.device, batch_size=config.max_batch_size)
+    rm = OrchRM.load(
+        config.rm, device=config.device, dtype=config.dtype, batch_size=config.max_batch_size
+    )
     rm.batch_size = forward_batch_size(config, rm.device)
     rm.score_texts(["warm-up"])  # the first forward pass pays one-off costs
     uvicorn.Server(uvicorn_config(create_app(rm, config), config)).run()

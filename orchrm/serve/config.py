@@ -48,6 +48,11 @@ class ServeConfig:
     that break a graph rule are scored by the model and reported as `invalid`."""
     device: str | None = None
     """Torch device; None: CUDA when available, else CPU."""
+    dtype: str = setting("auto", choices=("auto", "bf16", "fp32"))
+    """Precision of the forward passes; auto: bf16 where the hardware runs it fast, else
+    fp32 (`orchrm.rm.precision`; ORCHRM_BF16 overrides the detection). /healthz says
+    which. A client gets this server's scores bit for bit from a local model loaded in
+    the same precision and scoring the same batches (docs/remote-scoring.md)."""
     num_threads: int | None = setting(None, min=1)
     """CPU threads for PyTorch; None: its default (one per core)."""
     max_request_seconds: float = 30.0

@@ -367,3 +367,19 @@ def test_every_consumer_scores_through_a_server_as_with_the_local_model(
         )
     assert close(rewards[0], rewards[1]) < TOLERANCE and rewards[0][-1] == -3.0
     assert close([r["score"] for r in verl], rewards[0][:-1]) < TOLERANCE  # normalized
+
+
+@pytest.mark.parametrize("zone", ["GMT", "+0000", "-0000"])
+def test_a_retry_after_date_is_read_in_utc_whatever_the_local_zone(zone, monkeypatch):
+    from email.utils import formatdate
+
+    from orchrm.rm.remote_http import _retry_after_seconds
+
+    monkeypatch.setenv("TZ", "Pacific/Kiritimati")  # UTC+14: a naive date would be 14 h off
+    time.tzset()
+    try:
+        when = formatdate(time.time() + 30, usegmt=True).replace("GMT", zone)
+        assert _retry_after_seconds(when) == pytest.approx(30, abs=2)
+    finally:
+        monkeypatch.undo()
+        time.tzset()

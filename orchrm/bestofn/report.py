@@ -228,7 +228,7 @@ def write_report(evaluations: list[Evaluation], out: str | Path, extra: dict | N
     look = styles(r.selector for ev in evaluations for r in ev.results)
     for ev in evaluations:
         plots(ev, out, look)
-    (out / "report.md").write_text(text)
+    (out / "report.md").write_text(text, encoding="utf-8")
     (out / "report.json").write_text(
         json.dumps({"evaluations": [ev.to_dict() for ev in evaluations], **(extra or {})}, indent=2)
     )

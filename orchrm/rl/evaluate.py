@@ -348,7 +348,7 @@ def write_report(runs: list[RunReport], out: str | Path, title: str, extra: dict
     for key, value in extra.items():
         if not isinstance(value, dict):  # the config and other nested numbers: JSON only
             text += f"\n{key}: {value}\n"
-    (out / "report.md").write_text(text)
+    (out / "report.md").write_text(text, encoding="utf-8")
     payload = {
         "title": title,
         "runs": [

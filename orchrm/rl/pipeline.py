@@ -302,7 +302,7 @@ def grpo_on_tasks(config: RLConfig, say=print) -> Path:
         f"\ntraining tokens: policy {totals['policy']:,}, reward model {totals['rm']:,}, "
         f"sub-agents {totals['execution']:,}"
     )
-    (out / "report.md").write_text("\n".join(lines) + "\n")
+    (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     payload = {
         "tasks": len(tasks),
         "chat": chat,

@@ -12,6 +12,7 @@ error are not retried: they raise `ModelError` at once, naming the URL.
 
 from __future__ import annotations
 
+import datetime
 import http.client
 import json
 import socket
@@ -55,9 +56,12 @@ def _retry_after_seconds(value: str | None) -> float | None:
     if value.isdigit():
         return float(value)
     try:
-        return parsedate_to_datetime(value).timestamp() - time.time()
+        when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:  # "-0000": UTC by RFC 5322, not this machine's zone
+        when = when.replace(tzinfo=datetime.UTC)
+    return when.timestamp() - time.time()
 
 
 class JsonClient:

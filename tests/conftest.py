@@ -16,6 +16,7 @@ taken away here, before orchrm, typer or torch is imported:
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -43,6 +44,15 @@ for _name in ("NO_PROXY", "no_proxy"):
     os.environ[_name] = ",".join([*_kept, "127.0.0.1", "localhost", "::1"])
 
 ORCHRM = Path(sys.executable).with_name("orchrm")
+
+
+@pytest.fixture
+def launch_port() -> str:
+    """A free loopback port for `accelerate launch --main_process_port`: its default,
+    29500, is taken by any other distributed job on the machine."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return str(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -215,11 +215,13 @@ def test_batches_are_random_draws_unless_sorted_and_reproducible():
     assert spread(length_grouped_batches(lengths, 8, seed=1, epoch=0, group=64)) / 50 < 10
 
 
-def test_accelerate_launch_trains_with_two_cpu_processes(pairs_dir, tmp_path):
+def test_accelerate_launch_trains_with_two_cpu_processes(pairs_dir, tmp_path, launch_port):
     command = [
         sys.executable,
         "-m",
         "accelerate.commands.launch",
+        "--main_process_port",
+        launch_port,
         "--multi_gpu",
         "--num_processes",
         "2",

@@ -555,13 +555,14 @@ def test_a_resumed_budget_run_ends_where_an_uninterrupted_one_does(pairs_dir, de
     assert all(torch.equal(whole[k], again[k]) for k in whole)
 
 
-def test_two_processes_accumulate_budget_passes_in_step(pairs_dir, decoders, tmp_path):
+def test_two_processes_accumulate_budget_passes_in_step(pairs_dir, decoders, tmp_path, launch_port):
     """DDP with passes that differ in number per process: gradients are synchronized on
     each step's last pass only, and every process runs as many passes."""
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-        "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-        "--dynamo_backend", "no", "-m", "orchrm.rm.train", "--pairs", str(pairs_dir),
+        "--main_process_port", launch_port, "--num_processes", "2", "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "orchrm.rm.train",
+        "--pairs", str(pairs_dir),
         "--out", str(tmp_path), "--backbone", str(decoders["llama"]), "--max-steps", "2",
         "--max-length", "192", "--batch-size", "4", "--grad-accumulation", "2",
         "--max-tokens-per-batch", "700", "--eval-every", "2", "--num-threads", "1",

@@ -178,13 +178,14 @@ def test_score_command_scores_the_good_lines_and_summarizes_the_rest(tmp_path, o
 
     path = hostile_file(tmp_path / "hostile.jsonl")
     done = orchrm_cli(
-        "score", str(path), str(tmp_path / "absent.jsonl"), "--rm", default_backbone()
-    )
+        "score", str(path), str(tmp_path / "absent.jsonl"), "--rm", default_backbone(),
+        "--dtype", "fp32",
+    )  # fmt: skip
     assert done.returncode == 1, done.stderr[-2000:]
     rows = [json.loads(x) for x in done.stdout.splitlines()]
     assert len(rows) == 18
     assert [r["line"] for r in rows if r["score"] is not None] == [1, 7, 8, 9, 10, 12, 17, 18]
-    assert "8 of 18 records scored; 2 bad_field; 1 bad_json; 2 invalid_json" in done.stderr
+    assert "8 of 18 records scored in fp32; 2 bad_field; 1 bad_json; 2 invalid_json" in done.stderr
     assert "no such file" in done.stderr and "1 file(s) could not be read" in done.stderr
 
 

@@ -100,7 +100,7 @@ def train_command(
     by_kind = history.get("accuracy_by_kind", {})
     processes = f"{summary.processes} process" + ("es" if summary.processes > 1 else "")
     console.print(
-        f"trained {summary.steps} steps on {summary.train_pairs:,} pairs "
+        f"trained {summary.steps} steps on {summary.train_pairs:,} pairs in {summary.dtype} "
         f"({summary.pairs_per_second:.1f} pairs/s, {processes})",
         highlight=False,
     )
@@ -196,6 +196,7 @@ def score_command(
     by_reason = Counter(p[2] for p in result.problems)
     err_console.print(
         f"{result.scored} of {len(result.rows)} records scored"
+        + (f" in {model.dtype}" if hasattr(model, "dtype") else "")  # a server: its own
         + (f" -> {printable(out)}" if out else "")
         + "".join(f"; {n} {reason}" for reason, n in sorted(by_reason.items())),
         markup=False,

@@ -1,7 +1,7 @@
 """Which precision the reward model computes in, resolved in one place.
 
-Every dtype setting (`orchrm train --dtype`, `score`, `eval` and `serve --dtype`, the
-demo's `--bf16`) takes `auto`, `bf16` or `fp32`. `auto` is bf16 where the hardware runs
+Every dtype setting (`--dtype` of `orchrm train`, `score`, `evaluate-rm`, `eval`,
+`serve` and `demo`) takes `auto`, `bf16` or `fp32`. `auto` is bf16 where the hardware runs
 it fast, CUDA with bf16 or a CPU with AMX tiles, and fp32 elsewhere (a CPU with only
 AVX-512 BF16 trains faster in fp32: docs/results.md#why-the-defaults).
 

@@ -47,7 +47,7 @@ def world_items(count: int) -> list[tuple[str, object]]:
 
 
 def serve(rm: OrchRM) -> tuple[str, uvicorn.Server, threading.Thread]:
-    config = ServeConfig(rm="bench", prepare_workers=1)
+    config = ServeConfig(rm="bench", prepare_workers=1, max_request_seconds=600)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn_config(create_app(rm, config), config))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from orchrm.configs import check, setting
 from orchrm.errors import ConfigError
 from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS
+from orchrm.rm.precision import DTYPES
 
 WORLD_PRESETS = ("math", "search", "multihop", "science")
 """The offline world's presets (`orchrm.world.tasks.PRESETS`)."""
@@ -42,7 +43,7 @@ class DemoConfig:
     """Training steps of the multihop reward model: its pairs carry little to learn (the
     orchestration matters little there), and fewer steps keep the demo near 15 minutes
     on two CPU cores without bf16."""
-    dtype: str = setting("auto", choices=("auto", "bf16", "fp32"))
+    dtype: str = setting("auto", choices=DTYPES)
     """Precision the reward models train and score in; auto: bf16 where the hardware runs
     it fast, else fp32 (`orchrm.rm.precision`; ORCHRM_BF16 overrides the detection)."""
     lr: float = SMALL_DATA_LR

@@ -11,6 +11,7 @@ from orchrm.bestofn.cost import MEASURES
 from orchrm.configs import check, setting
 from orchrm.errors import ConfigError
 from orchrm.rm.config import TrainConfig
+from orchrm.rm.precision import DTYPES
 from orchrm.store.config import MineConfig
 
 
@@ -91,7 +92,7 @@ class EvalConfig:
     """With --rm-url: the server's protocol (default: read from the URL's route)."""
     external_rm: str | None = None
     """Any Hugging Face sequence-classification reward model directory, as a baseline."""
-    dtype: str = setting("auto", choices=("auto", "bf16", "fp32"))
+    dtype: str = setting("auto", choices=DTYPES)
     """Precision the reward models loaded here score in (--rm, --external-rm); auto: bf16
     where the hardware runs it fast, else fp32 (ORCHRM_BF16 overrides the detection). A
     server (--rm-url) scores in its own."""

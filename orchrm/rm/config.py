@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 
 from orchrm.configs import check, setting
 from orchrm.errors import ConfigError
+from orchrm.rm.precision import DTYPES
 
 
 def default_backbone() -> str:
@@ -89,7 +90,7 @@ class TrainConfig:
     """Use each pair's `margin` field in the loss: -log sigmoid(r_c - r_r - margin)."""
     center_rewards: float | None = setting(None, min=0.0)
     """Coefficient of the reward-centering term mean((r_c + r_r)^2), as in TRL."""
-    dtype: str = setting("auto", choices=("auto", "bf16", "fp32"))
+    dtype: str = setting("auto", choices=DTYPES)
     """Training precision. bf16: computed in bfloat16 (autocast); with LoRA the frozen
     base is loaded in bf16 and the adapters and score head are kept in fp32; with full
     fine-tuning the weights stay fp32, the master copy the optimizer updates. auto: bf16

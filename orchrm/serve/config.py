@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from orchrm.configs import check, setting
 from orchrm.errors import ConfigError
+from orchrm.rm.precision import DTYPES
 
 API_KEY_ENV = "ORCHRM_API_KEY"
 
@@ -48,7 +49,7 @@ class ServeConfig:
     that break a graph rule are scored by the model and reported as `invalid`."""
     device: str | None = None
     """Torch device; None: CUDA when available, else CPU."""
-    dtype: str = setting("auto", choices=("auto", "bf16", "fp32"))
+    dtype: str = setting("auto", choices=DTYPES)
     """Precision of the forward passes; auto: bf16 where the hardware runs it fast, else
     fp32 (`orchrm.rm.precision`; ORCHRM_BF16 overrides the detection). /healthz says
     which. A client gets this server's scores bit for bit from a local model loaded in

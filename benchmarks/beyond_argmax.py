@@ -19,11 +19,11 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from orchrm.bestofn.lineup import build_lineup
-from orchrm.bestofn.metrics import evaluate_selectors, tasks_from_logs
-from orchrm.bestofn.selectors import AdaptiveSelector, CostAwareSelector
+from orchrm.calibration.methods import expected_calibration_error, fit_calibration, scored_outcomes
+from orchrm.evaluation.lineup import build_lineup
+from orchrm.evaluation.metrics import evaluate_selectors, tasks_from_logs
 from orchrm.jsonl import write_jsonl
-from orchrm.rm.calibration import expected_calibration_error, fit_calibration, scored_outcomes
+from orchrm.selection.selectors import AdaptiveSelector, CostAwareSelector
 from orchrm.world.generate import generate
 from orchrm.world.scorer import WorldScorer
 

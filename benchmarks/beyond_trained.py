@@ -20,12 +20,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from orchrm.bestofn.lineup import build_lineup, read_world_tasks
-from orchrm.bestofn.metrics import evaluate_selectors, tasks_from_logs
-from orchrm.bestofn.plots import plots
-from orchrm.bestofn.reliability import selector_calibration
-from orchrm.bestofn.selectors import AdaptiveSelector, CostAwareSelector
-from orchrm.rm.model import OrchRM
+from orchrm.evaluation.lineup import build_lineup, read_world_tasks
+from orchrm.evaluation.metrics import evaluate_selectors, tasks_from_logs
+from orchrm.evaluation.plots import plots
+from orchrm.evaluation.reliability import selector_calibration
+from orchrm.scoring.local import OrchRM
+from orchrm.selection.selectors import AdaptiveSelector, CostAwareSelector
 
 TOLERANCES = (0.005, 0.01, 0.02, 0.05)
 WEIGHTS = (0.1, 0.25, 0.5)

@@ -4,7 +4,7 @@
 
 Runs the demo (any `DemoConfig` field as an option, its defaults otherwise) and prints the
 stages `run_demo` times (`report.json`'s `seconds`: generating the world logs, each
-pipeline stage of `orchrm.rm.world_models` (ingest, mine, export, each model's training),
+pipeline stage of `orchrm.experiments.world_models` (ingest, mine, export, each model's training),
 each preset's evaluation), the wall time of the whole process, and its peak memory.
 """
 

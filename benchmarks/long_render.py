@@ -104,7 +104,7 @@ def main() -> None:
     args = parser.parse_args()
     from transformers import AutoTokenizer
 
-    from orchrm.rm.config import default_backbone
+    from orchrm.scoring.backbone import default_backbone
 
     tokenizer = AutoTokenizer.from_pretrained(default_backbone())
     cases = build_cases()

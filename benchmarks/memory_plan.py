@@ -4,9 +4,9 @@ for real on this machine's CPU, each point in a fresh process.
     .venv/bin/python benchmarks/memory_plan.py [--grid quick|full] [--dtype fp32|bf16]
         [--only llama-20m,bert-22m] [--steps 2] [--json runs/memory_plan.json]
 
-For each point: `orchrm.rm.plan.plan_training`'s peak (and its total), the peak resident
+For each point: `orchrm.memplan.plan.plan_training`'s peak (and its total), the peak resident
 memory one probe measured above what the process held before the model was built
-(`orchrm.rm.plan_probe`), and their ratio. The full grid takes several minutes on 2 cores.
+(`orchrm.memplan.probe`), and their ratio. The full grid takes several minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchrm.rm.plan import plan_training  # noqa: E402
-from orchrm.rm.plan_probe import Probe, measure  # noqa: E402
+from orchrm.memplan.plan import plan_training  # noqa: E402
+from orchrm.memplan.probe import Probe, measure  # noqa: E402
 
 MIB = 1024**2
 SHAPES = {

@@ -29,11 +29,13 @@ import torch
 import uvicorn
 
 from orchrm.parse import parse_harmony
-from orchrm.rm.config import default_backbone
-from orchrm.rm.model import OrchRM, load_backbone, save_model
-from orchrm.rm.scorer import load_scorer, score_items_with_tokens
+from orchrm.scoring.backbone import default_backbone, load_backbone
+from orchrm.scoring.base import score_items_with_tokens
+from orchrm.scoring.load import load_scorer
+from orchrm.scoring.local import OrchRM
 from orchrm.serve.app import create_app, uvicorn_config
 from orchrm.serve.config import ServeConfig
+from orchrm.training.build import save_model
 from orchrm.world.orchestrators import orchestrators
 from orchrm.world.tasks import generate_tasks
 

@@ -22,11 +22,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from orchrm.bestofn.lineup import build_lineup, evaluate_tasks
-from orchrm.bestofn.metrics import tasks_from_logs
-from orchrm.bestofn.report import terminal_table, write_report
+from orchrm.calibration.methods import METADATA_KEY, fit_calibration, scored_outcomes
+from orchrm.evaluation.lineup import build_lineup, evaluate_tasks
+from orchrm.evaluation.metrics import tasks_from_logs
+from orchrm.evaluation.report import terminal_table, write_report
 from orchrm.jsonl import write_jsonl
-from orchrm.rm.calibration import METADATA_KEY, fit_calibration, scored_outcomes
 from orchrm.world.generate import generate
 from orchrm.world.scorer import WorldScorer
 

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from orchrm.bestofn.metrics import tasks_from_logs
+from orchrm.evaluation.metrics import tasks_from_logs
 from orchrm.orchestration import AGENT_TYPES, Orchestration, render_for_rm
-from orchrm.rm.model import OrchRM
+from orchrm.scoring.local import OrchRM
 from orchrm.world.model import views
 from orchrm.world.tasks import SPLIT_CUES, TOPICS, WHOLE_CUES, hinted_type
 

@@ -27,14 +27,14 @@ import itertools
 import tempfile
 from pathlib import Path
 
-from orchrm.bestofn.lineup import build_lineup, evaluate_tasks, read_world_tasks
-from orchrm.bestofn.metrics import tasks_from_logs
-from orchrm.bestofn.report import points
 from orchrm.cli import quiet_third_party
 from orchrm.demo_config import DemoConfig
-from orchrm.rm.config import TrainConfig
-from orchrm.rm.model import OrchRM
-from orchrm.rm.train import train
+from orchrm.evaluation.lineup import build_lineup, evaluate_tasks, read_world_tasks
+from orchrm.evaluation.metrics import tasks_from_logs
+from orchrm.evaluation.report import points
+from orchrm.scoring.local import OrchRM
+from orchrm.training.config import TrainConfig
+from orchrm.training.train import train
 
 
 def _arguments() -> argparse.Namespace:

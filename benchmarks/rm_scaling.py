@@ -30,19 +30,20 @@ from pathlib import Path
 from rm_ceiling import chosen_p, cue_gap, fit_features, linear_scores
 from world_pairs import SAMPLES, world_pairs
 
-from orchrm.bestofn.lineup import evaluate_tasks
-from orchrm.bestofn.metrics import evaluate_selectors
-from orchrm.bestofn.report import points
-from orchrm.bestofn.selectors import (
+from orchrm.demo import DemoConfig
+from orchrm.evaluation.lineup import evaluate_tasks
+from orchrm.evaluation.metrics import evaluate_selectors
+from orchrm.evaluation.report import points
+from orchrm.scoring.backbone import backbone_budget
+from orchrm.scoring.local import OrchRM
+from orchrm.selection.selectors import (
     RewardModelSelector,
     bayes_selector,
     majority_selector,
     random_selector,
 )
-from orchrm.demo import DemoConfig
-from orchrm.rm.config import TrainConfig
-from orchrm.rm.model import OrchRM, backbone_budget
-from orchrm.rm.train import train
+from orchrm.training.config import TrainConfig
+from orchrm.training.train import train
 
 MAX_LENGTH = 128
 

@@ -19,8 +19,8 @@ import time
 import torch
 
 from orchrm.parse import from_dict
-from orchrm.rm.config import default_backbone
-from orchrm.rm.model import OrchRM
+from orchrm.scoring.backbone import default_backbone
+from orchrm.scoring.local import OrchRM
 from orchrm.world.generate import generate
 
 

@@ -59,10 +59,10 @@ def padding(pairs: Path, args) -> None:
     """Share of real tokens in the forward passes of one epoch of the training pairs:
     random batches in one pass each (as TRL pads them), in orchrm's length-sorted
     passes, and batches sorted by length 64 at a time."""
-    from orchrm.rm.batching import epoch_steps, passes_padded_tokens
-    from orchrm.rm.config import TrainConfig, default_backbone
-    from orchrm.rm.data import read_pair_file, tokenize
-    from orchrm.rm.model import load_backbone
+    from orchrm.scoring.backbone import default_backbone, load_backbone
+    from orchrm.training.batching import epoch_steps, passes_padded_tokens
+    from orchrm.training.config import TrainConfig
+    from orchrm.training.data import read_pair_file, tokenize
 
     _, tokenizer = load_backbone(default_backbone())
     data = tokenize(read_pair_file(pairs / "train.jsonl"), tokenizer, args.max_length)
@@ -86,9 +86,9 @@ def padding(pairs: Path, args) -> None:
 
 
 def run_orchrm(pairs: Path, out: Path, args) -> dict:
-    import orchrm.rm.train as loop
-    from orchrm.rm.config import TrainConfig
-    from orchrm.rm.train import train
+    import orchrm.training.train as loop
+    from orchrm.training.config import TrainConfig
+    from orchrm.training.train import train
 
     # CPU seconds of the optimizer steps, the span `train_seconds` times (validation and
     # checkpoints excluded); on shared cores they vary less than wall time.
@@ -132,8 +132,8 @@ def run_trl(pairs: Path, out: Path, args) -> dict:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from trl import RewardConfig, RewardTrainer
 
-    from orchrm.rm.config import default_backbone
-    from orchrm.rm.data import load_splits, tokenize
+    from orchrm.scoring.backbone import default_backbone
+    from orchrm.training.data import load_splits, tokenize
 
     backbone = default_backbone()
     tokenizer = AutoTokenizer.from_pretrained(backbone)
@@ -175,7 +175,7 @@ def run_trl(pairs: Path, out: Path, args) -> dict:
 
 def held_out_accuracy(model_dir: str, pairs: Path, max_length: int) -> float:
     """Pairwise accuracy on the validation split, both models scored by the same code."""
-    from orchrm.rm.model import OrchRM
+    from orchrm.scoring.local import OrchRM
 
     rows = [json.loads(x) for x in (pairs / "validation.jsonl").read_text().splitlines()]
     rm = OrchRM.load(model_dir, check_version=False)

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def child(settings: dict) -> None:
     """Train with `settings` (TrainConfig fields) here; print the summary and peak RSS."""
-    from orchrm.rm.config import TrainConfig
-    from orchrm.rm.train import train
+    from orchrm.training.config import TrainConfig
+    from orchrm.training.train import train
 
     summary = train(TrainConfig(**settings), progress=False).to_dict()
     summary.pop("history")

@@ -49,8 +49,8 @@ MODES = {"on": (32, 5.0), "off": (1, 0.0)}
 def default_model(folder: Path) -> Path:
     """The offline MiniLM as an (untrained) orchrm reward model, max_length 256 as
     `orchrm train` writes by default."""
-    from orchrm.rm.config import default_backbone
-    from orchrm.rm.model import load_backbone, save_model
+    from orchrm.scoring.backbone import default_backbone, load_backbone
+    from orchrm.training.build import save_model
 
     model, tokenizer = load_backbone(default_backbone())
     return save_model(model, tokenizer, folder / "model", {"max_length": 256})

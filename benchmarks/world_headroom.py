@@ -29,8 +29,8 @@ from pathlib import Path
 from rm_ceiling import chosen_p, fit_features, linear_scores
 from world_pairs import SAMPLES, world_pairs
 
-from orchrm.bestofn.lineup import evaluate_tasks
-from orchrm.bestofn.selectors import majority_selector
+from orchrm.evaluation.lineup import evaluate_tasks
+from orchrm.selection.selectors import majority_selector
 from orchrm.world.orchestrators import WorldOrchestrator
 from orchrm.world.tasks import PRESETS
 

@@ -7,11 +7,11 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchrm.bestofn.metrics import tasks_from_logs
-from orchrm.bestofn.reruns import with_reruns
-from orchrm.bestofn.selectors import CandidateSet
+from orchrm.evaluation.metrics import tasks_from_logs
+from orchrm.evaluation.reruns import with_reruns
+from orchrm.experiments.world_models import PairDataset, WorldRMConfig, world_reward_models
 from orchrm.jsonl import write_jsonl
-from orchrm.rm.world_models import PairDataset, WorldRMConfig, world_reward_models
+from orchrm.selection.selectors import CandidateSet
 from orchrm.store.pairs import MineSummary
 from orchrm.world.generate import generate
 from orchrm.world.orchestrators import orchestrators

@@ -1,7 +1,7 @@
 """What a config dataclass tells a command line about each of its fields: the help text
 (the field's `help` metadata, else the docstring written under it), the type an option
 parses, and the default. `orchrm.cli` makes typer options from it and
-`python -m orchrm.rm.train` an argparse parser, so neither writes a default or a help."""
+`python -m orchrm.training.train` an argparse parser, so neither writes a default or a help."""
 
 from __future__ import annotations
 

@@ -13,20 +13,25 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from orchrm.bestofn.lineup import (
+from orchrm.demo_config import DemoConfig
+from orchrm.evaluation.lineup import (
     build_lineup,
     evaluate_tasks,
     first_candidates,
     offline_selectors,
 )
-from orchrm.bestofn.metrics import tasks_from_logs
-from orchrm.bestofn.report import points, terminal_table, write_report
-from orchrm.bestofn.view import selections, write_evaluation_view
-from orchrm.demo_config import DemoConfig
+from orchrm.evaluation.metrics import tasks_from_logs
+from orchrm.evaluation.report import points, terminal_table, write_report
+from orchrm.experiments.world_models import (
+    PairDataset,
+    WorldRMConfig,
+    WorldRMResult,
+    world_reward_models,
+)
 from orchrm.jsonl import write_jsonl
-from orchrm.rm.config import TrainConfig
-from orchrm.rm.model import OrchRM
-from orchrm.rm.world_models import PairDataset, WorldRMConfig, WorldRMResult, world_reward_models
+from orchrm.scoring.local import OrchRM
+from orchrm.training.config import TrainConfig
+from orchrm.viewer.page import selections, write_evaluation_view
 from orchrm.world.generate import generate
 
 

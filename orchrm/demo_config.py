@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from orchrm.configs import check, setting
 from orchrm.errors import ConfigError
-from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS
-from orchrm.rm.precision import DTYPES
+from orchrm.scoring.precision import DTYPES
+from orchrm.training.config import SMALL_DATA_LR, SMALL_DATA_STEPS
 
 WORLD_PRESETS = ("math", "search", "multihop", "science")
 """The offline world's presets (`orchrm.world.tasks.PRESETS`)."""
@@ -45,7 +45,7 @@ class DemoConfig:
     on two CPU cores without bf16."""
     dtype: str = setting("auto", choices=DTYPES)
     """Precision the reward models train and score in; auto: bf16 where the hardware runs
-    it fast, else fp32 (`orchrm.rm.precision`; ORCHRM_BF16 overrides the detection)."""
+    it fast, else fp32 (`orchrm.scoring.precision`; ORCHRM_BF16 overrides the detection)."""
     lr: float = SMALL_DATA_LR
     """Learning rate of the three reward models."""
     max_length: int = setting(128, min=16)
@@ -54,7 +54,7 @@ class DemoConfig:
     """Seeds the world, the pair splits and training."""
     reruns: int = setting(20, min=0)
     """Re-executions of every held-out candidate, from which majority and the weighted
-    vote get an expected accuracy (`orchrm.bestofn.reruns`); 0: none."""
+    vote get an expected accuracy (`orchrm.evaluation.reruns`); 0: none."""
 
     def __post_init__(self) -> None:
         check(self)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchrm.bestofn.selectors import Candidate, CandidateSet
 from orchrm.orchestration import Agent, DoM, Orchestration
+from orchrm.selection.selectors import Candidate, CandidateSet
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "mas_orchestra"
 
@@ -133,7 +133,7 @@ def train_and_save(out: Path, steps: list[int], keep: int = 10) -> dict:
     """One optimizer step before each save; the weights each checkpoint holds."""
     import torch
 
-    from orchrm.rm.checkpoint import TrainState, save_checkpoint
+    from orchrm.training.checkpoint import TrainState, save_checkpoint
 
     model, optimizer, scheduler = tiny_training()
     saved = {}

@@ -20,14 +20,20 @@ RANK = {
     "tasks": 3,
     "world": 4,
     "store": 5,
-    "rm": 6,
-    "bestofn": 7,
-    "rl": 7,
-    "serve": 7,
-    "demo": 8,
-    "demo_config": 8,
-    "cli": 9,
-    "__main__": 10,
+    "scoring": 6,
+    "calibration": 7,
+    "training": 8,
+    "memplan": 9,
+    "selection": 10,
+    "rl": 11,
+    "serve": 12,
+    "evaluation": 13,
+    "viewer": 14,
+    "experiments": 15,
+    "demo_config": 16,
+    "demo": 17,
+    "cli": 18,
+    "__main__": 19,
 }
 SHARED = {"__init__", "errors", "jsonl", "progress", "configs", "terminal"}
 
@@ -70,6 +76,70 @@ def test_imports_flow_one_way_through_the_stages():
             if RANK[imported] > RANK[stage]:
                 backwards.append(f"{path.relative_to(ROOT)} imports orchrm.{imported}")
     assert not backwards, "imports against the data flow:\n" + "\n".join(backwards)
+
+
+def test_every_package_has_a_rank_of_its_own():
+    assert len(set(RANK.values())) == len(RANK)
+
+
+def _module_of(dotted: str) -> Path | None:
+    """The file `orchrm.a.b` names: a module, a package's `__init__.py`, or None (a name
+    inside a module)."""
+    path = ROOT.joinpath(*dotted.split("."))
+    if path.with_suffix(".py").is_file():
+        return path.with_suffix(".py")
+    if (path / "__init__.py").is_file():
+        return path / "__init__.py"
+    return None
+
+
+def _file_imports(path: Path) -> set[Path]:
+    """Every orchrm file `path` imports, at its top, inside a function or for type
+    checking: `from orchrm.a import b` counts `orchrm/a/b.py` when b is a module, else
+    `orchrm/a/__init__.py`."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if not node.module.startswith("orchrm"):
+                continue
+            for alias in node.names:
+                target = _module_of(f"{node.module}.{alias.name}") or _module_of(node.module)
+                found.add(target)
+        elif isinstance(node, ast.Import):
+            found |= {_module_of(a.name) for a in node.names if a.name.startswith("orchrm")}
+    return found - {None, path}
+
+
+def test_no_file_imports_itself_through_others():
+    """No import cycle between files (Tarjan's strongly connected components)."""
+    graph = {p: _file_imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node: Path) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(str(p.relative_to(ROOT)) for p in component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    assert not cycles, "files that import each other: " + "; ".join(map(" <-> ".join, cycles))
 
 
 def test_the_shared_modules_import_no_stage():

@@ -1,6 +1,6 @@
-"""Beyond the argmax of N: calibrated scores (orchrm.rm.calibration), the cost predicted
-from a plan (orchrm.bestofn.cost), and the selectors built on the reward model's scores:
-top-k vote, adaptive N, cost-aware choice (orchrm.bestofn.selectors)."""
+"""Beyond the argmax of N: calibrated scores (orchrm.calibration.methods), the cost predicted
+from a plan (orchrm.selection.cost), and the selectors built on the reward model's scores:
+top-k vote, adaptive N, cost-aware choice (orchrm.selection.selectors)."""
 
 from __future__ import annotations
 
@@ -12,27 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from orchrm.bestofn.cost import (
-    CostModel,
-    cost_correlation,
-    fit_cost_model,
-    measured_cost,
-    predict_cost,
-)
-from orchrm.bestofn.lineup import build_lineup
-from orchrm.bestofn.metrics import evaluate_selectors, tasks_from_logs
-from orchrm.bestofn.selectors import (
-    AdaptiveSelector,
-    CandidateSet,
-    CostAwareSelector,
-    Selection,
-    TopKVoteSelector,
-)
-from orchrm.errors import ConfigError, InputError
-from orchrm.jsonl import write_jsonl
-from orchrm.orchestration import Agent, DoM, Edge, Orchestration
-from orchrm.parse import from_dict, parse_harmony
-from orchrm.rm.calibration import (
+from orchrm.calibration.methods import (
     PlattCalibration,
     calibrate_model_dir,
     calibration_from_dict,
@@ -46,7 +26,27 @@ from orchrm.rm.calibration import (
     save_calibration,
     scored_outcomes,
 )
+from orchrm.errors import ConfigError, InputError
+from orchrm.evaluation.lineup import build_lineup
+from orchrm.evaluation.metrics import evaluate_selectors, tasks_from_logs
+from orchrm.jsonl import write_jsonl
+from orchrm.orchestration import Agent, DoM, Edge, Orchestration
+from orchrm.parse import from_dict, parse_harmony
 from orchrm.runtime.config import RunConfig
+from orchrm.selection.cost import (
+    CostModel,
+    cost_correlation,
+    fit_cost_model,
+    measured_cost,
+    predict_cost,
+)
+from orchrm.selection.selectors import (
+    AdaptiveSelector,
+    CandidateSet,
+    CostAwareSelector,
+    Selection,
+    TopKVoteSelector,
+)
 from orchrm.world.generate import generate
 from orchrm.world.scorer import WorldScorer
 from tests.samples import HIGH_DOM, LOW_DOM, candidate_set, plan, tiny_decoder
@@ -124,7 +124,7 @@ def test_calibrating_a_tiny_model_on_world_candidates(tmp_path):
     assert summary.ece == pytest.approx(0.0, abs=1e-9)  # isotonic: exact on its own data
     metadata = json.loads((folder / "orchrm.json").read_text())
     assert metadata["max_length"] == 256  # every other key kept
-    from orchrm.rm.scorer import load_scorer
+    from orchrm.scoring.load import load_scorer
 
     scorer = load_scorer(folder)
     assert calibration_from_metadata(scorer.metadata) == summary.calibration

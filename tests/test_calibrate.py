@@ -1,4 +1,4 @@
-"""`orchrm calibrate` (orchrm.rm.calibrate): a tiny real reward model calibrated on world
+"""`orchrm calibrate` (orchrm.calibration.calibrate): a tiny real reward model calibrated on world
 logs, every record or one split's tasks of a store; the map stored in its orchrm.json,
 read back, and replaced by the next calibration."""
 
@@ -9,10 +9,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from orchrm.calibration.methods import calibration_from_dict, calibration_from_metadata
 from orchrm.cli import app
 from orchrm.jsonl import write_jsonl
-from orchrm.rm.calibration import calibration_from_dict, calibration_from_metadata
-from orchrm.rm.scorer import load_scorer
+from orchrm.scoring.load import load_scorer
 from orchrm.store.db import Store
 from orchrm.world.generate import generate
 from tests.samples import tiny_decoder

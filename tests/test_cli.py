@@ -88,9 +88,9 @@ def test_train_options_are_train_config_fields_with_its_defaults(monkeypatch, tm
     """Options left out keep TrainConfig's defaults; the ones given reach the config."""
     from typer.testing import CliRunner
 
-    import orchrm.rm.train
+    import orchrm.training.train
     from orchrm.cli import app
-    from orchrm.rm.config import TrainConfig
+    from orchrm.training.config import TrainConfig
 
     seen = []
 
@@ -98,7 +98,7 @@ def test_train_options_are_train_config_fields_with_its_defaults(monkeypatch, tm
         seen.append((config, resume))
         raise SystemExit(0)
 
-    monkeypatch.setattr(orchrm.rm.train, "train", train)
+    monkeypatch.setattr(orchrm.training.train, "train", train)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "p").mkdir()  # train refuses a pair path where there is nothing
     args = ["train", "--pairs", "p", "--lr", "0.001", "--no-bf16", "--lora", "--resume"]
@@ -145,10 +145,10 @@ def test_a_bug_keeps_its_traceback_and_exits_1(tmp_path):
 
 
 def test_the_accelerate_entry_point_reads_the_same_fields_as_orchrm_train():
-    """`python -m orchrm.rm.train` (for `accelerate launch`) and `orchrm train` both take
+    """`python -m orchrm.training.train` (for `accelerate launch`) and `orchrm train` both take
     their flags, help and defaults from TrainConfig's fields."""
     from orchrm.configs import argument_parser, field_help, given
-    from orchrm.rm.config import TrainConfig
+    from orchrm.training.config import TrainConfig
 
     parser = argument_parser(TrainConfig, "train")
     args = given(parser.parse_args(["--pairs", "p", "--lr", "0.01", "--no-bf16", "--lora"]))
@@ -213,7 +213,7 @@ def test_a_store_typo_is_refused_and_a_small_mine_warns_of_an_empty_split(tmp_pa
 
 
 def test_a_wrong_model_path_says_what_is_there(tmp_path, orchrm_cli):
-    from orchrm.rm.model import ModelError, model_directory
+    from orchrm.scoring.backbone import ModelError, model_directory
 
     (tmp_path / "rm" / "model").mkdir(parents=True)
     (tmp_path / "rm" / "model" / "config.json").write_text("{}")

@@ -1,4 +1,4 @@
-"""orchrm.bestofn.crossval: cross-validated best-of-N, each task scored by an unseen model."""
+"""orchrm.evaluation.crossval: cross-validated best-of-N, each task scored by an unseen model."""
 
 import json
 import subprocess
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from orchrm.bestofn.crossval import LotoConfig, cross_validate, fold_of
+from orchrm.evaluation.crossval import LotoConfig, cross_validate, fold_of
 from orchrm.jsonl import read_jsonl, write_jsonl
-from orchrm.rm.config import TrainConfig
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
 from orchrm.store.pairs import MineConfig
+from orchrm.training.config import TrainConfig
 from orchrm.world.generate import generate
 
 

@@ -9,8 +9,7 @@ from transformers import AutoTokenizer
 
 from orchrm.demo import DemoConfig, run_demo
 from orchrm.jsonl import read_jsonl
-from orchrm.rm.config import default_backbone
-from orchrm.rm.model import render_budget
+from orchrm.scoring.backbone import default_backbone, render_budget
 
 
 def test_demo_writes_the_report_with_every_selector(tmp_path):

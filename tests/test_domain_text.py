@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from orchrm.bestofn.selectors import Candidate, CandidateSet, RewardModelSelector
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import Agent, DoM, Orchestration, approx_token_count, render_for_rm
-from orchrm.rm.scorer import RenderingScorer, score_items_with_tokens
+from orchrm.scoring.base import RenderingScorer, score_items_with_tokens
+from orchrm.selection.selectors import Candidate, CandidateSet, RewardModelSelector
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
 from orchrm.store.pairs import MineConfig, mine, preference_rows

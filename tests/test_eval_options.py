@@ -1,5 +1,5 @@
 """`orchrm eval`'s options for the selectors built on the reward model's scores
-(`orchrm.bestofn.config.SelectorOptions`): from the command line to `LineupInputs`."""
+(`orchrm.selection.options.SelectorOptions`): from the command line to `LineupInputs`."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from dataclasses import asdict, fields
 import pytest
 from typer.testing import CliRunner
 
-import orchrm.bestofn.lineup
-from orchrm.bestofn.config import SelectorOptions
-from orchrm.bestofn.lineup import build_lineup
-from orchrm.bestofn.metrics import tasks_from_logs
-from orchrm.bestofn.registry import LineupInputs
-from orchrm.bestofn.selectors import CandidateSet, Selection
+import orchrm.evaluation.lineup
 from orchrm.cli import app
 from orchrm.errors import ConfigError
+from orchrm.evaluation.lineup import build_lineup
+from orchrm.evaluation.metrics import tasks_from_logs
 from orchrm.jsonl import write_jsonl
+from orchrm.selection.options import SelectorOptions
+from orchrm.selection.registry import LineupInputs
+from orchrm.selection.selectors import CandidateSet, Selection
 from orchrm.world.generate import generate
 
 
@@ -46,7 +46,7 @@ def test_eval_options_reach_the_line_up_inputs(monkeypatch, world_log, tmp_path)
         seen.append(inputs)
         raise SystemExit(0)  # what the line-up was built from is all this test reads
 
-    monkeypatch.setattr(orchrm.bestofn.lineup, "line_up", line_up)
+    monkeypatch.setattr(orchrm.evaluation.lineup, "line_up", line_up)
     base = ["eval", str(world_log), "--samples", "2", "--out", str(tmp_path / "r")]
     given = [
         *("--cost-weight", "0.5", "--cost-measure", "critical_path_calls"),

@@ -1,11 +1,11 @@
-"""orchrm.bestofn.judges: LLM-as-a-judge at orchestration and at trajectory level."""
+"""orchrm.selection.judges: LLM-as-a-judge at orchestration and at trajectory level."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchrm.bestofn.lineup import build_lineup, evaluate_tasks, read_world_tasks
-from orchrm.bestofn.metrics import tasks_from_logs
+from orchrm.evaluation.lineup import build_lineup, evaluate_tasks, read_world_tasks
+from orchrm.evaluation.metrics import tasks_from_logs
 from orchrm.jsonl import write_jsonl
 from orchrm.world.generate import generate
 
@@ -31,6 +31,6 @@ def test_world_judges_read_plans_or_trajectories_and_count_tokens(tmp_path):
     assert at["majority"].expected_accuracy is None and at["judge-traj"].expected_accuracy is None
     lo, hi = at["bayes"].expected_accuracy_ci
     assert lo <= at["bayes"].expected_accuracy <= hi
-    from orchrm.bestofn.report import markdown
+    from orchrm.evaluation.report import markdown
 
     assert "| majority | " in markdown(ev) and "expected accuracy % (95% CI)" in markdown(ev)

@@ -1,4 +1,4 @@
-"""orchrm.bestofn.lineup and registry: the line-up every command builds, world re-executions,
+"""orchrm.evaluation.lineup and registry: the line-up every command builds, world re-executions,
 and the eval command."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import statistics
 
 import pytest
 
-from orchrm.bestofn.lineup import build_lineup
-from orchrm.bestofn.metrics import evaluate_selectors, tasks_from_logs
 from orchrm.errors import InputError
+from orchrm.evaluation.lineup import build_lineup
+from orchrm.evaluation.metrics import evaluate_selectors, tasks_from_logs
 from orchrm.jsonl import write_jsonl
 from orchrm.world.generate import generate
 from tests.samples import candidate_set
@@ -131,8 +131,8 @@ def test_eval_command_reads_a_store_and_writes_a_table_per_domain(tmp_path):
 
 
 def test_the_line_up_holds_every_registered_selector_its_inputs_allow():
-    from orchrm.bestofn.registry import REGISTRY, RERUN_SELECTORS
-    from orchrm.bestofn.selectors import Selection
+    from orchrm.selection.registry import REGISTRY, RERUN_SELECTORS
+    from orchrm.selection.selectors import Selection
 
     generated = generate("math", 3, 2, seed=7, progress=False)
     tasks = [candidate_set(["1", "2"], [True, False])]

@@ -7,7 +7,7 @@ budget; one question is longer than its share. At budgets of 4096, 8192 and 1638
 by the offline MiniLM's fast tokenizer (`render_budget`) and by characters, the text must
 fit, stay whole when it fits, lose thinking first and keep the structure and the question
 as the rules say; the work is linear in the text; and `orchrm pairs export` cuts texts to
-exactly the token counts the trainer (`orchrm.rm.data.tokenize`) reads.
+exactly the token counts the trainer (`orchrm.training.data.tokenize`) reads.
 `benchmarks/long_render.py` prints the same renders' speed and sizes.
 """
 
@@ -117,7 +117,7 @@ def long_cases(data: Path = DATA) -> list[LongCase]:
 def budget_of(name: str, budget: int, tokenizer) -> tuple[int, TokenCounter]:
     """(max_tokens, count_tokens) for `render_for_rm`: the MiniLM tokenizer's budget
     (special tokens left out, as the trainer and `OrchRM.render` count), or characters."""
-    from orchrm.rm.model import render_budget
+    from orchrm.scoring.backbone import render_budget
 
     return render_budget(tokenizer, budget) if name == "minilm" else (budget, len)
 
@@ -167,7 +167,7 @@ def full_text(case: LongCase) -> str:
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from orchrm.rm.config import default_backbone
+    from orchrm.scoring.backbone import default_backbone
 
     return AutoTokenizer.from_pretrained(default_backbone())
 
@@ -438,11 +438,11 @@ def test_exported_token_counts_are_what_the_trainer_reads(cases, tokenizer, tmp_
     special tokens plus the tokenizer's specials, within 4096, so `tokenize` truncates
     nothing; the longest texts were cut to sit at the budget."""
     from orchrm.jsonl import read_jsonl, write_jsonl
-    from orchrm.rm.data import tokenize
-    from orchrm.rm.model import backbone_budget, token_counter
+    from orchrm.scoring.backbone import backbone_budget, token_counter
     from orchrm.store.db import Store
     from orchrm.store.ingest import ingest_file
     from orchrm.store.pairs import MineConfig, export, mine
+    from orchrm.training.data import tokenize
 
     log = tmp_path / "long.jsonl"
     write_jsonl(run_records(cases), log)

@@ -1,16 +1,13 @@
-"""orchrm.bestofn.metrics: accuracy, expected accuracy from re-executions, paired intervals,
+"""orchrm.evaluation.metrics: accuracy, expected accuracy from re-executions, paired intervals,
 and candidate sets read from logs and stores."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchrm.bestofn.metrics import evaluate_selectors, tasks_from_logs
-from orchrm.bestofn.selectors import (
-    CandidateSet,
-    majority_selector,
-)
+from orchrm.evaluation.metrics import evaluate_selectors, tasks_from_logs
 from orchrm.jsonl import write_jsonl
+from orchrm.selection.selectors import CandidateSet, majority_selector
 from orchrm.world.generate import generate
 from tests.samples import candidate_set
 
@@ -42,8 +39,8 @@ def test_votes_get_an_expected_accuracy_from_reruns():
 def test_selectors_are_compared_with_the_baseline_task_by_task():
     """Plan 0 is right on 60 of 100 tasks and plan 1 on 50 of them, always the same
     ones: the marginal intervals overlap, the paired one of the 10-point gain does not."""
-    from orchrm.bestofn.report import markdown
-    from orchrm.bestofn.selectors import Selection
+    from orchrm.evaluation.report import markdown
+    from orchrm.selection.selectors import Selection
 
     tasks = [
         CandidateSet(
@@ -81,7 +78,7 @@ def test_selectors_are_compared_with_the_baseline_task_by_task():
 
 
 def test_store_tasks_match_log_tasks_and_hold_out_trained_ones(tmp_path):
-    from orchrm.bestofn.metrics import tasks_from_store
+    from orchrm.evaluation.metrics import tasks_from_store
     from orchrm.store.db import Store
     from orchrm.store.ingest import ingest_file
     from orchrm.store.pairs import MineConfig, mine

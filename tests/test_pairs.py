@@ -449,7 +449,7 @@ def test_trl_reward_trainer_trains_on_the_exported_jsonl(world, tmp_path):
 def test_export_can_cut_by_the_reward_models_own_tokenizer(world, tmp_path):
     from transformers import AutoTokenizer
 
-    from orchrm.rm.config import default_backbone
+    from orchrm.scoring.backbone import default_backbone
 
     tok = AutoTokenizer.from_pretrained(default_backbone())
 
@@ -470,8 +470,7 @@ def test_pairs_export_command_cuts_by_a_tokenizer_and_names_one_it_cannot_load(
 ):
     from transformers import AutoTokenizer
 
-    from orchrm.rm.config import default_backbone
-    from orchrm.rm.model import token_counter
+    from orchrm.scoring.backbone import default_backbone, token_counter
 
     db = tmp_path / "cli.duckdb"
     with Store(db) as store:

@@ -1,4 +1,4 @@
-"""Scoring through reward servers (`orchrm.rm.remote`): every protocol over real loopback
+"""Scoring through reward servers (`orchrm.scoring.remote`): every protocol over real loopback
 HTTP, backed by a real model (the offline MiniLM, saved untrained: arbitrary but
 deterministic scores), gives the local model's scores and token counts; and the failures
 a client meets (a busy server, a slow one, none at all, another rendering version)."""
@@ -18,13 +18,15 @@ import uvicorn
 
 from orchrm.errors import ConfigError, OrchrmError
 from orchrm.parse import parse_harmony
-from orchrm.rm.config import default_backbone
-from orchrm.rm.model import OrchRM, load_backbone, save_model
-from orchrm.rm.remote_http import RemoteError
-from orchrm.rm.remote_protocols import apportion, logit, protocol_of
-from orchrm.rm.scorer import Scorer, load_scorer, score_items_with_tokens
+from orchrm.scoring.backbone import default_backbone, load_backbone
+from orchrm.scoring.base import Scorer, score_items_with_tokens
+from orchrm.scoring.load import load_scorer
+from orchrm.scoring.local import OrchRM
+from orchrm.scoring.remote_http import RemoteError
+from orchrm.scoring.remote_protocols import apportion, logit, protocol_of
 from orchrm.serve.app import create_app, uvicorn_config
 from orchrm.serve.config import ServeConfig
+from orchrm.training.build import save_model
 from orchrm.world.orchestrators import orchestrators
 from orchrm.world.tasks import generate_tasks
 from tests.loopback_rm import LoopbackRM, sigmoid32
@@ -333,10 +335,10 @@ def test_in_bf16_a_server_scores_as_a_local_model_that_batches_alike(rm_dir, tmp
 def test_every_consumer_scores_through_a_server_as_with_the_local_model(
     rm, rm_dir, items, monkeypatch
 ):
-    from orchrm.bestofn.selectors import Candidate, CandidateSet, RewardModelSelector
     from orchrm.orchestration import to_harmony
     from orchrm.rl import verl_reward
     from orchrm.rl.rewards import OrchRMReward
+    from orchrm.selection.selectors import Candidate, CandidateSet, RewardModelSelector
 
     tasks = [
         CandidateSet(f"t{k}", q, tuple(Candidate(o) for qq, o in items if qq == q))
@@ -373,7 +375,7 @@ def test_every_consumer_scores_through_a_server_as_with_the_local_model(
 def test_a_retry_after_date_is_read_in_utc_whatever_the_local_zone(zone, monkeypatch):
     from email.utils import formatdate
 
-    from orchrm.rm.remote_http import _retry_after_seconds
+    from orchrm.scoring.remote_http import _retry_after_seconds
 
     monkeypatch.setenv("TZ", "Pacific/Kiritimati")  # UTC+14: a naive date would be 14 h off
     time.tzset()

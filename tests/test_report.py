@@ -1,4 +1,4 @@
-"""orchrm.bestofn.report: the Markdown tables, the plots and the JSON of an evaluation."""
+"""orchrm.evaluation.report: the Markdown tables, the plots and the JSON of an evaluation."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 from matplotlib.colors import to_hex
 from matplotlib.container import ErrorbarContainer
 
-from orchrm.bestofn.metrics import evaluate_selectors
-from orchrm.bestofn.plots import figures, plots
-from orchrm.bestofn.registry import colour, label
-from orchrm.bestofn.report import markdown, terminal_table, write_report
-from orchrm.bestofn.selectors import (
+from orchrm.evaluation.metrics import evaluate_selectors
+from orchrm.evaluation.plots import figures, plots
+from orchrm.evaluation.report import markdown, terminal_table, write_report
+from orchrm.selection.registry import colour, label
+from orchrm.selection.selectors import (
     CandidateSet,
     Selection,
     bayes_selector,
@@ -50,8 +50,8 @@ def test_evaluation_intervals_and_report(tmp_path):
 
 
 def test_the_report_names_what_the_registry_says_is_replayed():
-    from orchrm.bestofn.registry import REGISTRY, colour, label
-    from orchrm.bestofn.report import DEFINITION
+    from orchrm.evaluation.report import DEFINITION
+    from orchrm.selection.registry import REGISTRY, colour, label
 
     replayed = [e.label for e in REGISTRY if e.replays_reruns]
     assert f"for {', '.join(replayed[:-1])} and {replayed[-1]}, their accuracy" in DEFINITION
@@ -210,7 +210,7 @@ def test_an_evaluation_without_tasks_still_reports(tmp_path):
 
 
 def test_the_pareto_frontier_keeps_the_non_dominated_points_cheapest_first():
-    from orchrm.bestofn.plots import pareto_frontier
+    from orchrm.evaluation.plots import pareto_frontier
 
     # (tokens, accuracy): b costs more than a for less, so it is dominated
     assert pareto_frontier([(100, 0.5), (200, 0.4), (300, 0.9), (50, 0.2)]) == [3, 0, 2]
@@ -222,7 +222,7 @@ def test_the_pareto_frontier_keeps_the_non_dominated_points_cheapest_first():
 
 
 def test_log_ticks_are_round_numbers_inside_the_range():
-    from orchrm.bestofn.plots import log_ticks
+    from orchrm.evaluation.plots import log_ticks
 
     assert log_ticks(3_000, 140_000) == [5_000, 10_000, 20_000, 50_000, 100_000]
     assert log_ticks(1_100, 4_400) == [2_000, 3_000, 4_000]  # too few 1-2-5 steps
@@ -231,7 +231,7 @@ def test_log_ticks_are_round_numbers_inside_the_range():
 def test_the_pareto_plot_joins_the_frontier_of_the_real_selectors(world_eval):
     from matplotlib.ticker import FixedLocator
 
-    from orchrm.bestofn.plots import GROUND_TRUTH, pareto_frontier
+    from orchrm.evaluation.plots import GROUND_TRUTH, pareto_frontier
 
     fig = figures(world_eval)["toy_pareto.png"]
     ax = fig.axes[0]
@@ -255,7 +255,7 @@ def test_the_pareto_plot_joins_the_frontier_of_the_real_selectors(world_eval):
 
 
 def test_the_report_has_orchestrator_tokens_and_the_pareto_png(world_eval, tmp_path):
-    from orchrm.bestofn.report import DEFINITION
+    from orchrm.evaluation.report import DEFINITION
 
     ev = replace(
         world_eval,

@@ -1,4 +1,4 @@
-"""orchrm.bestofn.reliability and its part of the report: the calibrated P(correct) of the
+"""orchrm.evaluation.reliability and its part of the report: the calibrated P(correct) of the
 Orch-RM model on held-out candidates (ECE against outcomes and true probabilities, beside
 the raw sigmoid), and its reliability diagram."""
 
@@ -10,19 +10,19 @@ from dataclasses import replace
 
 import pytest
 
-from orchrm.bestofn.lineup import build_lineup, evaluate_tasks
-from orchrm.bestofn.metrics import tasks_from_logs
-from orchrm.bestofn.plots import figures
-from orchrm.bestofn.reliability import calibration_report
-from orchrm.bestofn.report import markdown, terminal_table, write_report
-from orchrm.bestofn.selectors import CandidateSet
-from orchrm.jsonl import write_jsonl
-from orchrm.rm.calibration import (
+from orchrm.calibration.methods import (
     METADATA_KEY,
     PlattCalibration,
     expected_calibration_error,
     fit_calibration,
 )
+from orchrm.evaluation.lineup import build_lineup, evaluate_tasks
+from orchrm.evaluation.metrics import tasks_from_logs
+from orchrm.evaluation.plots import figures
+from orchrm.evaluation.reliability import calibration_report
+from orchrm.evaluation.report import markdown, terminal_table, write_report
+from orchrm.jsonl import write_jsonl
+from orchrm.selection.selectors import CandidateSet
 from orchrm.world.generate import generate
 from orchrm.world.scorer import WorldScorer
 from tests.samples import candidate_set

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from orchrm.errors import ConfigError
-from orchrm.rm.remote import RemoteConfig
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.retry import RetryPolicy
+from orchrm.scoring.remote import RemoteConfig
 
 
 def test_the_wait_doubles_per_try_up_to_the_cap():

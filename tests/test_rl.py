@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 from orchrm.cli import app
 from orchrm.errors import ConfigError
+from orchrm.experiments.rl_compare import PolicyEval, curve_callback, evaluate_policy
+from orchrm.experiments.rl_data import prompt_rows
 from orchrm.orchestration import render_for_rm
 from orchrm.rl import verl_reward
 from orchrm.rl.config import PolicyConfig, RLConfig
-from orchrm.rl.data import prompt_rows
-from orchrm.rl.evaluate import PolicyEval, curve_callback, evaluate_policy
 from orchrm.rl.policy import (
     load_policy,
     new_policy,
@@ -32,7 +32,8 @@ from orchrm.rl.policy import (
     train_tokenizer,
 )
 from orchrm.rl.rewards import ExecutionReward, OrchRMReward, TokenLedger, runnable
-from orchrm.rm.model import METADATA, OrchRM
+from orchrm.scoring.backbone import METADATA
+from orchrm.scoring.local import OrchRM
 from orchrm.world.backend import WorldBackend
 from orchrm.world.generate import world_config
 from orchrm.world.orchestrators import orchestrators
@@ -423,7 +424,12 @@ def _policy_eval(step: int, expected: float) -> PolicyEval:
 def test_learning_curve_starts_every_run_at_step_0_and_tables_fit_a_terminal(tmp_path):
     from matplotlib.container import ErrorbarContainer
 
-    from orchrm.rl.evaluate import RunReport, curve_figure, terminal_report, write_report
+    from orchrm.experiments.rl_compare import (
+        RunReport,
+        curve_figure,
+        terminal_report,
+        write_report,
+    )
 
     start = _policy_eval(0, 0.30)
     runs = [

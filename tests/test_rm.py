@@ -1,4 +1,4 @@
-"""orchrm.rm: training a Bradley-Terry reward model, saving, loading, resuming, scoring."""
+"""Training a Bradley-Terry reward model, saving, loading, resuming, scoring."""
 
 from __future__ import annotations
 
@@ -19,13 +19,14 @@ from transformers import AutoModelForSequenceClassification
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import render_for_rm
 from orchrm.parse import parse_harmony
-from orchrm.rm.batching import length_grouped_batches
-from orchrm.rm.config import TrainConfig
-from orchrm.rm.model import ModelError, OrchRM, token_counter
-from orchrm.rm.train import train
+from orchrm.scoring.backbone import ModelError, token_counter
+from orchrm.scoring.local import OrchRM
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
 from orchrm.store.pairs import MineConfig, export, mine
+from orchrm.training.batching import length_grouped_batches
+from orchrm.training.config import TrainConfig
+from orchrm.training.train import train
 from orchrm.world.generate import generate
 from tests.samples import HIGH_DOM, LOW_DOM, tiny_decoder, tiny_training, train_and_save
 
@@ -79,7 +80,7 @@ def test_training_learns_and_saves_a_standard_checkpoint(trained):
 
 def test_training_moves_the_weights(trained):
     out, _ = trained
-    from orchrm.rm.config import default_backbone
+    from orchrm.scoring.backbone import default_backbone
 
     before = load_file(Path(default_backbone()) / "model.safetensors")
     after = load_file(out / "model" / "model.safetensors")
@@ -171,7 +172,7 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(pairs_dir, tmp_path):
         "2",
     ]
     process = subprocess.Popen(
-        [sys.executable, "-m", "orchrm.rm.train", *flags],
+        [sys.executable, "-m", "orchrm.training.train", *flags],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -232,7 +233,7 @@ def test_accelerate_launch_trains_with_two_cpu_processes(pairs_dir, tmp_path, la
         "--dynamo_backend",
         "no",
         "-m",
-        "orchrm.rm.train",
+        "orchrm.training.train",
         "--pairs",
         str(pairs_dir),
         "--out",
@@ -341,7 +342,7 @@ def test_train_and_score_commands(pairs_dir, tmp_path):
 
 
 def test_evaluating_the_saved_model_reproduces_its_validation_accuracy(trained, pairs_dir):
-    from orchrm.rm.train import evaluate_file
+    from orchrm.training.train import evaluate_file
 
     out, summary = trained
     metrics = evaluate_file(out / "model", pairs_dir / "validation.jsonl")
@@ -352,8 +353,8 @@ def test_evaluating_the_saved_model_reproduces_its_validation_accuracy(trained, 
 def test_validation_scores_each_distinct_text_once(trained, pairs_dir, monkeypatch):
     """A plan sits in several pairs of its task; it is scored once, and every pair
     still gets its score (the accuracy matches pair-by-pair scoring)."""
-    import orchrm.rm.evaluate as rm_evaluate
-    from orchrm.rm.data import read_pair_file, tokenize
+    import orchrm.training.evaluate as rm_evaluate
+    from orchrm.training.data import read_pair_file, tokenize
 
     out, _ = trained
     rm = OrchRM.load(out / "model")
@@ -381,9 +382,8 @@ def test_validation_scores_each_distinct_text_once(trained, pairs_dir, monkeypat
 
 
 def test_the_score_head_can_get_its_own_learning_rate():
-    from orchrm.rm.config import default_backbone
-    from orchrm.rm.model import load_backbone
-    from orchrm.rm.train import _param_groups
+    from orchrm.scoring.backbone import default_backbone, load_backbone
+    from orchrm.training.train import _param_groups
 
     model, _ = load_backbone(default_backbone())
     body, head = _param_groups(model, TrainConfig(lr=5e-5, head_lr=1e-3))
@@ -446,7 +446,7 @@ DAMAGE = {
 
 @pytest.mark.parametrize("case", list(DAMAGE))
 def test_a_damaged_latest_checkpoint_is_named_and_resume_takes_the_one_before(tmp_path, case):
-    from orchrm.rm.checkpoint import apply_checkpoint, newest_intact
+    from orchrm.training.checkpoint import apply_checkpoint, newest_intact
 
     damage, reason = DAMAGE[case]
     saved = train_and_save(tmp_path, [2, 4])
@@ -465,7 +465,7 @@ def test_a_damaged_latest_checkpoint_is_named_and_resume_takes_the_one_before(tm
 
 
 def test_folders_that_are_not_checkpoints_never_break_a_resume(tmp_path):
-    from orchrm.rm.checkpoint import newest_intact
+    from orchrm.training.checkpoint import newest_intact
 
     train_and_save(tmp_path, [2, 4])
     folder = tmp_path / "checkpoints"
@@ -485,7 +485,7 @@ def test_folders_that_are_not_checkpoints_never_break_a_resume(tmp_path):
 
 
 def test_nothing_intact_means_a_fresh_start_said_once(tmp_path):
-    from orchrm.rm.checkpoint import newest_intact
+    from orchrm.training.checkpoint import newest_intact
 
     train_and_save(tmp_path, [2])
     _rewrite_state(tmp_path / "checkpoints" / "step-2", step=-1)
@@ -509,7 +509,7 @@ train_and_save({str(tmp_path)!r}, [2, 4])
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
-    from orchrm.rm.checkpoint import checkpoint_folders, remove_unfinished
+    from orchrm.training.checkpoint import checkpoint_folders, remove_unfinished
 
     folder = tmp_path / "checkpoints"
     [left] = [p for p in folder.iterdir() if p.name.startswith(".")]
@@ -522,7 +522,7 @@ train_and_save({str(tmp_path)!r}, [2, 4])
 
 
 def test_saves_replace_in_place_and_prune_only_checkpoints_up_to_the_step(tmp_path):
-    from orchrm.rm.checkpoint import FILES
+    from orchrm.training.checkpoint import FILES
 
     folder = tmp_path / "checkpoints"
     folder.mkdir()

@@ -8,9 +8,9 @@ import copy
 import pytest
 import torch
 
-from orchrm.rm.data import collate
-from orchrm.rm.last_layer import read_first_position_only
-from orchrm.rm.model import add_lora, disable_dropout
+from orchrm.scoring.backbone import collate
+from orchrm.scoring.last_layer import read_first_position_only
+from orchrm.training.build import add_lora, disable_dropout
 
 
 def tiny_bert(attn_implementation: str = "sdpa"):
@@ -108,7 +108,7 @@ def test_a_decoder_is_left_alone():
 
 
 def test_under_gradient_checkpointing_the_last_layer_is_recomputed_too():
-    from orchrm.rm.model import enable_gradient_checkpointing
+    from orchrm.training.build import enable_gradient_checkpointing
 
     stock = tiny_bert()
     trimmed = copy.deepcopy(stock)

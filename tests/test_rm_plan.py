@@ -1,4 +1,4 @@
-"""The training plan (orchrm.rm.plan): its counts equal real Hugging Face models', its
+"""The training plan (orchrm.memplan.plan): its counts equal real Hugging Face models', its
 memory equals what a real training step holds on this CPU, and it reads and prints as a
 user needs."""
 
@@ -15,11 +15,13 @@ import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from orchrm.errors import ConfigError
-from orchrm.rm.config import TrainConfig, default_backbone
-from orchrm.rm.model import add_lora
-from orchrm.rm.plan import GPUS, PRESETS, PlanSettings, plan_from_train_config, plan_training
-from orchrm.rm.plan_probe import Probe, measure_all
-from orchrm.rm.plan_shapes import count_parameters, read_backbone
+from orchrm.memplan.plan import GPUS, PRESETS, PlanSettings, plan_from_train_config, plan_training
+from orchrm.memplan.probe import Probe, measure_all
+from orchrm.memplan.shapes import count_parameters, read_backbone
+from orchrm.memplan.text import plan_text
+from orchrm.scoring.backbone import default_backbone
+from orchrm.training.build import add_lora
+from orchrm.training.config import TrainConfig
 
 TINY = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "vocab_size": 500}
 FAMILIES = {
@@ -246,7 +248,7 @@ def test_on_a_cpu_the_step_time_asks_for_the_peak_flops():
     if torch.cuda.is_available():
         pytest.skip("a GPU gives its own peak")
     plan = plan_training("llama-3.1-8b", max_length=512, micro_batch_pairs=1)
-    assert plan.step_seconds is None and "give the peak FLOP/s" in plan.to_text()
+    assert plan.step_seconds is None and "give the peak FLOP/s" in plan_text(plan)
 
 
 @pytest.mark.parametrize("width", [80, 64])
@@ -261,7 +263,7 @@ def test_the_text_fits_its_width_and_says_the_asked_column(width):
         num_devices=8,
         peak_flops="H100",
     )
-    text = plan.to_text(width)
+    text = plan_text(plan, width)
     assert max(len(line) for line in text.splitlines()) <= width
     assert "ZeRO-3*" in text and "fits in 80.0 GiB" in text and "8 devices" in text
     assert json.loads(json.dumps(plan.to_dict()))["memory"]["zero_stage"] == 3
@@ -346,7 +348,7 @@ def test_a_train_config_is_planned_with_or_without_the_new_fields(forced, tmp_pa
 
 
 def test_the_command_prints_the_plan_and_one_line_for_a_bad_setting():
-    command = [sys.executable, "-m", "orchrm.rm.plan", "llama-3.1-8b", "--max-length", "4096"]
+    command = [sys.executable, "-m", "orchrm.memplan.plan", "llama-3.1-8b", "--max-length", "4096"]
     done = subprocess.run(
         [*command, "--lora", "--gradient-checkpointing", "--peak-flops", "H100"],
         capture_output=True,

@@ -16,10 +16,15 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-import orchrm.rm.train as rm_train
+import orchrm.training.train as rm_train
 from orchrm.errors import ConfigError
 from orchrm.jsonl import write_jsonl
-from orchrm.rm.batching import (
+from orchrm.scoring.backbone import default_backbone, load_backbone
+from orchrm.scoring.local import OrchRM, rewards
+from orchrm.store.db import Store
+from orchrm.store.ingest import ingest_file
+from orchrm.store.pairs import MineConfig, export, mine
+from orchrm.training.batching import (
     epoch_steps,
     padded_tokens,
     passes_padded_tokens,
@@ -27,16 +32,13 @@ from orchrm.rm.batching import (
     steps_done,
     text_passes,
 )
-from orchrm.rm.config import TrainConfig, default_backbone
-from orchrm.rm.data import read_pair_file, tokenize
-from orchrm.rm.loss import pair_loss
-from orchrm.rm.model import OrchRM, load_backbone, load_for_training, rewards
-from orchrm.rm.parallel import Placement
-from orchrm.rm.throughput import device_peak_flops, flops_per_token
-from orchrm.rm.train import train
-from orchrm.store.db import Store
-from orchrm.store.ingest import ingest_file
-from orchrm.store.pairs import MineConfig, export, mine
+from orchrm.training.build import load_for_training
+from orchrm.training.config import TrainConfig
+from orchrm.training.data import read_pair_file, tokenize
+from orchrm.training.loss import pair_loss
+from orchrm.training.parallel import Placement
+from orchrm.training.throughput import device_peak_flops, flops_per_token
+from orchrm.training.train import train
 from orchrm.world.generate import generate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -444,7 +446,9 @@ def test_accelerate_configs_parse_and_launch_as_named(name, kind, stage):
     assert raw["distributed_type"] == kind
     config = load_config_from_file(str(path))
     assert config.distributed_type.value == kind
-    args = launch_command_parser().parse_args(["--config_file", str(path), "-m", "orchrm.rm.train"])
+    args = launch_command_parser().parse_args(
+        ["--config_file", str(path), "-m", "orchrm.training.train"]
+    )
     args, _, _ = _validate_launch_command(args)
     assert args.use_deepspeed is (kind == "DEEPSPEED") and args.use_fsdp is (kind == "FSDP")
     if stage is not None:
@@ -561,7 +565,7 @@ def test_two_processes_accumulate_budget_passes_in_step(pairs_dir, decoders, tmp
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
         "--main_process_port", launch_port, "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "orchrm.rm.train",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "orchrm.training.train",
         "--pairs", str(pairs_dir),
         "--out", str(tmp_path), "--backbone", str(decoders["llama"]), "--max-steps", "2",
         "--max-length", "192", "--batch-size", "4", "--grad-accumulation", "2",

@@ -1,12 +1,14 @@
-"""orchrm.bestofn.selectors: what each selector chooses and the verification tokens it spends."""
+"""orchrm.selection.selectors: what each selector chooses and the verification tokens it spends."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchrm.bestofn.lineup import build_lineup
-from orchrm.bestofn.metrics import evaluate_selectors
-from orchrm.bestofn.selectors import (
+from orchrm.evaluation.lineup import build_lineup
+from orchrm.evaluation.metrics import evaluate_selectors
+from orchrm.scoring.backbone import default_backbone
+from orchrm.scoring.local import OrchRM
+from orchrm.selection.selectors import (
     CandidateSet,
     RewardModelSelector,
     bayes_selector,
@@ -15,8 +17,6 @@ from orchrm.bestofn.selectors import (
     oracle_selector,
     random_selector,
 )
-from orchrm.rm.config import default_backbone
-from orchrm.rm.model import OrchRM
 from tests.samples import candidate_set
 
 

@@ -27,15 +27,16 @@ import uvicorn
 
 from orchrm.orchestration import validate
 from orchrm.parse import parse_harmony
-from orchrm.rm.config import default_backbone
-from orchrm.rm.model import OrchRM, load_backbone, save_model
 from orchrm.runtime.prompts import orchestrator
+from orchrm.scoring.backbone import default_backbone, load_backbone
+from orchrm.scoring.local import OrchRM
 from orchrm.serve.app import create_app, uvicorn_config
 from orchrm.serve.batcher import MicroBatcher
 from orchrm.serve.config import ServeConfig, is_loopback
 from orchrm.serve.guard import LogLimiter
 from orchrm.serve.openrlhf import question_of, read_query
 from orchrm.serve.workers import WorkerBusy, WorkerFailed, WorkerPool, WorkerTimeout
+from orchrm.training.build import save_model
 from orchrm.world.orchestrators import orchestrators
 from orchrm.world.tasks import generate_tasks
 
@@ -795,7 +796,7 @@ def test_forward_passes_are_cut_to_limit_padding_on_a_cpu():
 
 def test_prepare_workers_render_as_the_model_does_with_one_tokenization_per_cut(rm, world):
     from orchrm.orchestration import OffsetTokenCounter, render_for_rm
-    from orchrm.rm.model import token_counter
+    from orchrm.scoring.backbone import token_counter
     from orchrm.serve.prepare import Tokens, tokenizer_spec
 
     tokens = Tokens(tokenizer_spec(rm.tokenizer))

@@ -10,11 +10,11 @@ import dataclasses
 
 import pytest
 
-from orchrm.bestofn.cost import predict_cost
-from orchrm.bestofn.registry import LineupInputs, line_up
-from orchrm.bestofn.selectors import Candidate, CandidateSet
+from orchrm.calibration.methods import PlattCalibration, calibration_from_metadata
 from orchrm.parse import ParseError, parse_harmony
-from orchrm.rm.calibration import PlattCalibration, calibration_from_metadata
+from orchrm.selection.cost import predict_cost
+from orchrm.selection.registry import LineupInputs, line_up
+from orchrm.selection.selectors import Candidate, CandidateSet
 from orchrm.serve.select import SERVED
 from tests.test_serve import BROKEN, Server, rm, rm_dir, world  # noqa: F401 (fixtures)
 

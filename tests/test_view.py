@@ -11,9 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from orchrm.bestofn.metrics import tasks_from_logs
-from orchrm.bestofn.selectors import first_max, majority_selector, oracle_selector
-from orchrm.bestofn.view import (
+from orchrm.errors import InputError
+from orchrm.evaluation.metrics import tasks_from_logs
+from orchrm.jsonl import write_jsonl
+from orchrm.orchestration import RM_RENDER_VERSION, Agent, Edge, Orchestration, render_for_rm
+from orchrm.parse import parse_harmony
+from orchrm.scoring.backbone import METADATA
+from orchrm.selection.selectors import first_max, majority_selector, oracle_selector
+from orchrm.viewer.graph import layers, layout
+from orchrm.viewer.json_form import read_view_json, view_json_of
+from orchrm.viewer.page import (
     build_view,
     pick_all,
     read_logs,
@@ -21,13 +28,6 @@ from orchrm.bestofn.view import (
     write_evaluation_view,
     write_view,
 )
-from orchrm.bestofn.view_graph import layers, layout
-from orchrm.bestofn.view_json import read_view_json, view_json_of
-from orchrm.errors import InputError
-from orchrm.jsonl import write_jsonl
-from orchrm.orchestration import RM_RENDER_VERSION, Agent, Edge, Orchestration, render_for_rm
-from orchrm.parse import parse_harmony
-from orchrm.rm.model import METADATA
 from orchrm.world.generate import generate
 from tests.samples import HIGH_DOM, tiny_decoder
 
@@ -221,7 +221,7 @@ def rm_dir(logs, tmp_path_factory) -> Path:
 
 
 def test_with_a_reward_model_orchrm_picks_the_best_score(logs, rm_dir, tmp_path):
-    from orchrm.rm.scorer import load_scorer
+    from orchrm.scoring.load import load_scorer
 
     views = pick_all(read_logs(list(logs)).tasks, load_scorer(rm_dir))
     for v in views:

@@ -264,9 +264,9 @@ def test_hinted_type_reads_back_every_hint_phrase():
 
 
 def test_world_logs_become_pairs_cut_to_the_budget_in_one_pipeline(tmp_path):
+    from orchrm.experiments.world_models import PairDataset, WorldRMConfig, world_reward_models
     from orchrm.jsonl import read_jsonl, write_jsonl
     from orchrm.orchestration import approx_token_count
-    from orchrm.rm.world_models import PairDataset, WorldRMConfig, world_reward_models
 
     log = tmp_path / "math.jsonl"
     write_jsonl(generate("math", 12, 4, seed=3, progress=False).records, log)

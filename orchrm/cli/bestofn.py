@@ -7,12 +7,13 @@ from pathlib import Path
 
 import typer
 
-from orchrm.bestofn.config import EvalConfig, LotoConfig, SelectorOptions
 from orchrm.cli.console import console, csv_values, err_console, fail
 from orchrm.cli.options import config_options, spelled_as
 from orchrm.cli.store import STORE_OPTION, open_store
-from orchrm.rm.config import TrainConfig
+from orchrm.evaluation.config import EvalConfig, LotoConfig
+from orchrm.selection.options import SelectorOptions
 from orchrm.store.config import MineConfig
+from orchrm.training.config import TrainConfig
 
 _LOTO_DEFAULTS = LotoConfig()
 SELECTOR_OPTIONS = ("adaptive_confidence", "adaptive_tolerance", "cost_weight", "cost_measure")
@@ -44,16 +45,18 @@ def eval_command(
     """Best-of-N on held-out logs or a store: a table per domain (accuracy with 95% CI,
     normalized advantage, verification and total tokens), PNG plots and a JSON of every
     number."""
-    from orchrm.bestofn.lineup import evaluate_held_out
-    from orchrm.bestofn.report import terminal_table, write_report
+    from orchrm.evaluation.lineup import evaluate_held_out
+    from orchrm.evaluation.report import terminal_table, write_report
+    from orchrm.viewer.page import write_evaluation_view
 
     logs_given = tuple(str(p) for p in logs or ())
     config = replace(config, logs=logs_given, selector_options=selector_options)
     if not config.logs and not config.store:
         fail("give log files or --store (or set ORCHRM_STORE)")
-    evaluations = evaluate_held_out(config, say=lambda m: err_console.print(m, markup=False))
-    write_report(evaluations, Path(config.out))
-    for ev in evaluations:
+    held_out = evaluate_held_out(config, say=lambda m: err_console.print(m, markup=False))
+    write_report(held_out.evaluations, Path(config.out))
+    write_evaluation_view(config.out, held_out.shown, selectors=held_out.selectors)
+    for ev in held_out.evaluations:
         console.print(terminal_table(ev), highlight=False, markup=False, soft_wrap=True)
     console.print(f"report -> {config.out}")
 
@@ -75,8 +78,8 @@ def cross_validate_command(
 ) -> None:
     """Best-of-N under leave-one-task-out (or k-fold) cross-validation, for logs too small
     to hold out tasks: each task is scored by a reward model trained on the others."""
-    from orchrm.bestofn.crossval import cross_validate
-    from orchrm.bestofn.report import terminal_table, write_report
+    from orchrm.evaluation.crossval import cross_validate
+    from orchrm.evaluation.report import terminal_table, write_report
 
     config = replace(config, mine=mine, train=train)
     out = Path(config.out)

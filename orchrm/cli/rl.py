@@ -1,4 +1,5 @@
-"""`orchrm rl`: train the orchestrator (the command-line face of `orchrm.rl.pipeline`)."""
+"""`orchrm rl`: train the orchestrator (the command-line face of
+`orchrm.experiments.rl_pipeline`)."""
 
 from __future__ import annotations
 
@@ -57,9 +58,9 @@ def rl_command(
     """Train the orchestrator: GRPO with Orch-RM (no sub-agent runs) or execution as the
     reward, or the RFT and DPO baselines; evaluate on held-out world tasks; write
     OUT/<run>/report.md (or OUT/report.md with --compare), report.json and curve.png."""
-    from orchrm.rl.evaluate import terminal_report
-    from orchrm.rl.pipeline import compare as run_compare
-    from orchrm.rl.pipeline import grpo_on_tasks, run
+    from orchrm.experiments.rl_compare import terminal_report
+    from orchrm.experiments.rl_pipeline import compare as run_compare
+    from orchrm.experiments.rl_pipeline import grpo_on_tasks, run
 
     config = replace(config, progress=not quiet)
     say = lambda m: console.print(m, highlight=False, markup=False)  # noqa: E731

@@ -11,6 +11,7 @@ from typing import Literal
 
 import typer
 
+from orchrm.calibration.calibrate import CalibrateConfig
 from orchrm.cli.console import (
     EXAMPLES,
     console,
@@ -23,8 +24,7 @@ from orchrm.cli.console import (
 )
 from orchrm.cli.options import config_options
 from orchrm.jsonl import printable
-from orchrm.rm.calibrate import CalibrateConfig
-from orchrm.rm.config import TrainConfig
+from orchrm.training.config import TrainConfig
 
 DTYPE_HELP = (
     "Precision of the forward passes; auto: bf16 where the hardware runs it fast (CUDA "
@@ -81,14 +81,15 @@ def train_command(
     ),
 ) -> None:
     """Train a Bradley-Terry reward model on exported pairs (progress bar with live loss,
-    accuracy and ETA). Multi-process: `accelerate launch ... -m orchrm.rm.train`."""
+    accuracy and ETA). Multi-process: `accelerate launch ... -m orchrm.training.train`."""
     if plan:
-        from orchrm.rm.plan import plan_from_train_config
+        from orchrm.memplan.plan import plan_from_train_config
+        from orchrm.memplan.text import plan_text
 
         planned = plan_from_train_config(config, num_devices=devices, zero_stage=zero_stage)
-        console.print(planned.to_text(max(64, console.width)), highlight=False, markup=False)
+        console.print(plan_text(planned, console.width), highlight=False, markup=False)
         return
-    from orchrm.rm.train import train
+    from orchrm.training.train import train
 
     if not config.pairs:
         fail("give --pairs (an `orchrm pairs export` folder or a pair file), or --plan")
@@ -129,7 +130,7 @@ def evaluate_rm_command(
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Pairwise accuracy of a reward model on held-out pairs: overall, per kind, per domain."""
-    from orchrm.rm.train import evaluate_file
+    from orchrm.training.train import evaluate_file
 
     metrics = evaluate_file(rm, pairs, dtype=dtype)
     if as_json:
@@ -180,8 +181,8 @@ def score_command(
     file:line) goes to stderr. A file that cannot be read is reported, the others are
     still scored, and the exit status is 1."""
     from orchrm.jsonl import write_jsonl
-    from orchrm.rm.score import score_files
-    from orchrm.rm.scorer import load_scorer
+    from orchrm.scoring.files import score_files
+    from orchrm.scoring.load import load_scorer
 
     remote = {"tokenizer": tokenizer, "max_length": max_length}
     remote = {k: v for k, v in remote.items() if v is not None}
@@ -219,7 +220,7 @@ def calibrate_command(
     """Fit a reward model's calibration (raw score -> P(correct)) on executed records of
     tasks it did not train on, and store it in its orchrm.json, where orchrm serve's
     p_correct and orchrm-adaptive read it; prints ECE before and after."""
-    from orchrm.rm.calibrate import calibrate
+    from orchrm.calibration.calibrate import calibrate
 
     result = calibrate(replace(config, logs=tuple(str(p) for p in logs)))
     if as_json:

@@ -21,8 +21,8 @@ from orchrm.cli.console import (
 )
 from orchrm.cli.options import config_options
 from orchrm.jsonl import printable
-from orchrm.rm.config import TrainConfig
 from orchrm.store.config import MineConfig
+from orchrm.training.config import TrainConfig
 
 STORE_OPTION = typer.Option(
     Path("orchrm.duckdb"), "--store", envvar="ORCHRM_STORE", help="The DuckDB store file."
@@ -323,7 +323,7 @@ def pairs_export(
             return
         max_tokens, count = max_length, None
         if tokenizer != "approx":
-            from orchrm.rm.model import backbone_budget
+            from orchrm.scoring.backbone import backbone_budget
 
             max_tokens, count = backbone_budget(tokenizer, max_length)
         written = export(db, out, dataset, fmt, max_tokens, count, domain_in_text)

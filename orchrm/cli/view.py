@@ -37,11 +37,11 @@ def view_command(
     it was right (and its true success probability on world logs), and what each
     selector picked; sortable and filterable by domain, "orchrm picked a wrong one" and
     disagreement with majority."""
-    from orchrm.bestofn.view import build_view
+    from orchrm.viewer.page import build_view
 
     scorer = None
     if rm or rm_url:
-        from orchrm.rm.scorer import load_scorer
+        from orchrm.scoring.load import load_scorer
 
         scorer = load_scorer(rm, rm_url)
     page = build_view(

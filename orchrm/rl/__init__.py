@@ -1,7 +1,7 @@
 """Orchestrator training with the reward model as the reward (GRPO), and its baselines.
 
-`policy` (the offline default orchestrator LM), `rewards` (Orch-RM and execution rewards
-with TRL's signature, token accounting), `grpo`, `rft`, `dpo` (the methods), `evaluate`
-(held-out accuracy, curve, report), `data` (world logs, prompts, reward model, pairs),
-`pipeline` (`orchrm rl`), `verl_reward` (Orch-RM as a verl custom reward function).
+`config` (one config class per method), `policy` (the offline default orchestrator LM),
+`rewards` (Orch-RM and execution rewards with TRL's signature, token accounting),
+`grpo`, `rft`, `dpo` (the methods), `verl_reward` (Orch-RM as a verl custom reward
+function). The run on the offline world is `orchrm.experiments.rl_pipeline`.
 """

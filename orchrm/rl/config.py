@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from orchrm.configs import check, setting
 from orchrm.errors import ConfigError
-from orchrm.rm.config import SMALL_DATA_LR, SMALL_DATA_STEPS
+from orchrm.training.config import SMALL_DATA_LR, SMALL_DATA_STEPS
 
 METHODS = ("grpo", "rft", "dpo")
 REWARDS = ("orchrm", "execution")
@@ -79,7 +79,7 @@ class RLConfig:
     rm_url: str = ""
     """The Orch-RM reward through a reward server instead of a model loaded here
     (`.../classify` vLLM or SGLang, `.../get_reward` OpenRLHF, `.../score` orchrm serve;
-    docs/remote-scoring.md), built with `orchrm.rm.scorer.load_scorer(rm, rm_url)`: `rm`,
+    docs/remote-scoring.md), built with `orchrm.scoring.load.load_scorer(rm, rm_url)`: `rm`,
     when given, is the served model's local copy, which says how to render."""
     preset: str = "math"
     """World preset of the training and held-out tasks."""

@@ -91,8 +91,8 @@ def train_grpo(
     config: RLConfig, policy_dir: str | Path, reward_func, rows: list[dict], out: Path, callbacks=()
 ):
     """Train a copy of the policy in `policy_dir` with GRPO on the prompt `rows` (see
-    `orchrm.rl.data.prompt_rows`); checkpoints under OUT/checkpoints, the final policy in
-    OUT/model. Returns (model, tokenizer, the trainer's log history)."""
+    `orchrm.experiments.rl_data.prompt_rows`); checkpoints under OUT/checkpoints, the final
+    policy in OUT/model. Returns (model, tokenizer, the trainer's log history)."""
     from datasets import Dataset
     from trl import GRPOTrainer
 

@@ -7,7 +7,7 @@ the trainer). A completion that does not parse, or parses into a graph that brea
 (`orchrm.orchestration.validate`), gets the penalty and is neither scored nor run.
 
 - `OrchRMReward`: the reward model's score of (question, orchestration), by a local
-  model or a reward server (any `orchrm.rm.scorer.Scorer`). No sub-agent runs: the cost
+  model or a reward server (any `orchrm.scoring.base.Scorer`). No sub-agent runs: the cost
   is the reward model's input tokens.
 - `ExecutionReward`: the orchestration runs on the sub-agents (the world's, or any
   `ChatBackend`); 1.0 when the answer is right, 0.0 when not. The cost is every sub-agent
@@ -29,11 +29,11 @@ from orchrm.errors import InputError
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import Orchestration, validate
 from orchrm.parse import ParseError, parse_harmony
-from orchrm.rm.scorer import Scorer, score_items_with_tokens
 from orchrm.runtime.backend import ChatBackend
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.executor import RunItem, execute_many
 from orchrm.runtime.trace import RunResult
+from orchrm.scoring.base import Scorer, score_items_with_tokens
 from orchrm.tasks.grading import grade
 
 TOKEN_KINDS = ("policy", "rm", "execution")

@@ -37,7 +37,8 @@ from urllib.parse import urlsplit
 
 from orchrm.errors import ConfigError, InputError
 from orchrm.rl.rewards import runnable
-from orchrm.rm.scorer import load_scorer, score_items_with_tokens
+from orchrm.scoring.base import score_items_with_tokens
+from orchrm.scoring.load import load_scorer
 
 RM_PATH_ENV = "ORCHRM_RM_PATH"
 RM_URL_ENV = "ORCHRM_RM_URL"

@@ -3,7 +3,7 @@ retried, and the exponential backoff between tries.
 
 One policy serves every client that retries: the executor's backend calls
 (`orchrm.runtime.calls`, from `RunConfig`) and the reward-server client
-(`orchrm.rm.remote_http`, from `RemoteConfig`, which is a `RetryPolicy`). Standard
+(`orchrm.scoring.remote_http`, from `RemoteConfig`, which is a `RetryPolicy`). Standard
 library only, so a scoring client stays light.
 """
 

@@ -46,7 +46,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from orchrm.rm.calibration import calibration_from_metadata
+from orchrm.calibration.methods import calibration_from_metadata
 from orchrm.serve.batcher import BatcherClosed, MicroBatcher
 from orchrm.serve.classify import classify_answer, prepare_classify
 from orchrm.serve.config import ServeConfig
@@ -405,7 +405,7 @@ def serve(config: ServeConfig) -> None:
     import torch
     import uvicorn
 
-    from orchrm.rm.model import OrchRM
+    from orchrm.scoring.local import OrchRM
 
     config.check()
     if config.num_threads:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from orchrm.configs import check, setting
 from orchrm.errors import ConfigError
-from orchrm.rm.precision import DTYPES
+from orchrm.scoring.precision import DTYPES
 
 API_KEY_ENV = "ORCHRM_API_KEY"
 
@@ -51,7 +51,7 @@ class ServeConfig:
     """Torch device; None: CUDA when available, else CPU."""
     dtype: str = setting("auto", choices=DTYPES)
     """Precision of the forward passes; auto: bf16 where the hardware runs it fast, else
-    fp32 (`orchrm.rm.precision`; ORCHRM_BF16 overrides the detection). /healthz says
+    fp32 (`orchrm.scoring.precision`; ORCHRM_BF16 overrides the detection). /healthz says
     which. A client gets this server's scores bit for bit from a local model loaded in
     the same precision and scoring the same batches (docs/remote-scoring.md)."""
     num_threads: int | None = setting(None, min=1)

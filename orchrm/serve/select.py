@@ -1,5 +1,5 @@
 """`/select` on `orchrm serve`: best-of-N with any selector of the registry
-(`orchrm.bestofn.registry`) that needs only the reward model and the candidates a
+(`orchrm.selection.registry`) that needs only the reward model and the candidates a
 request gives.
 
 Request `{"question", "orchestrations", "selector", "answers", "selector_options"}`:
@@ -12,7 +12,7 @@ Request `{"question", "orchestrations", "selector", "answers", "selector_options
   an unknown name: 422 `unknown_selector`, listing the served ones.
 - `answers`: the answer each orchestration gave when executed (null: not executed), one
   per orchestration; required by the votes, read by no other selector.
-- `selector_options`: any `orchrm.bestofn.config.SelectorOptions` field (a wrong name,
+- `selector_options`: any `orchrm.selection.options.SelectorOptions` field (a wrong name,
   type or value is a 422 naming it); the others keep their defaults.
 
 The body is read in a prepare worker (`prepare_select`), its plans scored in the
@@ -27,11 +27,11 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from orchrm.bestofn.config import SelectorOptions
-from orchrm.bestofn.registry import BY_NAME, RERUN_SELECTORS, LineupInputs
-from orchrm.bestofn.selectors import Candidate, CandidateSet, Selection, first_max
 from orchrm.errors import ConfigError
-from orchrm.rm.scorer import RenderingScorer
+from orchrm.scoring.base import RenderingScorer
+from orchrm.selection.options import SelectorOptions
+from orchrm.selection.registry import BY_NAME, RERUN_SELECTORS, LineupInputs
+from orchrm.selection.selectors import Candidate, CandidateSet, Selection, first_max
 from orchrm.serve.prepare import (
     ApiError,
     Limits,

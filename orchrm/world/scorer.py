@@ -13,7 +13,7 @@ from orchrm.world.model import success_probability
 
 
 class WorldScorer:
-    """An `orchrm.rm.scorer.Scorer` over plans, never texts: score = `scale` x (log-odds
+    """An `orchrm.scoring.base.Scorer` over plans, never texts: score = `scale` x (log-odds
     + N(0, `noise`), seeded by the plan) + `shift`; 10 input tokens a plan; a reward
     spread of 2 for `normalize`."""
 

@@ -1,0 +1,340 @@
+"""Calibration of reward-model scores: a monotone map from a raw score to P(correct), fitted
+on (score, correct) data, and how well probabilities match outcomes.
+
+A Bradley-Terry reward only ranks: its scale is arbitrary and differs from model to model.
+A calibration turns a raw score into the probability that executing the orchestration
+gives a right answer, so a selector can say how sure it is (`orchrm-adaptive` stops
+drawing on it). Two maps:
+
+- `platt`: P = sigmoid(a * score + b), fitted by Newton's method on the log-loss with
+  Platt's smoothed targets ((positives + 1) / (positives + 2) and 1 / (negatives + 2)),
+  so perfectly separated data still gives finite a and b;
+- `isotonic`: the non-decreasing step function closest to the outcomes in squared error
+  (pool-adjacent-violators), linear between the steps and flat beyond the ends.
+
+Fit on data the reward model did not train on (its validation tasks). A fitted map is
+stored in the model's `orchrm.json` under "calibration" (`calibrate_model_dir`) and read
+back with `calibration_from_metadata`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchrm.errors import ConfigError, InputError
+
+METHODS = ("platt", "isotonic")
+"""The calibration maps `fit_calibration` knows."""
+METADATA_KEY = "calibration"
+"""Where a model's `orchrm.json` holds its fitted map."""
+
+
+def _sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+@dataclass(frozen=True)
+class PlattCalibration:
+    """P(correct) = sigmoid(a * score + b)."""
+
+    a: float
+    b: float
+    method: str = "platt"
+
+    def probability(self, scores: Sequence[float]) -> list[float]:
+        """P(correct) of each raw score."""
+        return [_sigmoid(self.a * s + self.b) for s in scores]
+
+    def to_dict(self) -> dict:
+        return {"method": self.method, "a": self.a, "b": self.b}
+
+
+@dataclass(frozen=True)
+class IsotonicCalibration:
+    """A non-decreasing step function: block i covers scores `lows[i]`..`highs[i]` with
+    probability `values[i]`; linear between blocks, flat beyond the first and last."""
+
+    lows: tuple[float, ...]
+    highs: tuple[float, ...]
+    values: tuple[float, ...]
+    method: str = "isotonic"
+
+    def probability(self, scores: Sequence[float]) -> list[float]:
+        """P(correct) of each raw score."""
+        return [self._one(s) for s in scores]
+
+    def _one(self, s: float) -> float:
+        i = bisect.bisect_right(self.lows, s) - 1  # the last block starting at or below s
+        if i < 0:
+            return self.values[0]
+        if s <= self.highs[i] or i == len(self.values) - 1:
+            return self.values[i]
+        left, right = self.highs[i], self.lows[i + 1]  # in the gap before block i + 1
+        t = (s - left) / (right - left)
+        return self.values[i] + t * (self.values[i + 1] - self.values[i])
+
+    def to_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "lows": list(self.lows),
+            "highs": list(self.highs),
+            "values": list(self.values),
+        }
+
+
+Calibration = PlattCalibration | IsotonicCalibration
+
+
+def _checked(scores: Sequence[float], outcomes: Sequence[bool]) -> tuple[list, list]:
+    scores, outcomes = [float(s) for s in scores], [bool(o) for o in outcomes]
+    if len(scores) != len(outcomes):
+        raise InputError(f"{len(scores)} scores but {len(outcomes)} outcomes to calibrate on")
+    if len(scores) < 2:
+        raise InputError(f"calibration needs two (score, outcome) pairs or more; got {len(scores)}")
+    if not all(math.isfinite(s) for s in scores):
+        raise InputError("a score to calibrate on is not a finite number")
+    return scores, outcomes
+
+
+def fit_platt(
+    scores: Sequence[float], outcomes: Sequence[bool], iterations: int = 100
+) -> PlattCalibration:
+    """Platt scaling: a and b of sigmoid(a * score + b) by Newton's method on the
+    log-loss against smoothed targets (finite even on separable data)."""
+    scores, outcomes = _checked(scores, outcomes)
+    positives = sum(outcomes)
+    negatives = len(outcomes) - positives
+    high, low = (positives + 1) / (positives + 2), 1 / (negatives + 2)
+    targets = [high if o else low for o in outcomes]
+    prior = (positives + 1) / (len(outcomes) + 2)
+    a, b = 0.0, math.log(prior / (1 - prior))
+    for _ in range(iterations):
+        g_a = g_b = h_aa = h_ab = h_bb = 0.0
+        for s, t in zip(scores, targets, strict=True):
+            p = _sigmoid(a * s + b)
+            w = max(p * (1 - p), 1e-12)
+            g_a += (p - t) * s
+            g_b += p - t
+            h_aa += w * s * s
+            h_ab += w * s
+            h_bb += w
+        h_aa += 1e-9  # keeps the step defined when every score is the same
+        det = h_aa * h_bb - h_ab * h_ab
+        if det <= 0:
+            break
+        step_a = (h_bb * g_a - h_ab * g_b) / det
+        step_b = (h_aa * g_b - h_ab * g_a) / det
+        a, b = a - step_a, b - step_b
+        if abs(step_a) + abs(step_b) < 1e-10:
+            break
+    return PlattCalibration(a, b)
+
+
+def pool_adjacent_violators(values: Sequence[float], weights: Sequence[float] | None = None):
+    """The non-decreasing sequence closest to `values` in weighted squared error, as
+    blocks (first index, last index, value). Linear time: each merge removes a block."""
+    weights = list(weights) if weights is not None else [1.0] * len(values)
+    blocks: list[list[float]] = []  # [first, last, weighted sum, weight]
+    for i, (v, w) in enumerate(zip(values, weights, strict=True)):
+        blocks.append([i, i, v * w, w])
+        while len(blocks) > 1 and blocks[-2][2] / blocks[-2][3] >= blocks[-1][2] / blocks[-1][3]:
+            last = blocks.pop()
+            blocks[-1][1] = last[1]
+            blocks[-1][2] += last[2]
+            blocks[-1][3] += last[3]
+    return [(int(f), int(last), s / w) for f, last, s, w in blocks]
+
+
+def fit_isotonic(scores: Sequence[float], outcomes: Sequence[bool]) -> IsotonicCalibration:
+    """Isotonic regression of the outcomes on the scores (equal scores pooled first, so
+    the map is a function of the score)."""
+    scores, outcomes = _checked(scores, outcomes)
+    grouped: dict[float, list[float]] = {}
+    for s, o in zip(scores, outcomes, strict=True):
+        grouped.setdefault(s, []).append(float(o))
+    xs = sorted(grouped)
+    means = [sum(grouped[x]) / len(grouped[x]) for x in xs]
+    blocks = pool_adjacent_violators(means, [len(grouped[x]) for x in xs])
+    return IsotonicCalibration(
+        tuple(xs[f] for f, _, _ in blocks),
+        tuple(xs[last] for _, last, _ in blocks),
+        tuple(v for _, _, v in blocks),
+    )
+
+
+def fit_calibration(
+    scores: Sequence[float], outcomes: Sequence[bool], method: str = "platt"
+) -> Calibration:
+    """The `method` map ('platt' or 'isotonic') fitted on (score, correct) data."""
+    if method == "platt":
+        return fit_platt(scores, outcomes)
+    if method == "isotonic":
+        return fit_isotonic(scores, outcomes)
+    raise ConfigError(f"unknown calibration method {method!r}: choose one of {', '.join(METHODS)}")
+
+
+def calibration_from_dict(data: dict, where: str = "calibration") -> Calibration:
+    """A map from its `to_dict` form; raises InputError naming `where` when it is not one."""
+    method = data.get("method") if isinstance(data, dict) else None
+    try:
+        if method == "platt":
+            return PlattCalibration(float(data["a"]), float(data["b"]))
+        if method == "isotonic":
+            lows, highs, values = (
+                tuple(float(x) for x in data[k]) for k in ("lows", "highs", "values")
+            )
+            if not values or not len(lows) == len(highs) == len(values):
+                raise ValueError("lows, highs and values differ in length")
+            return IsotonicCalibration(lows, highs, values)
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"{where}: not a {method} calibration ({err})") from None
+    raise InputError(f"{where}: unknown calibration method {method!r}")
+
+
+def calibration_from_metadata(metadata: dict | None) -> Calibration | None:
+    """The calibration a model's `orchrm.json` holds (a `Scorer`'s `metadata`), or None."""
+    data = (metadata or {}).get(METADATA_KEY)
+    return None if data is None else calibration_from_dict(data, f"orchrm.json {METADATA_KEY}")
+
+
+def save_calibration(calibration: Calibration, path: str | Path) -> Path:
+    """Write the map as JSON."""
+    path = Path(path)
+    _write_json_atomically(path, calibration.to_dict())
+    return path
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """A map `save_calibration` wrote."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputError(f"cannot read a calibration from {path}: {err}") from None
+    return calibration_from_dict(data, str(path))
+
+
+@dataclass(frozen=True)
+class ReliabilityBin:
+    """One bin of a reliability diagram: predictions in [low, high)."""
+
+    low: float
+    high: float
+    count: int
+    confidence: float
+    """Mean predicted probability in the bin (NaN when empty)."""
+    accuracy: float
+    """Share of right outcomes in the bin (NaN when empty)."""
+
+
+def reliability_diagram(
+    probs: Sequence[float], outcomes: Sequence[bool], bins: int = 10
+) -> list[ReliabilityBin]:
+    """Equal-width bins over [0, 1] (the last one holds 1.0): per bin, how many
+    predictions, their mean, and how often they came true."""
+    if bins < 1:
+        raise ConfigError(f"bins must be 1 or more, got {bins}")
+    if len(probs) != len(outcomes):
+        raise InputError(f"{len(probs)} probabilities but {len(outcomes)} outcomes")
+    members: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
+    for p, o in zip(probs, outcomes, strict=True):
+        members[min(int(p * bins), bins - 1)].append((float(p), bool(o)))
+    out = []
+    for i, inside in enumerate(members):
+        n = len(inside)
+        confidence = sum(p for p, _ in inside) / n if n else math.nan
+        accuracy = sum(o for _, o in inside) / n if n else math.nan
+        out.append(ReliabilityBin(i / bins, (i + 1) / bins, n, confidence, accuracy))
+    return out
+
+
+def expected_calibration_error(
+    probs: Sequence[float], outcomes: Sequence[bool], bins: int = 10
+) -> float:
+    """Sum over equal-width bins of (share of predictions in the bin) x |accuracy -
+    mean confidence| (0 when there are no predictions)."""
+    total = len(probs)
+    if not total:
+        return 0.0
+    return sum(
+        b.count / total * abs(b.accuracy - b.confidence)
+        for b in reliability_diagram(probs, outcomes, bins)
+        if b.count
+    )
+
+
+@dataclass(frozen=True)
+class CalibrationSummary:
+    """What `calibrate_model_dir` fitted and how well it fits its data."""
+
+    calibration: Calibration
+    candidates: int
+    """(score, correct) pairs it was fitted on."""
+    ece_raw: float
+    """ECE of sigmoid(raw score) on the same data."""
+    ece: float
+    """ECE of the calibrated probabilities on the same data."""
+
+
+def scored_outcomes(scorer, records: Iterable[dict]) -> tuple[list[float], list[bool]]:
+    """(raw score, correct) of every executed `orchrm.run/1` record with a parsed
+    orchestration, scored by `scorer` (any `orchrm.scoring.base.Scorer`)."""
+    from orchrm.parse import from_dict
+    from orchrm.scoring.base import score_items_with_tokens
+
+    items, domains, outcomes = [], [], []
+    for r in records:
+        if isinstance(r, dict) and r.get("orchestration") and r.get("execution"):
+            items.append((r["question"], from_dict(r["orchestration"])))
+            domains.append(str(r.get("domain") or ""))
+            outcomes.append(bool(r.get("correct")))
+    scores, _ = score_items_with_tokens(scorer, items, domains) if items else ([], [])
+    return list(scores), outcomes
+
+
+def calibrate_model_dir(
+    model_dir: str | Path, records: Iterable[dict], method: str = "isotonic"
+) -> CalibrationSummary:
+    """Score `records` (executed `orchrm.run/1` records of tasks the model did not train
+    on) with the model in `model_dir`, fit `method`, and store the map in its
+    `orchrm.json` under "calibration" (rewritten atomically, every other key kept)."""
+    from orchrm.scoring.backbone import METADATA, model_directory
+    from orchrm.scoring.load import load_scorer
+
+    folder = model_directory(model_dir)
+    scores, outcomes = scored_outcomes(load_scorer(folder), records)
+    if len(scores) < 2:
+        raise InputError(f"only {len(scores)} executed records to calibrate {folder} on")
+    calibration = fit_calibration(scores, outcomes, method)
+    meta_file = folder / METADATA
+    metadata = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+    metadata[METADATA_KEY] = calibration.to_dict()
+    _write_json_atomically(meta_file, metadata)
+    return CalibrationSummary(
+        calibration,
+        len(scores),
+        expected_calibration_error([_sigmoid(s) for s in scores], outcomes),
+        expected_calibration_error(calibration.probability(scores), outcomes),
+    )
+
+
+def _write_json_atomically(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,92 @@
+"""`LotoConfig`, `EvalConfig` and `SelectorOptions`: what `orchrm cross-validate` and
+`orchrm eval` can set, and how the selectors built on the reward model's scores choose
+(eval and `orchrm serve` both read those), kept apart from their code so the command line
+reads them without loading the selectors and DuckDB."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from orchrm.configs import check, setting
+from orchrm.errors import ConfigError
+from orchrm.scoring.precision import DTYPES
+from orchrm.selection.options import SelectorOptions
+from orchrm.store.config import MineConfig
+from orchrm.training.config import TrainConfig
+
+
+@dataclass
+class LotoConfig:
+    """What to mine, how to train each fold, and what to evaluate."""
+
+    out: str = "runs/loto"
+    """Folder for the folds' pairs and models and the report."""
+    n: int = setting(8, min=1)
+    """Candidates per task (tasks with fewer are left out)."""
+    orchestrator: str | None = None
+    """Whose samples are the candidates (None: every orchestrator's)."""
+    folds: int | None = setting(None, min=2)
+    """Folds of tasks; None: one per task (leave-one-task-out)."""
+    mine: MineConfig = field(default_factory=lambda: MineConfig(dataset="loto"))
+    """Pair mining; its split is ignored (folds decide what is held out)."""
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3.0))
+    """Reward-model training per fold; `pairs` and `out` are set per fold."""
+    keep_models: bool = False
+    """Keep every fold's model (by default only its scores are kept)."""
+    seed: int = 0
+    """Seeds the folds (by hash of the task id), the pair mining and every fold's training."""
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+@dataclass
+class EvalConfig:
+    """Which held-out tasks, which models and judges, and where the report goes."""
+
+    logs: tuple[str, ...] = ()
+    """orchrm.run/1 logs of the held-out tasks (or give --store)."""
+    store: str | None = None
+    """Read the tasks from this store instead of logs."""
+    held_out_of: str | None = None
+    """With --store: leave out the tasks in this pair dataset's train and validation splits."""
+    rm: str | None = None
+    """The Orch-RM reward model directory (without it and --rm-url, no orchrm selector
+    runs); with --rm-url, its local copy (rendering version and budget)."""
+    rm_url: str | None = None
+    """Score through a reward server instead: .../classify (vLLM, SGLang), .../get_reward
+    (OpenRLHF), .../score (orchrm serve)."""
+    rm_protocol: str | None = setting(None, choices=("vllm", "sglang", "openrlhf", "orchrm"))
+    """With --rm-url: the server's protocol (default: read from the URL's route)."""
+    external_rm: str | None = None
+    """Any Hugging Face sequence-classification reward model directory, as a baseline."""
+    dtype: str = setting("auto", choices=DTYPES)
+    """Precision the reward models loaded here score in (--rm, --external-rm); auto: bf16
+    where the hardware runs it fast, else fp32 (ORCHRM_BF16 overrides the detection). A
+    server (--rm-url) scores in its own."""
+    orchestrator: str | None = None
+    """Whose samples are the candidates (None: every orchestrator's)."""
+    n: int = setting(8, min=1)
+    """Candidates per task (tasks with fewer are left out)."""
+    world_tasks: tuple[str, ...] = ()
+    """PRESET.tasks.jsonl files of world logs: the world plays the judges and re-executes
+    candidates for the votes' expected accuracy."""
+    reruns: int = setting(20, min=0)
+    """With --world-tasks: re-executions of every candidate (0: none)."""
+    judge_base_url: str | None = None
+    """An OpenAI-compatible server that plays the LLM judges (without --world-tasks)."""
+    judge_model: str = "default"
+    """Model name the judge server answers to."""
+    domain: str | None = None
+    """Only this domain (None: every domain, a table each)."""
+    out: str = "runs/eval"
+    """Folder for the report (Markdown, PNGs, JSON)."""
+    selector_options: SelectorOptions = field(default_factory=SelectorOptions)
+    """How orchrm-adaptive and orchrm-cost choose."""
+
+    def __post_init__(self) -> None:
+        check(self)
+        if self.logs and self.store:
+            raise ConfigError("give either log files or --store, not both")
+        if self.held_out_of and not self.store:
+            raise ConfigError("--held-out-of needs --store (pair datasets live in the store)")

@@ -1,0 +1,391 @@
+"""Evaluate best-of-N selectors: accuracy with bootstrap intervals, normalized advantage,
+orchestrator, verification and total tokens, and curves over N.
+
+Normalized advantage of a selector (our definition; the paper names the metric without
+one): (accuracy - random) / (oracle - random), where random is the mean correctness of the
+N candidates and oracle is pass@N; 0 is no better than chance, 1 is as good as an oracle.
+Intervals are 95% percentile bootstraps over tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+
+from orchrm.evaluation.reliability import CalibrationReport
+from orchrm.jsonl import read_jsonl
+from orchrm.parse import from_dict
+from orchrm.selection.registry import RERUN_SELECTORS
+from orchrm.selection.selectors import Candidate, CandidateSet, Selector
+
+
+def tasks_from_logs(
+    paths: list[str],
+    orchestrator: str | None = None,
+    n: int | None = None,
+    domain: str | None = None,
+) -> list[CandidateSet]:
+    """Tasks with their candidates (in sample order) from `orchrm.run/1` logs: one
+    orchestrator's samples (all when None), the first `n` of each task."""
+    groups: dict[str, list[dict]] = {}
+    for path in paths:
+        for _, r in read_jsonl(path):
+            if not isinstance(r, dict) or "task_id" not in r:
+                continue
+            if orchestrator and r.get("orchestrator") != orchestrator:
+                continue
+            if domain and r.get("domain") != domain:
+                continue
+            groups.setdefault(r["task_id"], []).append(r)
+    tasks = []
+    for task_id, records in groups.items():
+        records.sort(key=lambda r: r.get("sample_index") or 0)
+        records = records[:n] if n else records
+        tasks.append(
+            CandidateSet(
+                task_id,
+                records[0]["question"],
+                tuple(map(_candidate, records)),
+                records[0].get("domain", ""),
+            )
+        )
+    return tasks
+
+
+def tasks_from_store(
+    store,
+    orchestrator: str | None = None,
+    n: int | None = None,
+    domain: str | None = None,
+    held_out_of: str | None = None,
+) -> list[CandidateSet]:
+    """Tasks with their candidates (in sample order) from a store: one orchestrator's
+    samples (all when None), the first `n` of each task, one domain (all when None).
+
+    `held_out_of`: a mined pair dataset; tasks with a pair in its `train` or `validation`
+    split are left out, so a reward model trained on that dataset is evaluated only on
+    tasks it never saw. Stores keep no call transcripts: a trajectory-level judge reads
+    each candidate's answer only.
+    """
+    from orchrm.store.db import StoreError
+
+    if held_out_of is not None:
+        known = store.db.execute(
+            "SELECT count(*) FROM pairs WHERE dataset = ?", [held_out_of]
+        ).fetchone()[0]
+        if not known:
+            raise StoreError(f"no pair dataset {held_out_of!r} in the store (mine it first)")
+    rows = store.db.execute(
+        """
+        SELECT o.task_id, t.question, coalesce(o.domain, t.domain, ''), o.sample_index,
+               o.parsed, o.valid, e.answer, e.correct,
+               coalesce(e.prompt_tokens, 0) + coalesce(e.completion_tokens, 0),
+               o.logprob, e.p_success, o.orch_id
+        FROM orchestrations o
+        JOIN tasks t USING (task_id)
+        LEFT JOIN executions e USING (orch_id)
+        WHERE (? IS NULL OR o.orchestrator = ?)
+          AND (? IS NULL OR coalesce(o.domain, t.domain) = ?)
+          AND (? IS NULL OR o.task_id NOT IN (
+                SELECT task_id FROM pairs
+                WHERE dataset = ? AND split IN ('train', 'validation')))
+        ORDER BY o.task_id, o.sample_index NULLS LAST, o.orch_id
+        """,
+        [orchestrator, orchestrator, domain, domain, held_out_of, held_out_of],
+    ).fetchall()
+    groups: dict[str, list[tuple]] = {}
+    for row in rows:
+        groups.setdefault(row[0], []).append(row)
+    tasks = []
+    for task_id, members in groups.items():
+        members = members[:n] if n else members
+        candidates = tuple(
+            Candidate(
+                orchestration=from_dict(json.loads(parsed)) if parsed else None,
+                answer=answer,
+                correct=bool(correct),
+                execution_tokens=int(tokens),
+                logprob=logprob,
+                p_success=p_success,
+                orch_id=orch_id,
+                trajectory=f"final answer: {answer}" if answer is not None else "",
+            )
+            for _, _, _, _, parsed, _, answer, correct, tokens, logprob, p_success, orch_id in (
+                members
+            )
+        )
+        tasks.append(CandidateSet(task_id, members[0][1], candidates, members[0][2]))
+    return tasks
+
+
+def _candidate(r: dict) -> Candidate:
+    execution = r.get("execution") or {}
+    trajectory = "\n".join(
+        f"[{c['agent_id']}/{c['step']}] {c['completion']}" for c in execution.get("calls", [])
+    )
+    return Candidate(
+        orchestration=from_dict(r["orchestration"]) if r.get("orchestration") else None,
+        answer=r.get("answer"),
+        correct=bool(r.get("correct")),
+        execution_tokens=int(execution.get("total_tokens") or 0),
+        logprob=r.get("orchestrator_logprob"),
+        p_success=(r.get("world") or {}).get("p_success"),
+        trajectory=trajectory,
+        orchestrator_tokens=_orchestrator_tokens(r),
+    )
+
+
+def _orchestrator_tokens(r: dict) -> int:
+    """What the orchestrator spent on the sample: `tokens.orchestrator`, else its prompt
+    + completion in `orchestrator_tokens` (0 when the log has neither)."""
+    total = (r.get("tokens") or {}).get("orchestrator")
+    if total is None:
+        total = sum(v for v in (r.get("orchestrator_tokens") or {}).values() if v)
+    return int(total or 0)
+
+
+@dataclass
+class SelectorResult:
+    """One selector at one N."""
+
+    selector: str
+    """The selector's name in the line-up (`orchrm.selection.registry`)."""
+    n: int
+    """Candidates it chose among."""
+    accuracy: float
+    """Share of tasks whose chosen candidate's logged answer is right."""
+    accuracy_ci: tuple[float, float]
+    normalized_advantage: float
+    """(accuracy - random) / (oracle - random): 0 is chance, 1 an oracle."""
+    normalized_advantage_ci: tuple[float, float]
+    verification_tokens: float
+    """Mean tokens per task spent to choose."""
+    total_tokens: float
+    """Mean tokens per task: the orchestrator tokens of the candidates drawn, plus
+    verification, plus the execution that gives the answer."""
+    expected_accuracy: float | None = None
+    """World logs: the selector's expected accuracy, far less noisy than its sampled
+    one. A selector that executes one candidate: that candidate's true success
+    probability. A vote or the oracle (`RERUN_SELECTORS`): its accuracy averaged over
+    the candidates' re-executions (`Candidate.reruns`). None when neither is known."""
+    expected_accuracy_ci: tuple[float, float] | None = None
+    vs_baseline: float | None = None
+    """Accuracy minus the baseline selector's (`Evaluation.baseline`) on the same tasks;
+    None when the baseline was not run."""
+    vs_baseline_ci: tuple[float, float] | None = None
+    """Paired 95% bootstrap interval of `vs_baseline`: both selectors resampled on the
+    same tasks, so it is far narrower than the gap the two marginal intervals suggest."""
+    expected_vs_baseline: float | None = None
+    """The same on expected accuracy, when both selectors have one."""
+    expected_vs_baseline_ci: tuple[float, float] | None = None
+    orchestrator_tokens: float = 0.0
+    """Mean tokens per task the orchestrator spent writing the candidates the selector
+    drew (all N but for `orchrm-adaptive`, which stops early); part of `total_tokens`.
+    0 where the logs do not record them (stores)."""
+    orchestrator_tokens_saved: float = 0.0
+    """Mean orchestrator tokens per task of the candidates it did not draw."""
+    executions: float = 1.0
+    """Mean candidates executed per task (N for a vote, k for a top-k vote)."""
+
+
+@dataclass
+class Evaluation:
+    """Every number of a domain's evaluation."""
+
+    domain: str
+    tasks: int
+    n: int
+    results: list[SelectorResult] = field(default_factory=list)
+    notes: dict = field(default_factory=dict)
+    baseline: str = "majority"
+    """The selector every other one is compared with, task by task (`vs_baseline`)."""
+    calibration: CalibrationReport | None = None
+    """How well the Orch-RM model's calibrated P(correct) matches the held-out
+    candidates' outcomes (`orchrm.evaluation.reliability`); None when the line-up has no
+    `orchrm` selector or its model no calibration."""
+
+    def at(self, n: int) -> dict[str, SelectorResult]:
+        return {r.selector: r for r in self.results if r.n == n}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _subsets(task: CandidateSet, n: int, draws: int, seed: int) -> list[CandidateSet]:
+    if n >= len(task.candidates):
+        return [task]
+    rng = random.Random(f"{seed}:{task.task_id}:{n}")
+    out = []
+    for _ in range(draws):
+        keep = sorted(rng.sample(range(len(task.candidates)), n))
+        out.append(
+            CandidateSet(
+                task.task_id, task.question, tuple(task.candidates[i] for i in keep), task.domain
+            )
+        )
+    return out
+
+
+def _rerun_expected(select: Selector, task: CandidateSet) -> float:
+    """Mean correctness of `select` over the K re-executions of every candidate, or NaN
+    when some candidate has none (a plan that does not run never changes its answer)."""
+    counts = {len(c.reruns) for c in task.candidates if c.orchestration is not None}
+    if len(counts) != 1 or 0 in counts:
+        return math.nan
+    (k,) = counts
+    right = []
+    for run in range(k):
+        replayed = tuple(
+            replace(c, answer=c.reruns[run][0], correct=c.reruns[run][1]) if c.reruns else c
+            for c in task.candidates
+        )
+        chosen = select(CandidateSet(task.task_id, task.question, replayed, task.domain))
+        right.append(float(replayed[chosen.index].correct))
+    return statistics.fmean(right)
+
+
+def _task_row(name: str, select: Selector, subs: list[CandidateSet]) -> tuple[float, ...]:
+    """(accuracy, verification tokens, total tokens, expected accuracy, orchestrator
+    tokens, orchestrator tokens saved, executions) of one selector on one task, averaged
+    over its subsets of N (expected: NaN when unknown)."""
+    rows = []
+    for t in subs:
+        chosen = select(t)
+        answer = t.candidates[chosen.index]  # the execution that gives the answer
+        single = len(chosen.executed) <= 1 and answer.p_success is not None
+        if name in RERUN_SELECTORS:
+            expected = _rerun_expected(select, t)
+        elif single:
+            expected = answer.p_success
+        else:
+            expected = math.nan
+        drawn = t.candidates if chosen.drawn is None else t.candidates[: chosen.drawn]
+        orchestrator = sum(c.orchestrator_tokens for c in drawn)
+        rows.append(
+            (
+                float(answer.correct),
+                float(chosen.verification_tokens),
+                float(chosen.verification_tokens + answer.execution_tokens + orchestrator),
+                expected,
+                float(orchestrator),
+                float(sum(c.orchestrator_tokens for c in t.candidates) - orchestrator),
+                float(max(1, len(chosen.executed))),
+            )
+        )
+    return tuple(statistics.fmean(x) for x in zip(*rows, strict=True))
+
+
+def _result(name: str, n: int, rows: list[tuple], *, base, chance, oracle, resamples):
+    """One selector's `SelectorResult` at N from its per-task rows (`_task_row`), paired
+    with the baseline's rows `base` (None: the baseline did not run)."""
+    acc = [r[0] for r in rows]
+    expected = [r[3] for r in rows]
+    known = not any(math.isnan(x) for x in expected)
+    vs, vs_ci = _paired(acc, [r[0] for r in base], resamples) if base else (None, None)
+    expected_vs, expected_vs_ci = (
+        _paired(expected, [r[3] for r in base], resamples) if base else (None, None)
+    )
+    return SelectorResult(
+        selector=name,
+        n=n,
+        accuracy=statistics.fmean(acc),
+        accuracy_ci=bootstrap_interval(acc, resamples),
+        normalized_advantage=_advantage(acc, chance, oracle, range(len(acc))),
+        normalized_advantage_ci=_advantage_interval(acc, chance, oracle, resamples),
+        verification_tokens=statistics.fmean(r[1] for r in rows),
+        total_tokens=statistics.fmean(r[2] for r in rows),
+        expected_accuracy=statistics.fmean(expected) if known else None,
+        expected_accuracy_ci=bootstrap_interval(expected, resamples) if known else None,
+        vs_baseline=vs,
+        vs_baseline_ci=vs_ci,
+        expected_vs_baseline=expected_vs,
+        expected_vs_baseline_ci=expected_vs_ci,
+        orchestrator_tokens=statistics.fmean(r[4] for r in rows),
+        orchestrator_tokens_saved=statistics.fmean(r[5] for r in rows),
+        executions=statistics.fmean(r[6] for r in rows),
+    )
+
+
+def evaluate_selectors(
+    tasks: list[CandidateSet],
+    selectors: dict[str, Selector],
+    ns: list[int],
+    *,
+    domain: str = "",
+    draws: int = 5,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    progress: Callable[[], None] | None = None,
+    baseline: str = "majority",
+) -> Evaluation:
+    """Run every selector on every task at every N (N below the sample count averages
+    `draws` random subsets), and summarize with bootstrap intervals over tasks, each
+    selector also against `baseline` task by task (a paired interval)."""
+    full = max(len(t.candidates) for t in tasks) if tasks else 0
+    ev = Evaluation(domain, len(tasks), full, baseline=baseline)
+    if not tasks:
+        return ev
+    resamples = bootstrap_resamples(len(tasks), bootstrap, seed)
+    for select in selectors.values():  # a model scores all plans at once where it can
+        if hasattr(select, "warm"):
+            select.warm(tasks)
+    for n in ns:
+        per_task: dict[str, list[tuple]] = {s: [] for s in selectors}
+        chance, oracle = [], []
+        for task in tasks:
+            subs = _subsets(task, n, draws, seed)
+            chance.append(
+                statistics.fmean(statistics.fmean(c.correct for c in t.candidates) for t in subs)
+            )
+            oracle.append(statistics.fmean(any(c.correct for c in t.candidates) for t in subs))
+            for name, select in selectors.items():
+                per_task[name].append(_task_row(name, select, subs))
+            if progress:
+                progress()
+        base = per_task.get(baseline)
+        for name, rows in per_task.items():
+            ev.results.append(
+                _result(name, n, rows, base=base, chance=chance, oracle=oracle, resamples=resamples)
+            )
+    return ev
+
+
+def bootstrap_resamples(n: int, count: int = 1000, seed: int = 0) -> list[list[int]]:
+    """`count` bootstrap resamples of the indices 0..n-1 (a pure function of the seed).
+    Share them between metrics of the same tasks so their intervals are paired."""
+    rng = random.Random(seed)
+    return [[rng.randrange(n) for _ in range(n)] for _ in range(count)]
+
+
+def bootstrap_interval(values: list[float], resamples: list[list[int]]) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean of `values` ((0, 0) when empty)."""
+    if not values:
+        return (0.0, 0.0)
+    means = sorted(statistics.fmean(values[i] for i in sample) for sample in resamples)
+    return means[int(0.025 * len(means))], means[int(0.975 * len(means)) - 1]
+
+
+def _paired(values: list[float], base: list[float], resamples: list[list[int]]):
+    """Mean of `values - base` task by task and its bootstrap interval; (None, None)
+    when either side lacks a value for some task."""
+    diffs = [a - b for a, b in zip(values, base, strict=True)]
+    if any(math.isnan(d) for d in diffs):
+        return None, None
+    return statistics.fmean(diffs), bootstrap_interval(diffs, resamples)
+
+
+def _advantage(acc, chance, oracle, index) -> float:
+    index = list(index)
+    a = statistics.fmean(acc[i] for i in index)
+    c = statistics.fmean(chance[i] for i in index)
+    o = statistics.fmean(oracle[i] for i in index)
+    return (a - c) / (o - c) if o > c else 0.0
+
+
+def _advantage_interval(acc, chance, oracle, resamples) -> tuple[float, float]:
+    values = sorted(_advantage(acc, chance, oracle, sample) for sample in resamples)
+    return values[int(0.025 * len(values))], values[int(0.975 * len(values)) - 1]

@@ -1,0 +1,412 @@
+"""A memory and time plan for training a reward model, made before anything is loaded.
+
+    python -m orchrm.memplan.plan BACKBONE_DIR_OR_CONFIG --max-length 4096 --micro-batch-pairs 1 \\
+        --lora --gradient-checkpointing --zero-stage 3 --num-devices 8 --peak-flops H100
+    python -m orchrm.memplan.plan llama-3.1-8b --max-length 4096 --lora   # a named shape
+
+From the backbone's `config.json` alone (`orchrm.memplan.shapes`): parameters and
+trainable parameters; bytes per device for weights, gradients, AdamW state (two fp32
+moments, plus an fp32 master copy of bf16 weights trained fully) and activations, at
+each ZeRO stage (0: nothing sharded; 1: optimizer state; 2: and gradients; 3: and
+weights, over `num_devices`), with and without gradient checkpointing; and a step time
+at an assumed model FLOPs utilization. `total` adds every part up; `peak` counts that
+the backward pass frees activations as it makes gradients (and that gradients are
+freed after each optimizer step, as PyTorch's `zero_grad` does). Both assume dropout
+off (`TrainConfig.disable_dropout`), every text padded to `max_length`, and one process
+per device; communication buffers of a distributed launch are not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from orchrm.configs import given
+from orchrm.errors import ConfigError, OrchrmError
+from orchrm.memplan.result import MemoryPlan, TrainingPlan
+from orchrm.memplan.shapes import (
+    Backbone,
+    Counts,
+    Step,
+    backward_working_bytes,
+    count_parameters,
+    layer_bytes,
+    outside_layers_bytes,
+    read_backbone,
+    step_flops,
+)
+from orchrm.memplan.text import plan_text
+
+GIB = 1024**3
+GPUS = {
+    # name: (bf16 dense FLOP/s, fp32 FLOP/s without TF32, memory in bytes)
+    "H200": (989e12, 67e12, 140 * GIB),
+    "H100": (989e12, 67e12, 80 * GIB),
+    "A100-40GB": (312e12, 19.5e12, 40 * GIB),
+    "A100": (312e12, 19.5e12, 80 * GIB),
+}
+"""Peak dense FLOP/s (NVIDIA's data sheets, SXM parts) and memory of known GPUs."""
+PRESETS = {
+    "llama-3.1-8b": {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
+    },
+}
+"""Backbone shapes known by name (the Orch-RM paper's reward model is Llama-3.1-8B)."""
+ATTENTION = ("sdpa", "eager", "flash_attention_2", "flash_attention_3")
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """What a plan is made for: the batch, precision, LoRA, attention, checkpointing and
+    sharding of the training run, and the devices it runs on."""
+
+    max_length: int
+    """Tokens per text."""
+    micro_batch_pairs: int
+    """Pairs per forward pass and device."""
+    dtype: str = "bf16"
+    """`bf16` or `fp32`."""
+    lora: bool = False
+    """Train a LoRA adapter and the score head instead of every weight."""
+    lora_r: int = 32
+    """The LoRA rank."""
+    gradient_checkpointing: bool | None = None
+    """None: on only when the peak without it would not fit `device_memory`."""
+    attn_implementation: str = "sdpa"
+    """One of `ATTENTION`."""
+    zero_stage: int = 0
+    """0: nothing sharded; 1: optimizer state; 2: and gradients; 3: and weights."""
+    num_devices: int = 1
+    """Devices the ZeRO stage shards over."""
+    mfu: float = 0.35
+    """Model FLOPs utilization the step time assumes."""
+    peak_flops: float | str | None = None
+    """FLOP/s per device or a `GPUS` name (None: this machine's GPU, if known; on a CPU
+    the step time is left out)."""
+    device_memory: int | None = None
+    """Bytes per device (None: the GPU's)."""
+
+    def check(self) -> None:
+        """Raise ConfigError for a setting no plan can be made for."""
+        if self.max_length < 1 or self.micro_batch_pairs < 1:
+            raise ConfigError(
+                f"max_length and micro_batch_pairs must be at least 1, not "
+                f"{self.max_length} and {self.micro_batch_pairs}"
+            )
+        if self.dtype not in ("bf16", "fp32"):
+            raise ConfigError(f"dtype must be 'bf16' or 'fp32', not {self.dtype!r}")
+        if self.lora_r < 1:
+            raise ConfigError(f"lora_r must be at least 1, not {self.lora_r}")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ConfigError(f"zero_stage must be 0, 1, 2 or 3, not {self.zero_stage}")
+        if self.num_devices < 1:
+            raise ConfigError(f"num_devices must be at least 1, not {self.num_devices}")
+        if not 0 < self.mfu <= 1:
+            raise ConfigError(f"mfu must be in (0, 1], not {self.mfu}")
+        if self.attn_implementation not in ATTENTION:
+            raise ConfigError(
+                f"attn_implementation must be one of {', '.join(ATTENTION)}, "
+                f"not {self.attn_implementation!r}"
+            )
+
+
+
+
+
+
+def _resolve_peak(
+    peak_flops: float | str | None, dtype: str
+) -> tuple[float | None, str | None, int | None]:
+    """(peak FLOP/s, GPU name, device memory) from a number, a GPU name, or this
+    machine's CUDA device when neither is given."""
+    column = 0 if dtype == "bf16" else 1
+    if isinstance(peak_flops, int | float) and not isinstance(peak_flops, bool):
+        if peak_flops <= 0:
+            raise ConfigError(f"peak_flops must be above 0, not {peak_flops}")
+        return float(peak_flops), None, None
+    if isinstance(peak_flops, str):
+        name = peak_flops.upper()
+        if name not in GPUS:
+            known = ", ".join(GPUS)
+            raise ConfigError(f"peak_flops {peak_flops!r} is no GPU the plan knows ({known})")
+        return GPUS[name][column], name, GPUS[name][2]
+    return _local_gpu(column)
+
+
+def _local_gpu(column: int) -> tuple[float | None, str | None, int | None]:
+    """This machine's first CUDA device, when it is one of `GPUS`."""
+    try:
+        import torch
+    except ImportError:
+        return None, None, None
+    if not torch.cuda.is_available():
+        return None, None, None
+    from orchrm.training.throughput import device_peak_flops
+
+    name = torch.cuda.get_device_name(0)
+    memory = torch.cuda.get_device_properties(0).total_memory
+    for known, figures in GPUS.items():
+        if known.split("-")[0] in name.upper():
+            return figures[column], known, memory
+    # Any other GPU orchrm's throughput meter knows: its bf16 peak (no fp32 figure).
+    peak = device_peak_flops(torch.device("cuda", 0)) if column == 0 else None
+    return peak, name, memory
+
+
+def _state_bytes(counts: Counts, *, dtype: str, lora: bool) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer state) on one device before sharding. LoRA keeps
+    its adapters and its trained copy of the head in fp32 (PEFT's default)."""
+    a = 2 if dtype == "bf16" else 4
+    if not lora:
+        master = 4 if dtype == "bf16" else 0
+        return a * counts.total, a * counts.total, (8 + master) * counts.total
+    trained = counts.lora + counts.head
+    return a * counts.total + 4 * trained, 4 * trained, 8 * trained
+
+
+def memory_plan(
+    backbone: Backbone,
+    step: Step,
+    *,
+    dtype: str,
+    zero_stage: int,
+    num_devices: int,
+    checkpointing: bool,
+) -> MemoryPlan:
+    """Bytes per device for one ZeRO stage and checkpointing choice."""
+    counts = count_parameters(backbone, step.lora_r if step.lora else 0)
+    weights, gradients, optimizer = _state_bytes(counts, dtype=dtype, lora=step.lora)
+    d, a = num_devices, step.act_bytes
+    optimizer //= d if zero_stage >= 1 else 1
+    gradients //= d if zero_stage >= 2 else 1
+    weights //= d if zero_stage >= 3 else 1
+    gathered = a * (max(counts.embedding, counts.layer) + counts.layer)
+    gathered = gathered if zero_stage == 3 and d > 1 else 0
+    one_layer = layer_bytes(backbone, step)
+    kept = a * backbone.hidden_size * step.tokens if checkpointing else one_layer
+    saved = backbone.num_layers * kept + outside_layers_bytes(backbone, step)
+    working = backward_working_bytes(backbone, step) + (one_layer if checkpointing else 0)
+    # While backward runs, each finished layer's activations are freed and its
+    # gradients made: the sum of both is largest at one end or the other.
+    layer_gradients = 0 if step.lora else gradients * counts.layer // counts.total
+    last_layer = (backbone.num_layers - 1) * layer_gradients + kept + working
+    dynamic = max(saved + working, last_layer, gradients)
+    return MemoryPlan(
+        zero_stage=zero_stage,
+        gradient_checkpointing=checkpointing,
+        weights=weights,
+        gradients=gradients,
+        optimizer=optimizer,
+        gathered=gathered,
+        activations_saved=saved,
+        activations_working=working,
+        total=weights + gradients + optimizer + gathered + saved + working,
+        peak=weights + optimizer + gathered + dynamic,
+    )
+
+
+def _backbone(config_or_path) -> Backbone:
+    """The shapes of a `PRESETS` name, or of what `read_backbone` reads."""
+    if isinstance(config_or_path, str):
+        return read_backbone(PRESETS.get(config_or_path, config_or_path))
+    return read_backbone(config_or_path)
+
+
+def plan_training(
+    config_or_path, settings: PlanSettings | None = None, /, **options: Any
+) -> TrainingPlan:
+    """The plan for a backbone given as a model directory, its `config.json`, a config
+    dict or object, or a `PRESETS` name, made for `settings` with any of its fields given
+    as `options` (`max_length=4096, micro_batch_pairs=1, lora=True`) set on top.
+    `gradient_checkpointing` None turns it on only when the peak without it would not
+    fit `device_memory`; the plan holds the value chosen."""
+    s = replace(settings, **options) if settings else PlanSettings(**options)
+    s.check()
+    backbone = _backbone(config_or_path)
+    peak, gpu, gpu_memory = _resolve_peak(s.peak_flops, s.dtype)
+    memory_limit = s.device_memory if s.device_memory is not None else gpu_memory
+    a = 2 if s.dtype == "bf16" else 4
+    attention = "flash" if s.attn_implementation.startswith("flash") else s.attn_implementation
+    step = Step(2 * s.micro_batch_pairs, s.max_length, a, s.lora, s.lora_r, attention)
+    table = [
+        memory_plan(
+            backbone, step, dtype=s.dtype, zero_stage=z, num_devices=s.num_devices, checkpointing=c
+        )
+        for z in range(4)
+        for c in (False, True)
+    ]
+    checkpointing = s.gradient_checkpointing
+    if checkpointing is None:
+        without = table[2 * s.zero_stage]
+        checkpointing = memory_limit is not None and without.peak > memory_limit
+    chosen = table[2 * s.zero_stage + int(checkpointing)]
+    counts = count_parameters(backbone, s.lora_r if s.lora else 0)
+    flops = step_flops(backbone, step, counts, checkpointing)
+    seconds = flops / (s.mfu * peak) if peak else None
+    resolved = replace(
+        s, gradient_checkpointing=checkpointing, peak_flops=peak, device_memory=memory_limit
+    )
+    return TrainingPlan(
+        **asdict(resolved),
+        backbone=config_or_path if isinstance(config_or_path, str) else "given config",
+        model_type=backbone.model_type,
+        parameters=counts.total,
+        trainable_parameters=counts.lora + counts.head if s.lora else counts.total,
+        lora_parameters=counts.lora,
+        tokens_per_step=step.tokens,
+        memory=chosen,
+        table=table,
+        flops_per_step=flops,
+        gpu=gpu,
+        step_seconds=seconds,
+        pairs_per_second=s.num_devices * s.micro_batch_pairs / seconds if seconds else None,
+        fits=None if memory_limit is None else chosen.peak <= memory_limit,
+        notes=_notes(s.attn_implementation, dtype=s.dtype, lora=s.lora),
+    )
+
+
+def _notes(attn_implementation: str, *, dtype: str, lora: bool) -> list[str]:
+    attention = {
+        "eager": "eager attention keeps every layer's L x L softmax per head (so does "
+        "SDPA's math fallback)",
+        "sdpa": "sdpa: a fused kernel that keeps no scores but, in a padded batch, each "
+        "layer's copy of the L x L mask",
+    }.get(attn_implementation, f"{attn_implementation}: unpadded, no L x L tensor")
+    notes = [
+        attention,
+        "texts padded to max_length; dropout off; one process per device; "
+        "communication buffers not counted",
+        "MFU of the FLOPs the device runs (attention and any recomputed forward "
+        "included); orchrm train reports MFU of 4N + 2N_trained a token",
+    ]
+    if dtype == "bf16" and not lora:
+        notes.append(
+            "bf16 full fine-tune as DeepSpeed holds it (bf16 weights and gradients, fp32 "
+            "master); orchrm train on one device keeps fp32 weights and gradients under "
+            "autocast: the same 16 bytes a parameter, plus a bf16 copy of the weights"
+        )
+    return notes
+
+
+def _dtype_of(train_config, cuda: bool) -> str:
+    """'bf16' or 'fp32' as `orchrm train` will resolve the config's `dtype` (and its
+    `bf16` shorthand) on this machine: auto is bf16 where the hardware runs it fast."""
+    precision = getattr(train_config, "precision", None)
+    dtype = precision() if callable(precision) else getattr(train_config, "dtype", None)
+    bf16 = getattr(train_config, "bf16", None)
+    if dtype in (None, "", "auto") and bf16 is not None:
+        dtype = "bf16" if bf16 else "fp32"
+    import torch
+
+    from orchrm.scoring.precision import resolve_dtype
+
+    return resolve_dtype(dtype, torch.device("cuda" if cuda else "cpu"))
+
+
+def plan_from_train_config(train_config, num_devices: int = 1, zero_stage: int = 0) -> TrainingPlan:
+    """The plan of an `orchrm.training.config.TrainConfig`: its backbone ('' : the offline
+    MiniLM), `max_length`, `batch_size` pairs (fewer when `max_tokens_per_batch` holds
+    fewer texts of `max_length`), LoRA, precision, attention and checkpointing, each
+    left open (auto, None) resolved as `orchrm train` resolves it on this machine."""
+    import torch
+
+    from orchrm.scoring.backbone import default_backbone
+
+    backbone = train_config.backbone or default_backbone()
+    max_length = train_config.max_length
+    pairs = train_config.batch_size
+    max_tokens = getattr(train_config, "max_tokens_per_batch", None)
+    if max_tokens:
+        pairs = max(1, min(pairs, max_tokens // (2 * max_length)))
+    lora = bool(getattr(train_config, "lora", False))
+    cuda = torch.cuda.is_available()
+    checkpointing = getattr(train_config, "gradient_checkpointing", None)
+    if checkpointing is None:  # orchrm.training.build.load_for_training's rule
+        big = count_parameters(_backbone(backbone)).total > 1e9
+        checkpointing = cuda and (lora or big)
+    return plan_training(
+        backbone,
+        max_length=max_length,
+        micro_batch_pairs=pairs,
+        dtype=_dtype_of(train_config, cuda),
+        lora=lora,
+        lora_r=getattr(train_config, "lora_r", 32),
+        gradient_checkpointing=checkpointing,
+        attn_implementation=getattr(train_config, "attn_implementation", None) or "sdpa",
+        zero_stage=zero_stage,
+        num_devices=num_devices,
+        peak_flops=getattr(train_config, "peak_flops", None),
+    )
+
+
+def _peak_flops_arg(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+PLAN_OPTIONS = {f.name for f in fields(PlanSettings)} - {"device_memory"}
+"""The `PlanSettings` fields the command line sets by their own name (`--max-length`)."""
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    """The command's options; a setting left out keeps `PlanSettings`' default."""
+    parser = argparse.ArgumentParser(
+        prog="python -m orchrm.memplan.plan",
+        description="Plan a reward model's training memory and time.",
+    )
+    parser.add_argument("config", help="model directory, config.json, or " + ", ".join(PRESETS))
+    parser.add_argument("--max-length", type=int, required=True, help="tokens per text")
+    parser.add_argument("--micro-batch-pairs", type=int, default=1, help="pairs per forward pass")
+    parser.add_argument("--dtype", choices=("bf16", "fp32"))
+    parser.add_argument("--lora", action=argparse.BooleanOptionalAction)
+    parser.add_argument("--lora-r", type=int)
+    parser.add_argument(
+        "--gradient-checkpointing",
+        action=argparse.BooleanOptionalAction,
+        help="default: on only when the peak without it does not fit the device",
+    )
+    parser.add_argument("--attn-implementation", choices=ATTENTION)
+    parser.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3))
+    parser.add_argument("--num-devices", type=int)
+    parser.add_argument("--mfu", type=float, help="model FLOPs utilization")
+    parser.add_argument(
+        "--peak-flops",
+        type=_peak_flops_arg,
+        help="FLOP/s per device, or a GPU: " + ", ".join(GPUS) + " (default: this machine's GPU)",
+    )
+    parser.add_argument("--device-memory-gib", type=float)
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    parser.add_argument("--width", type=int, default=80)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the plan (text, or JSON with --json); a bad setting: one line, exit 2."""
+    import json
+
+    args = argument_parser().parse_args(argv)
+    settings = {k: v for k, v in given(args).items() if k in PLAN_OPTIONS}
+    if args.device_memory_gib is not None:
+        settings["device_memory"] = int(args.device_memory_gib * GIB)
+    try:
+        plan = plan_training(args.config, **settings)
+    except OrchrmError as err:
+        print(f"orchrm plan: {err}", file=sys.stderr)
+        sys.exit(2)
+    print(json.dumps(plan.to_dict(), indent=2) if args.json else plan_text(plan, args.width))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,317 @@
+"""Scoring through a reward server: `RemoteScorer`, the `Scorer` of a model that vLLM,
+SGLang, an OpenRLHF reward server or `orchrm serve` holds.
+
+The client renders each orchestration exactly as the model was trained: the rendering
+version and token budget come from the model's `orchrm.json` and tokenizer (a local
+directory, `model_dir`), or from a tokenizer and `max_length` given as options, or (for
+`orchrm serve`) from the server's `/healthz`; a model trained on another rendering
+version is refused. Texts go out in batches of `batch_size`, `concurrency` requests at a
+time; `orchrm.scoring.remote_http` retries and times out; `orchrm.scoring.remote_protocols` holds
+the wire formats. Token counts are the server's when it gives them per text; when it
+gives only a request's total (vLLM's `usage.prompt_tokens`) the total is split in
+proportion to each text's count by the local tokenizer; with no count from the server,
+the local count (what `OrchRM` reports). PyTorch and Transformers are imported only
+when a tokenizer is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from orchrm.errors import ConfigError
+from orchrm.orchestration import (
+    RM_RENDER_VERSION,
+    Orchestration,
+    replace_surrogates,
+    to_harmony,
+)
+from orchrm.runtime.retry import RetryPolicy
+from orchrm.scoring.base import RenderingScorer
+from orchrm.scoring.remote_http import JsonClient, RemoteError
+from orchrm.scoring.remote_protocols import (
+    ACTIVATIONS,
+    Reply,
+    apportion,
+    classify_body,
+    protocol_of,
+    read_classify,
+    read_get_reward,
+    read_score,
+    read_sglang,
+    sglang_body,
+)
+
+API_KEY_ENV = "ORCHRM_API_KEY"
+"""Where `orchrm.scoring.load.load_scorer` reads the bearer token when none is given."""
+METADATA = "orchrm.json"
+DEFAULT_MAX_LENGTH = 512
+"""Tokens per text when nothing says otherwise (as `OrchRM.max_length`)."""
+
+
+@dataclass
+class RemoteConfig(RetryPolicy):
+    """Where the reward server is, how to speak to it and how to render for its model;
+    how long a request may wait and how it is retried are the `RetryPolicy` fields
+    (`timeout_s`, `retries`, `backoff_s`, `max_backoff_s`)."""
+
+    url: str = ""
+    """The server's scoring route: `.../classify` (vLLM, or SGLang's native route with
+    protocol `sglang`), `.../get_reward` (an OpenRLHF reward server) or `.../score`
+    (`orchrm serve`)."""
+    protocol: str = ""
+    """`vllm`, `sglang`, `openrlhf` or `orchrm`; empty: the one the URL's route names."""
+    model_dir: str = ""
+    """A local copy of the served model's directory (at least its `orchrm.json` and
+    tokenizer files): the rendering version and budget texts are rendered with."""
+    tokenizer: str = ""
+    """A tokenizer name or directory to count the rendering budget with, when there is
+    no `model_dir`."""
+    max_length: int | None = None
+    """Tokens per text, special tokens included; None: the model's `orchrm.json`, else
+    `orchrm serve`'s /healthz, else 512."""
+    model: str = ""
+    """The `model` of vLLM and SGLang requests (the name the server serves); empty: not
+    sent, so the server uses the model it serves."""
+    server_activation: str = "none"
+    """What a `/classify` server applies to the score: `none` (the raw score, asked for
+    with `use_activation: false`) or `sigmoid` (the server can only return a probability
+    p, read back as logit(p), which loses resolution as scores grow)."""
+    batch_size: int = 32
+    """Texts per request."""
+    concurrency: int = 4
+    """Requests in flight at once."""
+    api_key: str | None = None
+    """Bearer token sent with every request (vLLM's --api-key, orchrm serve's key)."""
+    check_version: bool = True
+    """Refuse a model trained on another rendering version than this orchrm's."""
+    trust_remote_code: bool = False
+    """Let the tokenizer run code shipped with it."""
+
+    def check(self) -> None:
+        """Raise ConfigError for a setting that cannot work, before any request."""
+        if not self.url:
+            raise ConfigError("a remote scorer needs the server's URL")
+        protocol = protocol_of(self.url, self.protocol)
+        if protocol == "sglang" and urlsplit(self.url).path.rstrip("/").endswith("/v1/classify"):
+            raise ConfigError(
+                "SGLang's /v1/classify applies a softmax over the model's one label, so every "
+                "score reads 1.0: use SGLang's native /classify route"
+            )
+        if self.server_activation not in ACTIVATIONS:
+            raise ConfigError(
+                f"server_activation must be none or sigmoid, got {self.server_activation!r}"
+            )
+        for name in ("batch_size", "concurrency"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        super().check()
+        if self.max_length is not None and self.max_length < 2:
+            raise ConfigError(f"max_length must be at least 2, got {self.max_length}")
+
+
+def _read_metadata(model_dir: str) -> dict:
+    """The `orchrm.json` of a model directory ({} for a model used off the shelf)."""
+    if not model_dir:
+        return {}
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise ConfigError(f"model directory {path} does not exist")
+    try:
+        value = json.loads((path / METADATA).read_text()) if (path / METADATA).exists() else {}
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot read {path / METADATA}: {err}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path / METADATA} is not a JSON object")
+    return value
+
+
+def _harmony(o: Orchestration | str) -> str:
+    return o if isinstance(o, str) else to_harmony(o)
+
+
+def _check_render_version(version: object, where: str) -> None:
+    if version and version != RM_RENDER_VERSION:
+        raise ConfigError(
+            f"{where} was trained on rendering {version!r}; this orchrm renders "
+            f"{RM_RENDER_VERSION!r}: retrain, or score with check_version off"
+        )
+
+
+class RemoteScorer(RenderingScorer):
+    """A reward model behind an HTTP server, used as `OrchRM` is: `render`, `budget`,
+    `score`, `score_batch`, `score_texts_with_tokens`, `normalize`, `metadata`."""
+
+    def __init__(self, config: RemoteConfig):
+        config.check()
+        self.config = config
+        self.protocol = protocol_of(config.url, config.protocol)
+        self.client = JsonClient(config, config.api_key)
+        self.metadata = _read_metadata(config.model_dir)
+        if config.check_version:
+            _check_render_version(self.metadata.get("render_version"), config.model_dir)
+        if self.protocol == "orchrm":
+            self._read_health()
+        self._pool = ThreadPoolExecutor(config.concurrency, thread_name_prefix="orchrm-remote")
+
+    @property
+    def url(self) -> str:
+        return self.config.url
+
+    @property
+    def batch_size(self) -> int:
+        return self.config.batch_size
+
+    def _route(self, name: str) -> str:
+        """The URL of another route of the same server (`orchrm serve`'s)."""
+        parts = urlsplit(self.config.url)
+        base = parts.path.rstrip("/").rsplit("/", 1)[0] if parts.path.rstrip("/") else ""
+        return urlunsplit((parts.scheme, parts.netloc, f"{base}/{name}", "", ""))
+
+    def _read_health(self) -> None:
+        """`orchrm serve`'s rendering version and max_length, checked against the model
+        directory's when both are known."""
+        try:
+            health = self.client.get(self._route("healthz"))
+        except RemoteError as err:
+            if err.status is None:
+                raise
+            health = None  # no /healthz there: the version and max_length stay unknown
+        health = health if isinstance(health, dict) else {}
+        if self.config.check_version:
+            _check_render_version(health.get("render_version"), f"the model at {self.url}")
+        served = health.get("max_length")
+        known = self.config.max_length or self.metadata.get("max_length")
+        if type(served) is int and known and known != served:
+            raise ConfigError(
+                f"max_length is {known} here and {served} at {self.url}: is the model "
+                "directory the served model?"
+            )
+        if type(served) is int:
+            self.metadata.setdefault("max_length", served)
+        if health.get("render_version"):
+            self.metadata.setdefault("render_version", health["render_version"])
+
+    @property
+    def max_length(self) -> int:
+        return int(self.config.max_length or self.metadata.get("max_length", DEFAULT_MAX_LENGTH))
+
+    @property
+    def renders(self) -> bool:
+        """Whether texts are rendered here (a tokenizer to count the budget with)."""
+        return bool(self.config.model_dir or self.config.tokenizer)
+
+    @cached_property
+    def tokenizer(self):
+        """The model's tokenizer (loads Transformers)."""
+        name = self.config.model_dir or self.config.tokenizer
+        if not name:
+            raise ConfigError(
+                f"scoring through {self.url} renders texts here, which needs the model's "
+                "tokenizer: give the model directory or a tokenizer"
+            )
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(
+                name, trust_remote_code=self.config.trust_remote_code
+            )
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"cannot load the tokenizer of {name!r}: {err}") from None
+
+    def score_items_with_tokens(
+        self,
+        items: Sequence[tuple[str, Orchestration | str]],
+        domains: Sequence[str] | None = None,
+    ) -> tuple[list[float], list[int]]:
+        """(raw reward, input tokens) of (question, orchestration) items, in order:
+        rendered here when a tokenizer is known, else by `orchrm serve` (`/score`), which
+        gets harmony text as given and an `Orchestration` as `to_harmony` writes it, and
+        each task's domain. Harmony text must parse (`score_batch` takes any)."""
+        if self.renders or self.protocol != "orchrm":
+            return super().score_items_with_tokens(items, domains)
+        return self._score_on_server(items, domains or [""] * len(items))
+
+    def _score_on_server(
+        self, items: Sequence[tuple[str, Orchestration | str]], domains: Sequence[str]
+    ) -> tuple[list[float], list[int]]:
+        """Items sent as harmony XML to `orchrm serve`'s `/score`, which renders them
+        with the served model's tokenizer: one request per question and batch."""
+        by_question: dict[tuple[str, str], list[int]] = {}
+        for n, ((question, _), domain) in enumerate(zip(items, domains, strict=True)):
+            by_question.setdefault((question, domain), []).append(n)
+        jobs = [
+            (key, members[start : start + self.batch_size])
+            for key, members in by_question.items()
+            for start in range(0, len(members), self.batch_size)
+        ]
+
+        def post(job: tuple[tuple[str, str], list[int]]) -> Reply:
+            (question, domain), members = job
+            body = {
+                "question": question,
+                "orchestrations": [_harmony(items[n][1]) for n in members],
+            }
+            if domain:
+                body["domain"] = domain
+            return read_score(self.client.post(self.url, body), len(members), self.url)
+
+        scores, tokens = [0.0] * len(items), [0] * len(items)
+        for (_, members), reply in zip(jobs, self._pool.map(post, jobs), strict=True):
+            counts = reply.tokens or [0] * len(members)
+            for n, score, count in zip(members, reply.scores, counts, strict=True):
+                scores[n], tokens[n] = score, count
+        return scores, tokens
+
+    def score_texts(self, texts: list[str]) -> list[float]:
+        """Raw reward of each text (already rendered), in input order."""
+        return self.score_texts_with_tokens(texts)[0]
+
+    def score_texts_with_tokens(self, texts: list[str]) -> tuple[list[float], list[int]]:
+        """(raw reward, input tokens) of each rendered text, in input order (tokens as
+        the module docstring says)."""
+        if not texts:
+            return [], []
+        clean = [replace_surrogates(t) for t in texts]  # JSON cannot carry lone surrogates
+        chunks = [clean[i : i + self.batch_size] for i in range(0, len(clean), self.batch_size)]
+        scores, tokens = [], []
+        for chunk, reply in zip(chunks, self._pool.map(self._post_texts, chunks), strict=True):
+            scores += reply.scores
+            tokens += reply.tokens or self._local_tokens(chunk, reply)
+        return scores, tokens
+
+    def _post_texts(self, texts: list[str]) -> Reply:
+        """One request of rendered texts, in the server's protocol."""
+        config, n = self.config, len(texts)
+        if self.protocol == "sglang":
+            answer = self.client.post(self.url, sglang_body(texts, config.model))
+            return read_sglang(answer, n, self.url)
+        if self.protocol == "openrlhf":
+            return read_get_reward(self.client.post(self.url, {"query": texts}), n, self.url)
+        url = self._route("classify") if self.protocol == "orchrm" else self.url
+        activation = "none" if self.protocol == "orchrm" else config.server_activation
+        body = classify_body(texts, config.model, activation)
+        return read_classify(self.client.post(url, body), n, activation, url)
+
+    def _local_tokens(self, texts: list[str], reply: Reply) -> list[int]:
+        """Input tokens per text by the local tokenizer (as `OrchRM` counts them), scaled
+        to the server's total when it gave one that differs; without a tokenizer, the
+        total split by characters."""
+        if not self.renders:
+            return apportion(reply.total_tokens or 0, [len(t) for t in texts])
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
+        counts = [len(ids) for ids in encoded["input_ids"]]
+        total = reply.total_tokens
+        return counts if total is None or total == sum(counts) else apportion(total, counts)
+
+    def close(self) -> None:
+        """Stop the request threads (a scorer is also usable until the process ends)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+__all__ = ["API_KEY_ENV", "RemoteConfig", "RemoteError", "RemoteScorer"]

@@ -1,0 +1,219 @@
+"""The selector registry: every best-of-N selector, what it needs and how reports show it.
+
+A selector is one function or class (in `selectors` or `judges`) plus one `SelectorEntry`
+in `REGISTRY`. Eval, the demo and cross-validation build their line-ups from it
+(`line_up`), `metrics` reads which selectors replay re-executions, and the report reads
+each one's label and colour. The entries' order is the line-up's order: the selectors
+built on `orchrm`'s scores (top-k vote, adaptive, cost-aware) follow it and share its
+scores, so each plan is scored once for all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from orchrm.selection.judges import llm_judge
+from orchrm.selection.selectors import (
+    AdaptiveSelector,
+    CostAwareSelector,
+    RewardModelSelector,
+    Selector,
+    TopKVoteSelector,
+    bayes_selector,
+    logp_selector,
+    majority_selector,
+    oracle_selector,
+    random_selector,
+)
+
+
+@dataclass(frozen=True)
+class LineupInputs:
+    """What a line-up can be built from; a selector whose need is missing is left out."""
+
+    rm: object | None = None
+    """The Orch-RM reward model: an `orchrm.scoring.base.Scorer`, local (`OrchRM`) or behind
+    a server (`orchrm.scoring.remote.RemoteScorer`), as `load_scorer` gives either."""
+    external_rm: object | None = None
+    """Another reward model used off the shelf (`external-rm`), a `Scorer` too."""
+    mixed_rm: object | None = None
+    """A reward model trained on every domain's pairs mixed (`orchrm-mixed`)."""
+    unified_rm: object | None = None
+    """One reward model of every domain that reads the domain line (`orchrm-unified`)."""
+    rm_selector: Selector | None = None
+    """A ready `orchrm` selector used instead of one built from `rm` (cross-validation's,
+    which scores each task with its own fold's model)."""
+    judge: object | None = None
+    """The judges' backend (`orchrm.runtime.backend.ChatBackend`)."""
+    world: bool = False
+    """The candidates carry the world's true success probabilities (`bayes`)."""
+    seed: int = 0
+    """Seeds `random`."""
+    adaptive_confidence: float = 0.9
+    """`orchrm-adaptive` on a model without a calibration: stops drawing once the chance
+    that a later draw scores above its best so far is at most 1 - this."""
+    adaptive_tolerance: float = 0.01
+    """`orchrm-adaptive` on a calibrated model: stops drawing once the accuracy it
+    expects to lose by stopping is at most this."""
+    cost_weight: float = 0.1
+    """`orchrm-cost`: reward spreads a doubling of the predicted cost is worth."""
+    cost_measure: str = "tokens"
+    """`orchrm-cost`: the predicted cost it weighs (tokens, calls, critical_path_calls)."""
+    cost_model: object | None = None
+    """`orchrm-cost`: an `orchrm.selection.cost.CostModel` fitted on logs (None: its
+    defaults)."""
+    run_config: object | None = None
+    """`orchrm-cost`: the `RunConfig` the plans would run under (None: the defaults)."""
+
+
+Build = Callable[[LineupInputs, dict[str, Selector]], Selector]
+"""A selector from the inputs (its needs met) and the selectors built before it."""
+
+
+@dataclass(frozen=True)
+class SelectorEntry:
+    """One selector as every command and the report see it."""
+
+    name: str
+    """The key in line-ups, reports and JSON."""
+    label: str
+    """What the report's tables and plots call it."""
+    colour: str
+    """Its colour in every plot, so a selector looks the same across domains."""
+    build: Build
+    needs: tuple[str, ...] = ()
+    """`LineupInputs` fields of which it needs one (none: it runs on logs alone); without
+    them it is left out of the line-up."""
+    replays_reruns: bool = False
+    """It reads the executed answers (votes) or their correctness (the oracle), and only
+    those, so its expected accuracy comes from replaying it on re-executions
+    (`Candidate.reruns`), never from the success probability of the one it picked (the
+    oracle's is then expected pass@N). `judge-traj` reads trajectories too: not replayed."""
+
+
+def _orchrm(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
+    return inputs.rm_selector or RewardModelSelector(inputs.rm)
+
+
+def _orchrm_weighted(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
+    # shares `orchrm`'s scores: each plan is scored once between the two
+    return RewardModelSelector(inputs.rm, weighted=True, share_scores_with=built.get("orchrm"))
+
+
+def _top_vote(k: int) -> Build:
+    return lambda inputs, built: TopKVoteSelector(built["orchrm"], k)
+
+
+def _adaptive(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
+    return AdaptiveSelector(
+        built["orchrm"],
+        inputs.rm,
+        inputs.adaptive_confidence,
+        tolerance=inputs.adaptive_tolerance,
+    )
+
+
+def _cost(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
+    return CostAwareSelector(
+        built["orchrm"],
+        inputs.rm,
+        cost_weight=inputs.cost_weight,
+        measure=inputs.cost_measure,
+        run_config=inputs.run_config,
+        cost_model=inputs.cost_model,
+    )
+
+
+def _judge(level: str) -> Build:
+    return lambda inputs, built: llm_judge(inputs.judge, level)
+
+
+def _rm(field: str) -> Build:
+    return lambda inputs, built: RewardModelSelector(getattr(inputs, field))
+
+
+def _always(selector: Selector) -> Build:
+    return lambda inputs, built: selector
+
+
+REGISTRY: tuple[SelectorEntry, ...] = (
+    SelectorEntry("orchrm", "orchrm", "#d62728", _orchrm, needs=("rm_selector", "rm")),
+    SelectorEntry(
+        "orchrm-weighted",
+        "orchrm-weighted",
+        "#ff9896",
+        _orchrm_weighted,
+        needs=("rm",),
+        replays_reruns=True,
+    ),
+    SelectorEntry(
+        "orchrm-top2-vote",
+        "orchrm-top2-vote",
+        "#ff7f0e",
+        _top_vote(2),
+        needs=("rm_selector", "rm"),
+        replays_reruns=True,
+    ),
+    SelectorEntry(
+        "orchrm-top3-vote",
+        "orchrm-top3-vote",
+        "#b15928",
+        _top_vote(3),
+        needs=("rm_selector", "rm"),
+        replays_reruns=True,
+    ),
+    SelectorEntry(
+        "orchrm-adaptive", "orchrm-adaptive", "#843c39", _adaptive, needs=("rm_selector", "rm")
+    ),
+    SelectorEntry("orchrm-cost", "orchrm-cost", "#393b79", _cost, needs=("rm_selector", "rm")),
+    SelectorEntry(
+        "majority", "majority", "#1f77b4", _always(majority_selector), replays_reruns=True
+    ),
+    SelectorEntry(
+        "random", "random", "#7f7f7f", lambda inputs, built: random_selector(inputs.seed)
+    ),
+    SelectorEntry("logp", "logp", "#8c564b", _always(logp_selector)),
+    SelectorEntry("judge-orch", "judge-orch", "#2ca02c", _judge("orchestration"), needs=("judge",)),
+    SelectorEntry("judge-traj", "judge-traj", "#98df8a", _judge("trajectory"), needs=("judge",)),
+    SelectorEntry(
+        "external-rm", "external-rm", "#9467bd", _rm("external_rm"), needs=("external_rm",)
+    ),
+    SelectorEntry("oracle", "oracle", "#000000", _always(oracle_selector), replays_reruns=True),
+    SelectorEntry("bayes", "bayes", "#bcbd22", _always(bayes_selector), needs=("world",)),
+    SelectorEntry("orchrm-mixed", "orchrm-mixed", "#e377c2", _rm("mixed_rm"), needs=("mixed_rm",)),
+    SelectorEntry(
+        "orchrm-unified", "orchrm-unified", "#17becf", _rm("unified_rm"), needs=("unified_rm",)
+    ),
+)
+
+BY_NAME = {entry.name: entry for entry in REGISTRY}
+
+RERUN_SELECTORS = frozenset(e.name for e in REGISTRY if e.replays_reruns)
+"""Selectors replayed on re-executions (`SelectorEntry.replays_reruns`)."""
+
+
+def _given(value: object) -> bool:
+    # identity, not truth: a backend or model may define __len__
+    return value is not None and value is not False
+
+
+def line_up(inputs: LineupInputs) -> dict[str, Selector]:
+    """Every registered selector whose needs `inputs` meets, in registry order."""
+    built: dict[str, Selector] = {}
+    for entry in REGISTRY:
+        if not entry.needs or any(_given(getattr(inputs, need)) for need in entry.needs):
+            built[entry.name] = entry.build(inputs, built)
+    return built
+
+
+def label(name: str) -> str:
+    """The report's name for a selector (its own name when it is not registered)."""
+    entry = BY_NAME.get(name)
+    return entry.label if entry else name
+
+
+def colour(name: str) -> str | None:
+    """A selector's plot colour (None: not registered, the plot picks one)."""
+    entry = BY_NAME.get(name)
+    return entry.colour if entry else None

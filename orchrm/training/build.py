@@ -1,0 +1,123 @@
+"""The model `train` optimizes, as its config asks (LoRA, gradient checkpointing,
+dropout off, the [CLS]-only last layer), and the atomic save of the result."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from orchrm.errors import ConfigError
+from orchrm.orchestration import RM_RENDER_VERSION
+from orchrm.scoring.backbone import METADATA, load_backbone
+from orchrm.scoring.last_layer import read_first_position_only
+from orchrm.training.config import TrainConfig
+
+
+def add_lora(model, r: int, alpha: int, dropout: float):
+    """Wrap `model` with LoRA adapters on its attention and MLP projections; the score
+    head (`score` or `classifier`) stays fully trainable and is saved with them."""
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    heads = [n for n in ("score", "classifier") if hasattr(model, n)]
+    config = LoraConfig(
+        task_type=TaskType.SEQ_CLS,
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules="all-linear",
+        modules_to_save=heads,
+    )
+    model = get_peft_model(model, config)
+    # The trained parameters stay fp32 over a bf16 base: AdamW's updates at small
+    # learning rates vanish below bf16's 8-bit mantissa.
+    for p in model.parameters():
+        if p.requires_grad:
+            p.data = p.data.float()
+    return model
+
+
+def enable_gradient_checkpointing(model, lora: bool) -> None:
+    """Recompute each layer's activations in the backward pass instead of keeping them.
+    Non-reentrant checkpointing, which needs no input that requires grad; with LoRA the
+    embeddings are frozen, so their output is made to require grad anyway, as PEFT
+    recommends for either kind."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise ConfigError(
+            f"{type(model).__name__} does not support gradient checkpointing: "
+            "set gradient_checkpointing to False"
+        )
+    settings = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.24
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=settings)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=settings)
+    if lora:
+        model.enable_input_require_grads()
+
+
+def disable_dropout(model) -> None:
+    """Set every dropout of the model to zero (modules and attention kernels)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if hasattr(module, "dropout_prob"):  # attention layers that pass it to SDPA
+            module.dropout_prob = 0.0
+
+
+def load_for_training(config: TrainConfig, backbone: str, *, bf16: bool, cuda: bool):
+    """(model, tokenizer, gradient checkpointing on) as `config` asks: a LoRA base in
+    bf16 when computing in bf16, everything trained in fp32; a [CLS]-reading encoder
+    computes its last layer at [CLS] only (`orchrm.scoring.last_layer`)."""
+    if config.attn_implementation == "flash_attention_2" and not (bf16 and cuda):
+        raise ConfigError("attn_implementation flash_attention_2 needs CUDA and dtype bf16")
+    dtype = torch.bfloat16 if bf16 and config.lora else torch.float32
+    model, tokenizer = load_backbone(
+        backbone,
+        config.trust_remote_code,
+        dtype=dtype,
+        attn_implementation=config.attn_implementation,
+    )
+    checkpointing = config.gradient_checkpointing
+    if checkpointing is None:
+        # (ZeRO-3 loads each process a shard; DeepSpeed keeps the full size in ds_numel)
+        big = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters()) > 1e9
+        checkpointing = cuda and (config.lora or big)
+    if checkpointing:
+        enable_gradient_checkpointing(model, config.lora)
+    if config.lora:
+        model = add_lora(model, config.lora_r, config.lora_alpha, config.lora_dropout)
+    if config.disable_dropout:
+        disable_dropout(model)
+    read_first_position_only(model)
+    return model, tokenizer, checkpointing
+
+
+def save_model(
+    model, tokenizer, out: str | Path, metadata: dict, state_dict: dict | None = None
+) -> Path:
+    """Write a standard Hugging Face directory plus `orchrm.json`, atomically (a
+    temporary folder renamed into place). LoRA adapters are merged first. `state_dict`
+    replaces the model's own weights (a consolidated copy of a sharded model)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
+        tokenizer.save_pretrained(tmp)
+        (tmp / METADATA).write_text(
+            json.dumps({"render_version": RM_RENDER_VERSION, **metadata}, indent=2)
+        )
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

@@ -1,0 +1,266 @@
+"""Resumable checkpoints of reward-model training: OUT/checkpoints/step-N folders.
+
+Each holds the trainable weights (`model.safetensors`), the optimizer state
+(`optimizer.pt`, read back with `weights_only`), the scheduler (`scheduler.json`) and the
+trainer state (`state.json`). A checkpoint is written to a hidden temporary folder,
+flushed to disk and renamed into place, so a kill leaves the whole checkpoint or a
+temporary folder, which the next start removes. Resuming reads the newest checkpoint
+that reads back whole and matches the model; every folder passed over is named with
+what is wrong with it, and no folder in OUT/checkpoints can stop a resume.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from orchrm.scoring.backbone import ModelError
+
+FILES = ("model.safetensors", "optimizer.pt", "scheduler.json", "state.json")
+"""What a checkpoint folder holds."""
+_NAME = re.compile(r"step-(0|[1-9][0-9]{0,11})")
+_UNFINISHED = (".step-", ".replaced-step-")
+"""Prefixes of the temporary folders a save writes, and of a replaced checkpoint."""
+_READ_ERRORS = (
+    OSError,
+    ValueError,
+    RuntimeError,
+    EOFError,
+    SafetensorError,
+    pickle.UnpicklingError,
+)
+"""What reading a damaged file raises: truncation, garbage, a pickle that is not plain
+tensors, JSON nested too deep (RecursionError is a RuntimeError)."""
+
+
+class CheckpointError(ModelError):
+    """A checkpoint folder cannot be resumed from (the message says which and why)."""
+
+
+@dataclass
+class TrainState:
+    """Where training is: saved with every checkpoint, so a run can resume exactly."""
+
+    step: int = 0
+    """Optimizer steps done."""
+    epoch: int = 0
+    micro: int = 0
+    """Forward passes done in the current epoch (per process)."""
+    best_accuracy: float = -1.0
+    evals_since_best: int = 0
+    history: list[dict] = field(default_factory=list)
+    pairs_seen: int = 0
+    """Pairs this process trained on (the summary sums all processes)."""
+    train_seconds: float = 0.0
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint read into memory and checked against the model and optimizer: applying
+    it cannot fail halfway."""
+
+    path: Path
+    weights: dict[str, torch.Tensor]
+    optimizer: dict
+    scheduler: dict
+    state: TrainState
+
+
+def _reason(err: BaseException) -> str:
+    """The first sentence of an error, or its type when it has no message."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return text.split(". ")[0] if text else type(err).__name__
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_unfinished(out: Path, say: Callable[[str], None]) -> list[Path]:
+    """Delete what interrupted saves left in OUT/checkpoints (hidden temporary folders),
+    saying so in one line; returns what was removed."""
+    folder = Path(out) / "checkpoints"
+    if not folder.is_dir():
+        return []
+    left = sorted(p for p in folder.iterdir() if p.name.startswith(_UNFINISHED))
+    for path in left:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    if left:
+        names = ", ".join(p.name for p in left)
+        say(f"removed {len(left)} unfinished checkpoint folder(s) in {folder}: {names}")
+    return left
+
+
+def checkpoint_folders(out: Path, say: Callable[[str], None] | None = None) -> list[Path]:
+    """OUT/checkpoints/step-N folders, oldest first; anything else there is passed
+    over (with a note to `say`, hidden entries silently)."""
+    folder = Path(out) / "checkpoints"
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.iterdir()):
+        if _NAME.fullmatch(path.name) and path.is_dir():
+            found.append(path)
+        elif say is not None and not path.name.startswith("."):
+            say(f"ignoring {path}: not a checkpoint (checkpoints are step-N folders)")
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def save_checkpoint(
+    out: Path, model, optimizer, scheduler, *, state: TrainState, keep: int
+) -> Path:
+    """Write OUT/checkpoints/step-N atomically (temporary folder, fsync, rename), then
+    delete all but the `keep` newest checkpoints up to this step."""
+    folder = Path(out) / "checkpoints"
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder, prefix=_UNFINISHED[0]))
+    weights = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    save_file(weights, tmp / "model.safetensors")
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    (tmp / "scheduler.json").write_text(json.dumps(scheduler.state_dict()))
+    (tmp / "state.json").write_text(json.dumps(asdict(state)))
+    for name in FILES:
+        _fsync(tmp / name)
+    _fsync(tmp)
+    final = folder / f"step-{state.step}"
+    aside = None
+    if final.exists():  # a directory cannot be renamed over a full one: move it aside first
+        aside = Path(tempfile.mkdtemp(dir=folder, prefix=_UNFINISHED[1]))
+        os.replace(final, aside)
+    os.replace(tmp, final)
+    _fsync(folder)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+    # Folders past this step are from a run that went further before it was cut short;
+    # they are replaced as training reaches them and must not push out the live ones.
+    done = [p for p in checkpoint_folders(out) if int(p.name.split("-")[1]) <= state.step]
+    for old in done[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _state(path: Path) -> TrainState:
+    """A `state.json` file as a `TrainState`, every field present and of its type."""
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict):
+        raise CheckpointError("state.json is not a JSON object")
+    names = [f.name for f in fields(TrainState)]
+    if sorted(data) != sorted(names):
+        odd = sorted(set(data) ^ set(names))
+        raise CheckpointError(f"state.json fields differ from a trainer state ({', '.join(odd)})")
+    for f in fields(TrainState):
+        value = data[f.name]
+        if f.type == "int" and (type(value) is not int or value < 0):
+            raise CheckpointError(f"state.json: {f.name} is {value!r}, not a whole number >= 0")
+        is_number = type(value) in (int, float) and math.isfinite(value)
+        if f.type == "float" and not is_number:
+            raise CheckpointError(f"state.json: {f.name} is {value!r}, not a number")
+        if f.type.startswith("list") and not isinstance(value, list):
+            raise CheckpointError(f"state.json: {f.name} is {value!r}, not a list")
+    return TrainState(**data)
+
+
+def _check_weights(weights: dict[str, torch.Tensor], model) -> None:
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in weights.items()}
+    if found == expected:
+        return
+    missing, extra = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
+    shapes = sorted(k for k in set(found) & set(expected) if found[k] != expected[k])
+    problems = [
+        f"{label} {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}"
+        for label, keys in (("missing", missing), ("unexpected", extra), ("other shape", shapes))
+        if keys
+    ]
+    raise CheckpointError(f"model.safetensors does not match the model: {'; '.join(problems)}")
+
+
+def _check_optimizer(saved, optimizer) -> None:
+    groups = saved.get("param_groups") if isinstance(saved, dict) else None
+    if not isinstance(groups, list) or not isinstance(saved.get("state"), dict):
+        raise CheckpointError("optimizer.pt is not an optimizer state")
+    sizes = [len(g.get("params", ())) for g in groups if isinstance(g, dict)]
+    wanted = [len(g["params"]) for g in optimizer.param_groups]
+    if sizes != wanted:
+        raise CheckpointError(
+            f"optimizer.pt holds parameter groups of {sizes} parameters, the optimizer {wanted}"
+        )
+
+
+def _read(path: Path, reader: Callable[[Path], object]):
+    """`reader(path)`, a damaged file reported as a `CheckpointError` naming it."""
+    try:
+        return reader(path)
+    except _READ_ERRORS as err:
+        raise CheckpointError(f"{path.name}: {_reason(err)}") from None
+
+
+def read_checkpoint(path: Path, model, optimizer) -> Checkpoint:
+    """Read a checkpoint folder and check it fits `model` and `optimizer`, applying
+    nothing; `CheckpointError` names the folder, the file and what is wrong."""
+    path = Path(path)
+    try:
+        missing = [name for name in FILES if not (path / name).is_file()]
+        if missing:
+            raise CheckpointError(f"{', '.join(missing)} missing")
+        state = _read(path / "state.json", _state)
+        if f"step-{state.step}" != path.name:
+            raise CheckpointError(f"state.json says step {state.step}, the folder {path.name}")
+        weights = _read(path / "model.safetensors", load_file)
+        _check_weights(weights, model)
+        saved = _read(
+            path / "optimizer.pt", lambda p: torch.load(p, weights_only=True, map_location="cpu")
+        )
+        _check_optimizer(saved, optimizer)
+        scheduler = _read(path / "scheduler.json", lambda p: json.loads(p.read_text()))
+        if not isinstance(scheduler, dict) or type(scheduler.get("last_epoch")) is not int:
+            raise CheckpointError("scheduler.json is not a scheduler state")
+    except CheckpointError as err:
+        raise CheckpointError(f"checkpoint {path} is unusable: {err}") from None
+    return Checkpoint(path, weights, saved, scheduler, state)
+
+
+def newest_intact(out: Path, model, optimizer, *, say: Callable[[str], None]) -> Checkpoint | None:
+    """The newest checkpoint under OUT that reads back whole and fits; each newer one
+    passed over is named with its reason, and a fallback is said."""
+    skipped = []
+    for path in reversed(checkpoint_folders(out, say)):
+        try:
+            found = read_checkpoint(path, model, optimizer)
+        except CheckpointError as err:
+            say(f"{err}; trying the one before it")
+            skipped.append(path.name)
+            continue
+        if skipped:
+            say(f"resuming from {path.name} instead of {', '.join(skipped)}")
+        return found
+    if skipped:
+        say(f"no intact checkpoint in {Path(out) / 'checkpoints'}: training starts at step 0")
+    return None
+
+
+def apply_checkpoint(checkpoint: Checkpoint, model, optimizer, scheduler) -> TrainState:
+    """Load a checkpoint read by `read_checkpoint` into the model, optimizer and scheduler."""
+    model.load_state_dict(checkpoint.weights)
+    optimizer.load_state_dict(checkpoint.optimizer)
+    scheduler.load_state_dict(checkpoint.scheduler)
+    return checkpoint.state

@@ -1,0 +1,57 @@
+"""Pairwise accuracy of a reward model on win/lose pairs: how validation selects the
+saved model during training, and how `orchrm evaluate-rm` measures a saved one."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from orchrm.scoring.local import OrchRM, rewards
+from orchrm.training.data import Pairs, read_pair_file, tokenize
+
+
+def pairwise_accuracy(
+    model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bool
+) -> dict:
+    """Pairwise accuracy overall, per pair kind and per domain; reward mean and spread."""
+    if not len(pairs):
+        return {}
+    was_training = model.training
+    model.eval()
+    # A plan is in many pairs of its task (every right one against every wrong one):
+    # each distinct text is scored once.
+    distinct = list(dict.fromkeys(tuple(ids) for ids in pairs.chosen + pairs.rejected))
+    scored = rewards(model, [list(ids) for ids in distinct], pad_id, batch_size * 2, device, bf16)
+    reward_of = dict(zip(distinct, scored, strict=True))
+    model.train(was_training)
+    chosen = [reward_of[tuple(ids)] for ids in pairs.chosen]
+    rejected = [reward_of[tuple(ids)] for ids in pairs.rejected]
+    wins = [c > r for c, r in zip(chosen, rejected, strict=True)]
+
+    def accuracy_by(labels: list[str]) -> dict[str, float]:
+        groups: dict[str, list[bool]] = {}
+        for label, win in zip(labels, wins, strict=True):
+            groups.setdefault(label or "unknown", []).append(win)
+        return {k: sum(v) / len(v) for k, v in sorted(groups.items())}
+
+    everything = chosen + rejected
+    return {
+        "accuracy": sum(wins) / len(wins),
+        "accuracy_by_kind": accuracy_by(pairs.kinds),
+        "accuracy_by_domain": accuracy_by(pairs.domains),
+        "pairs": len(wins),
+        "reward_mean": statistics.fmean(everything),
+        "reward_std": statistics.pstdev(everything),
+    }
+
+
+def evaluate_file(
+    model_dir: str | Path, pairs_file: str | Path, batch_size: int = 32, dtype: str = "auto"
+) -> dict:
+    """`pairwise_accuracy` of a saved reward model on an exported pair file (e.g. the
+    test split), scored in `dtype` (auto, bf16 or fp32)."""
+    rm = OrchRM.load(model_dir, batch_size=batch_size, dtype=dtype)
+    pairs = tokenize(read_pair_file(pairs_file), rm.tokenizer, rm.max_length)
+    return pairwise_accuracy(
+        rm.model, pairs, rm.tokenizer.pad_token_id, batch_size, rm.device, rm.bf16
+    )

@@ -1,0 +1,45 @@
+"""The Bradley-Terry loss of one micro-batch of win/lose pairs."""
+
+from __future__ import annotations
+
+import torch
+
+from orchrm.scoring.backbone import collate
+from orchrm.training.batching import text_passes
+
+
+def _scores(model, sequences: list[list[int]], *, pad_id: int, device, passes: int):
+    """One reward per text, in `sequences`' order, computed in the forward passes of
+    `text_passes` (each padded to its own longest text) within one autograd graph."""
+    cuts = text_passes([len(s) for s in sequences], passes)
+    parts = []
+    for cut in cuts:
+        batch = collate([sequences[i] for i in cut], pad_id)
+        inputs = {k: v.to(device) for k, v in batch.items()}
+        parts.append(model(**inputs).logits.squeeze(-1).float())
+    where = torch.tensor([i for cut in cuts for i in cut], device=parts[0].device)
+    return torch.cat(parts)[torch.argsort(where)]
+
+
+def pair_loss(
+    model,
+    sequences: list[list[int]],
+    margins: list[float] | None,
+    *,
+    pad_id: int,
+    device,
+    center_rewards: float | None,
+    passes: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bradley-Terry loss of each pair of one micro-batch: `sequences` holds the chosen
+    texts then the rejected ones, scored in `passes` forward passes sorted by length;
+    returns (loss per pair, chosen - rejected). Their mean is the batch's loss."""
+    scores = _scores(model, sequences, pad_id=pad_id, device=device, passes=passes)
+    chosen, rejected = scores.chunk(2)
+    diff = chosen - rejected
+    if margins is not None:
+        diff = diff - torch.tensor(margins, device=diff.device)
+    losses = -torch.nn.functional.logsigmoid(diff)
+    if center_rewards:
+        losses = losses + center_rewards * (chosen + rejected) ** 2
+    return losses, diff

@@ -1,0 +1,479 @@
+"""Train a Bradley-Terry reward model on win/lose pairs of orchestrations.
+
+    orchrm train --pairs runs/pairs --out runs/rm
+    accelerate launch --multi_gpu --num_processes 2 -m orchrm.training.train --pairs ... --out ...
+
+(`--multi_gpu` starts the processes with torchrun; without a GPU they train on the CPU
+over gloo.)
+
+Loss -log sigmoid(r_chosen - r_rejected) (optional per-pair margin and reward-centering
+term). Chosen and rejected texts go through the model in one forward pass (a
+[CLS]-reading encoder computes its last layer at [CLS] only, `orchrm.scoring.last_layer`),
+cut by length into a few passes that each pad to their own longest text, in one
+autograd graph (`orchrm.training.loss`); batches are drawn at random, optionally under a
+token budget per pass (`orchrm.training.batching`); gradients are accumulated over a step's passes
+with every pair weighing the same; bf16 where the hardware runs it fast (frozen LoRA
+base in bf16, trained parameters in fp32); gradient checkpointing; linear warm-up and
+decay; early stopping on validation accuracy; tokens/s and MFU
+(`orchrm.training.throughput`). Multi-process data parallelism, DeepSpeed and FSDP
+(configs/accelerate/) come from `accelerate` (`orchrm.training.parallel`). Resumable
+checkpoints (`orchrm.training.checkpoint`: safetensors weights, optimizer state loaded
+with `weights_only`, JSON trainer state) are written atomically, and a resume passes
+over a damaged one to the newest intact one; because the batch order is a function of
+the seed and epoch and dropout is seeded per pass, a resumed run continues exactly where
+the interrupted one stopped, repeating and skipping nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import broadcast_object_list
+from transformers import get_linear_schedule_with_warmup
+
+from orchrm.errors import ConfigError, InputError
+from orchrm.orchestration.rm_text import DOMAIN_PREFIX
+from orchrm.progress import progress_bar
+from orchrm.scoring.backbone import default_backbone, load_backbone
+from orchrm.scoring.precision import resolve_dtype
+from orchrm.training.batching import (
+    MicroBatch,
+    Step,
+    epoch_steps,
+    passes_padded_tokens,
+    steps_done,
+)
+from orchrm.training.build import add_lora, load_for_training, save_model
+from orchrm.training.checkpoint import (
+    TrainState,
+    apply_checkpoint,
+    newest_intact,
+    read_checkpoint,
+    remove_unfinished,
+    save_checkpoint,
+)
+from orchrm.training.config import TrainConfig
+from orchrm.training.data import Pairs, data_hash, load_splits, tokenize
+
+# evaluate_file and disable_dropout: imported from here by `orchrm evaluate-rm` and
+# orchrm.memplan.probe.
+from orchrm.training.evaluate import evaluate_file, pairwise_accuracy  # noqa: F401
+from orchrm.training.loss import pair_loss
+from orchrm.training.parallel import (
+    Placement,
+    configure_deepspeed,
+    make_accelerator,
+    model_to_save,
+    placement,
+)
+from orchrm.training.summary import TrainSummary
+from orchrm.training.throughput import Meter, device_peak_flops, flops_per_token
+
+
+def _say(message: str) -> None:
+    """A note about the run (checkpoints removed, skipped, resumed from) on stderr."""
+    print(f"orchrm train: {message}", file=sys.stderr, flush=True)
+
+
+def _resume(out: Path, model, optimizer, scheduler, *, main: bool) -> TrainState | None:
+    """Load the newest intact checkpoint into model, optimizer and scheduler and return
+    its state (None: there is none). The main process chooses, so every process resumes
+    from the same one."""
+    found = newest_intact(out, model, optimizer, say=_say) if main else None
+    chosen = [found.path.name if found else None]
+    broadcast_object_list(chosen)
+    if chosen[0] is None:
+        return None
+    if found is None:
+        found = read_checkpoint(out / "checkpoints" / chosen[0], model, optimizer)
+    return apply_checkpoint(found, model, optimizer, scheduler)
+
+
+def _param_groups(model, config: TrainConfig) -> list[dict]:
+    """One AdamW group, or two when the score head gets its own learning rate."""
+    prefix = getattr(model, "base_model_prefix", "")
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if config.head_lr is None or config.lora or not prefix:
+        return [{"params": [p for _, p in named]}]
+    head = [p for n, p in named if not n.startswith(prefix + ".")]
+    body = [p for n, p in named if n.startswith(prefix + ".")]
+    return [{"params": body}, {"params": head, "lr": config.head_lr}]
+
+
+@dataclass
+class _Run:
+    """Everything one training run holds: built by `_prepare`, advanced by `train`."""
+
+    config: TrainConfig
+    accelerator: Accelerator
+    placement: Placement
+    backbone: str
+    model: object
+    tokenizer: object
+    train_records: list[dict]
+    train_pairs: Pairs
+    val_pairs: Pairs
+    bf16: bool
+    checkpointing: bool
+    meter: Meter
+    optimizer: torch.optim.Optimizer | None = None
+    scheduler: object = None
+    total_steps: int = 0
+    state: TrainState = field(default_factory=TrainState)
+    resumed_step: int | None = None
+
+    @cached_property
+    def widths(self) -> list[int]:
+        """Tokens of the longer text of each training pair (what it pads a batch to)."""
+        return self.train_pairs.widths()
+
+    @cached_property
+    def lengths(self) -> list[int]:
+        """Tokens of both texts of each training pair (what sorted batches are sorted by)."""
+        return self.train_pairs.lengths()
+
+    @property
+    def main(self) -> bool:
+        return self.accelerator.is_main_process
+
+    @property
+    def out(self) -> Path:
+        return Path(self.config.out)
+
+    def epoch(self, epoch: int) -> list[Step]:
+        """This process's steps in `epoch`."""
+        config, accelerator = self.config, self.accelerator
+        return epoch_steps(
+            self.widths,
+            lengths=self.lengths,
+            batch_size=config.batch_size,
+            grad_accumulation=config.grad_accumulation,
+            max_tokens=config.max_tokens_per_batch,
+            seed=config.seed,
+            epoch=epoch,
+            group=config.sort_batches,
+            processes=accelerator.num_processes,
+            rank=accelerator.process_index,
+        )
+
+
+def _prepare(config: TrainConfig, resume: bool) -> _Run:
+    """Configure the accelerator, model and data, then `_schedule`."""
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    cuda = torch.cuda.is_available()
+    bf16 = resolve_dtype(config.precision(), torch.device("cuda" if cuda else "cpu")) == "bf16"
+    accelerator = make_accelerator(not cuda, "bf16" if bf16 else "no")
+    where = placement(accelerator)
+    if resume and where.wrapped:
+        raise ConfigError("--resume is not supported under DeepSpeed or FSDP launches")
+    torch.manual_seed(config.seed)  # the score head's initialization
+    # configure the model
+    backbone = config.backbone or default_backbone()
+    model, tokenizer, checkpointing = load_for_training(config, backbone, bf16=bf16, cuda=cuda)
+    peak = device_peak_flops(accelerator.device, config.peak_flops)
+    # configure the data
+    train_records, val_records = load_splits(config.pairs, config.validation_share, config.seed)
+    run = _Run(
+        config=config,
+        accelerator=accelerator,
+        placement=where,
+        backbone=backbone,
+        model=model,
+        tokenizer=tokenizer,
+        train_records=train_records,
+        train_pairs=tokenize(train_records, tokenizer, config.max_length),
+        val_pairs=tokenize(val_records, tokenizer, config.max_length),
+        bf16=bf16,
+        checkpointing=checkpointing,
+        meter=Meter(flops_per_token(model), peak),
+    )
+    _schedule(run, resume)
+    return run
+
+
+def _schedule(run: _Run, resume: bool) -> None:
+    """Configure the steps, optimizer and schedule, resume where a checkpoint stopped,
+    and hand model and optimizer to accelerate."""
+    config, accelerator, model = run.config, run.accelerator, run.model
+    steps = len(run.epoch(0))
+    if not steps:
+        raise InputError(
+            f"{len(run.train_pairs)} training pairs make no step for each of "
+            f"{accelerator.num_processes} processes: use a smaller batch_size or fewer"
+        )
+    run.total_steps = math.ceil(config.epochs * steps)
+    if config.max_steps is not None:
+        run.total_steps = min(run.total_steps, config.max_steps)
+    run.optimizer = torch.optim.AdamW(
+        _param_groups(model, config), lr=config.lr, weight_decay=config.weight_decay, fused=True
+    )
+    run.scheduler = get_linear_schedule_with_warmup(
+        run.optimizer, int(config.warmup_ratio * run.total_steps), run.total_steps
+    )
+    if run.main:
+        remove_unfinished(run.out, _say)
+    if resume:
+        resumed = _resume(run.out, model, run.optimizer, run.scheduler, main=run.main)
+        if resumed is not None:
+            run.state, run.resumed_step = resumed, resumed.step
+    configure_deepspeed(accelerator, config.batch_size, config.max_grad_norm)
+    run.model, run.optimizer = accelerator.prepare(model, run.optimizer)
+
+
+def _save_model(run: _Run, metrics: dict) -> None:
+    """The model as it is now, with its metadata, into OUT/model (called by the main
+    process, and by every process of a sharded run)."""
+    config = run.config
+
+    def fresh():
+        """A new LoRA model of the backbone to load gathered weights into."""
+        dtype = torch.bfloat16 if run.bf16 else torch.float32
+        model, _ = load_backbone(run.backbone, config.trust_remote_code, dtype=dtype)
+        return add_lora(model, config.lora_r, config.lora_alpha, config.lora_dropout)
+
+    meta = {
+        "backbone": run.backbone,
+        "max_length": config.max_length,
+        "step": run.state.step,
+        "pair_data_hash": data_hash(run.train_records),
+        # The scorer gives such a model the domain line too, as it was trained.
+        "domain_in_text": any(r["prompt"].startswith(DOMAIN_PREFIX) for r in run.train_records),
+        "metrics": metrics,
+        "reward_mean": metrics.get("reward_mean", 0.0),
+        "reward_std": metrics.get("reward_std", 1.0),
+        "lora": config.lora,
+        "config": {k: v for k, v in asdict(config).items() if k != "extra"},
+        "extra": config.extra,
+    }
+    model, state_dict = model_to_save(
+        run.accelerator, run.model, run.placement, main=run.main, lora=config.lora, fresh=fresh
+    )
+    if model is not None:
+        save_model(model, run.tokenizer, run.out / "model", meta, state_dict)
+
+
+def _validate(run: _Run) -> bool:
+    """Score the validation pairs, keep the model when it is the best so far; True when
+    early stopping says to stop. Sharded runs score on every process (forward passes
+    gather weights collectively) and take the main process's metrics."""
+    config, state = run.config, run.state
+    metrics = pairwise_accuracy(
+        run.accelerator.unwrap_model(run.model),
+        run.val_pairs,
+        run.tokenizer.pad_token_id,
+        config.batch_size,
+        run.accelerator.device,
+        run.bf16,
+    )
+    if run.placement.sharded:
+        shared = [metrics]
+        broadcast_object_list(shared)
+        metrics = shared[0]
+    throughput = asdict(run.meter.throughput())
+    state.history.append({"step": state.step, **metrics, "throughput": throughput})
+    if metrics["accuracy"] > state.best_accuracy:
+        state.best_accuracy, state.evals_since_best = metrics["accuracy"], 0
+        _save_model(run, metrics)
+    else:
+        state.evals_since_best += 1
+    return config.early_stopping is not None and state.evals_since_best >= config.early_stopping
+
+
+def _finish_step(run: _Run) -> bool:
+    """Validate and checkpoint on schedule; True (on every process) when training stops."""
+    config, state, last = run.config, run.state, run.state.step >= run.total_steps
+    stop = False
+    due = (state.step % config.eval_every == 0 or last) and len(run.val_pairs)
+    if due and (run.main or run.placement.sharded):
+        stop = _validate(run)
+    save_every = config.save_every or config.eval_every
+    saving = state.step % save_every == 0 or last or stop
+    if run.main and saving and not run.placement.wrapped:
+        save_checkpoint(
+            run.out,
+            run.accelerator.unwrap_model(run.model),
+            run.optimizer,
+            run.scheduler,
+            state=state,
+            keep=config.keep_checkpoints,
+        )
+    flag = [stop]
+    broadcast_object_list(flag)
+    return flag[0]
+
+
+def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, int]:
+    """One forward and backward pass; its pairs weigh 1 / `step_pairs` each in the step's
+    loss (a filler weighs 0). Returns (summed pair loss, pairs ranked right)."""
+    config, state, pairs = run.config, run.state, run.train_pairs
+    # Dropout seeded per pass: a resumed run draws what the interrupted one would.
+    torch.manual_seed(config.seed * 1_000_003 + state.epoch * 100_003 + state.micro)
+    sequences = [pairs.chosen[i] for i in micro.pairs] + [pairs.rejected[i] for i in micro.pairs]
+    margins = [pairs.margins[i] for i in micro.pairs] if config.margin else None
+    # Sharded runs gather weights in every forward pass: each process must run as many.
+    passes = 1 if run.placement.sharded else config.forward_passes
+    with run.accelerator.autocast():
+        losses, diff = pair_loss(
+            run.model,
+            sequences,
+            margins,
+            pad_id=run.tokenizer.pad_token_id,
+            device=run.accelerator.device,
+            center_rewards=config.center_rewards,
+            passes=passes,
+        )
+    weight = 0.0 if micro.filler else 1.0 / step_pairs
+    run.accelerator.backward(losses.sum() * weight)
+    state.micro += 1
+    if micro.filler:
+        return 0.0, 0
+    state.pairs_seen += len(micro.pairs)  # this process's; summed over processes at the end
+    lengths = [len(s) for s in sequences]
+    run.meter.add(sum(lengths), passes_padded_tokens(lengths, passes))
+    return losses.sum().item(), int((diff > 0).sum().item())
+
+
+def _train_step(run: _Run, step: Step) -> tuple[float, float]:
+    """One optimizer step over the step's passes, gradients synchronized across
+    processes on the last one only; returns (loss, share of pairs ranked right)."""
+    accelerator, total_loss, wins = run.accelerator, 0.0, 0
+    last = len(step.micro_batches) - 1
+    for k, micro in enumerate(step.micro_batches):
+        # DeepSpeed reads sync_gradients to know the last pass of a step.
+        accelerator.sync_gradients = k == last
+        skip_sync = accelerator.no_sync(run.model) if k < last else contextlib.nullcontext()
+        with skip_sync:
+            loss, right = _train_pass(run, micro, step.pairs)
+        total_loss, wins = total_loss + loss, wins + right
+    if run.config.max_grad_norm:
+        # (Under DeepSpeed this only reads the norm: its engine clips, from the
+        # `gradient_clipping` that `configure_deepspeed` sets.)
+        accelerator.clip_grad_norm_(run.model.parameters(), run.config.max_grad_norm)
+    run.optimizer.step()
+    run.optimizer.zero_grad()
+    return total_loss / step.pairs, wins / step.pairs
+
+
+def _progress_text(run: _Run, recent: list[tuple[float, float]]) -> str:
+    """The progress bar's description: recent loss and accuracy, best validation,
+    this process's tokens/s and MFU."""
+    loss = statistics.fmean(x for x, _ in recent)
+    acc = statistics.fmean(a for _, a in recent)
+    best = run.state.best_accuracy
+    val = f" val {best:.3f}" if best >= 0 else ""
+    rate = run.meter.throughput()
+    mfu = f" MFU {rate.mfu:.1%}" if rate.mfu is not None else ""
+    return (
+        f"training reward model: loss {loss:.3f} acc {acc:.2f}{val} "
+        f"{rate.tokens_per_second:,.0f} tok/s{mfu}"
+    )
+
+
+def _loop(run: _Run, progress: bool) -> bool:
+    """Train until `total_steps` or early stopping; True when it stopped early."""
+    state, recent = run.state, []
+    run.model.train()
+    with progress_bar("training reward model", run.total_steps, progress and run.main) as (
+        bar,
+        task,
+    ):
+        bar.update(task, completed=state.step)
+        while state.step < run.total_steps:
+            steps = run.epoch(state.epoch)
+            for step in steps[steps_done(steps, state.micro) :]:
+                if state.step >= run.total_steps:
+                    break
+                start = time.perf_counter()
+                recent = [*recent[-49:], _train_step(run, step)]
+                run.scheduler.step()
+                state.step += 1
+                seconds = time.perf_counter() - start
+                state.train_seconds += seconds
+                run.meter.seconds += seconds
+                bar.update(task, completed=state.step, description=_progress_text(run, recent))
+                if _finish_step(run):
+                    return True
+            if steps_done(steps, state.micro) >= len(steps):
+                state.epoch, state.micro = state.epoch + 1, 0
+    return False
+
+
+def _summary(run: _Run, stopped: bool) -> TrainSummary:
+    """The run's `TrainSummary`, counts summed over processes."""
+    state, accelerator, meter = run.state, run.accelerator, run.meter
+    counts = torch.tensor(
+        [state.pairs_seen, meter.tokens, meter.padded_tokens], device=accelerator.device
+    )
+    seen, tokens, padded = (int(x) for x in accelerator.reduce(counts, reduction="sum"))
+    rate = meter.throughput(tokens, padded, accelerator.num_processes)
+    return TrainSummary(
+        steps=state.step,
+        pairs_seen=seen,
+        train_seconds=state.train_seconds,
+        pairs_per_second=seen / state.train_seconds if state.train_seconds else 0,
+        best_validation_accuracy=state.best_accuracy if state.best_accuracy >= 0 else None,
+        history=state.history,
+        train_pairs=len(run.train_pairs),
+        validation_pairs=len(run.val_pairs),
+        truncated_texts=run.train_pairs.truncated + run.val_pairs.truncated,
+        bf16=run.bf16,
+        processes=accelerator.num_processes,
+        stopped_early=stopped,
+        resumed_from_step=run.resumed_step,
+        dtype="bf16" if run.bf16 else "fp32",
+        gradient_checkpointing=run.checkpointing,
+        attn_implementation=run.config.attn_implementation,
+        tokens=tokens,
+        padded_tokens=padded,
+        tokens_per_second=rate.tokens_per_second,
+        padded_tokens_per_second=rate.padded_tokens_per_second,
+        mfu=rate.mfu,
+        peak_flops=meter.peak_flops,
+    )
+
+
+def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> TrainSummary:
+    """Train (or, with `resume`, continue) a reward model into OUT/model; returns the
+    summary that is also stored in the saved model's metadata."""
+    run = _prepare(config, resume)
+    stopped = _loop(run, progress)
+    summary = _summary(run, stopped)
+    if not len(run.val_pairs) and (run.main or run.placement.sharded):
+        _save_model(run, {})  # nothing to select on: the last model is the model
+    if run.main:
+        meta_path = run.out / "model" / "orchrm.json"
+        meta = json.loads(meta_path.read_text())
+        meta["training"] = summary.to_dict()
+        meta_path.write_text(json.dumps(meta, indent=2))
+    run.accelerator.wait_for_everyone()
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m orchrm.training.train --pairs DIR --out DIR [--key value ...]`: every
+    scalar `TrainConfig` field is a flag, with the field's help (for `accelerate launch`)."""
+    from orchrm.configs import argument_parser, given
+
+    parser = argument_parser(TrainConfig, "Train an Orch-RM reward model.")
+    parser.add_argument("--resume", action="store_true", help="Continue from the last checkpoint.")
+    args = given(parser.parse_args(argv))
+    resume = args.pop("resume")
+    config = TrainConfig(**args)
+    summary = train(config, resume=resume, progress=sys.stderr.isatty())
+    if Accelerator().is_main_process:
+        print(json.dumps({k: v for k, v in summary.to_dict().items() if k != "history"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -23,9 +23,9 @@ from orchrm.calibration.methods import expected_calibration_error, fit_calibrati
 from orchrm.evaluation.lineup import build_lineup
 from orchrm.evaluation.metrics import evaluate_selectors, tasks_from_logs
 from orchrm.jsonl import write_jsonl
+from orchrm.scoring.world import WorldScorer
 from orchrm.selection.selectors import AdaptiveSelector, CostAwareSelector
 from orchrm.world.generate import generate
-from orchrm.world.scorer import WorldScorer
 
 
 def preset_rows(preset: str, args) -> None:
@@ -45,13 +45,15 @@ def preset_rows(preset: str, args) -> None:
     names = ("orchrm", "majority", "orchrm-top2-vote", "orchrm-top3-vote", "orchrm-adaptive")
     chosen = {name: lineup.selectors[name] for name in names}
     for confidence in (0.8, 0.95):
-        chosen[f"adaptive confidence {confidence}"] = AdaptiveSelector(base, scorer, confidence)
+        chosen[f"adaptive confidence {confidence}"] = AdaptiveSelector(
+            base, scorer.info, confidence
+        )
     for tolerance in (0.005, 0.01, 0.02):
         chosen[f"adaptive calibrated, tolerance {tolerance}"] = AdaptiveSelector(
-            base, scorer, calibration=calibration, tolerance=tolerance
+            base, scorer.info, calibration=calibration, tolerance=tolerance
         )
     for weight in (0.1, 0.25, 0.5):
-        chosen[f"cost weight {weight}"] = CostAwareSelector(base, scorer, cost_weight=weight)
+        chosen[f"cost weight {weight}"] = CostAwareSelector(base, scorer.info, cost_weight=weight)
     at = evaluate_selectors(lineup.tasks, chosen, [8], bootstrap=200).at(8)
     argmax = at["orchrm"]
     print(f"\n{preset}: {len(tasks)} held-out tasks, calibration ECE {ece:.3f} held out")

@@ -30,7 +30,6 @@ import uvicorn
 
 from orchrm.parse import parse_harmony
 from orchrm.scoring.backbone import default_backbone, load_backbone
-from orchrm.scoring.base import score_items_with_tokens
 from orchrm.scoring.load import load_scorer
 from orchrm.scoring.local import OrchRM
 from orchrm.serve.app import create_app, uvicorn_config
@@ -61,11 +60,11 @@ def serve(rm: OrchRM) -> tuple[str, uvicorn.Server, threading.Thread]:
 
 
 def rate(scorer, items, repeats: int) -> tuple[float, list[float]]:
-    score_items_with_tokens(scorer, items[:8])  # warm-up
+    scorer.score(items[:8])  # warm-up
     best, scores = 0.0, []
     for _ in range(repeats):
         start = time.perf_counter()
-        scores, _ = score_items_with_tokens(scorer, items)
+        scores = [r.score for r in scorer.score(items)]
         best = max(best, len(items) / (time.perf_counter() - start))
     return best, scores
 
@@ -95,7 +94,7 @@ def main() -> None:
             )
             if args.dtype == "bf16":
                 full = OrchRM.load(path, device="cpu", dtype="fp32", batch_size=8)
-                single, _ = score_items_with_tokens(full, items)
+                single = [r.score for r in full.score(items)]
                 diff = max(abs(a - b) for a, b in zip(expected, single, strict=True))
                 spread = statistics.pstdev(single)
                 print(f"local bf16 against fp32: max |difference| {diff:.1e} (sd {spread:.2f})")

@@ -5,7 +5,7 @@ tokens, and the reliability diagram of the calibrated P(correct).
     .venv/bin/python benchmarks/report_figures.py [--preset math] [--tasks 80] [--out docs/img]
 
 No reward model is trained: `orchrm` is the stand-in world scorer
-(`orchrm.world.scorer.WorldScorer`), which scores a plan by the log-odds of its true success
+(`orchrm.scoring.world.WorldScorer`), which scores a plan by the log-odds of its true success
 probability plus normal noise of sd `--noise`. The first half of the tasks fits a Platt
 calibration of its scores (stored in the scorer's metadata, where a trained model's
 `orchrm.json` keeps it); the specialized orchestrator's 8 samples of the other half are
@@ -27,8 +27,8 @@ from orchrm.evaluation.lineup import build_lineup, evaluate_tasks
 from orchrm.evaluation.metrics import tasks_from_logs
 from orchrm.evaluation.report import terminal_table, write_report
 from orchrm.jsonl import write_jsonl
+from orchrm.scoring.world import WorldScorer
 from orchrm.world.generate import generate
-from orchrm.world.scorer import WorldScorer
 
 PLOTS = ("accuracy_vs_n", "accuracy_vs_tokens", "pareto", "reliability")
 

@@ -188,8 +188,9 @@ def rm_scores(rm: OrchRM, tasks) -> list[list[float | None]]:
     """The reward model's score of every candidate of every task (None: no plan)."""
     rows = []
     for t in tasks:
-        it = iter(rm.score(t.question, [c.orchestration for c in t.candidates if c.orchestration]))
-        rows.append([None if c.orchestration is None else next(it) for c in t.candidates])
+        scored = rm.score([(t.question, c.orchestration) for c in t.candidates if c.orchestration])
+        it = iter(scored)
+        rows.append([None if c.orchestration is None else next(it).score for c in t.candidates])
     return rows
 
 

@@ -182,7 +182,7 @@ def held_out_accuracy(model_dir: str, pairs: Path, max_length: int) -> float:
     rm.metadata["max_length"] = max_length
     chosen = rm.score_texts([r["prompt"] + r["chosen"] for r in rows])
     rejected = rm.score_texts([r["prompt"] + r["rejected"] for r in rows])
-    return sum(c > r for c, r in zip(chosen, rejected, strict=True)) / len(rows)
+    return sum(c.score > r.score for c, r in zip(chosen, rejected, strict=True)) / len(rows)
 
 
 def child(which: str, pairs: Path, out: Path, args) -> None:

@@ -2,7 +2,7 @@
 
 No vLLM, SGLang or OpenRLHF can run in the test environment, so `LoopbackRM` speaks
 their protocols on 127.0.0.1, as their public documentation describes them, and scores
-with a real reward model (`OrchRM.score_texts_with_tokens`, one lock around it):
+with a real reward model (`OrchRM.score_texts`, one lock around it):
 
 - `vllm`: `POST /classify` `{"model", "input", "use_activation"}` -> `{"data": [{"index",
   "label", "probs", "num_classes"}], "usage": {"prompt_tokens", ...}}`; the sigmoid is
@@ -87,7 +87,8 @@ class LoopbackRM(LoopbackServer):
             return self.fail_status, headers, {"message": "injected failure"}
         texts = request.get({"vllm": "input", "sglang": "text"}.get(self.kind, "query"))
         with self._lock:
-            scores, tokens = self.rm.score_texts_with_tokens(texts)
+            scored = self.rm.score_texts(texts)
+        scores, tokens = [r.score for r in scored], [r.tokens for r in scored]
         return 200, {}, getattr(self, f"_{self.kind}")(request, texts, scores, tokens)
 
     def _vllm(self, request, texts, scores, tokens) -> dict:

@@ -33,6 +33,7 @@ from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import Agent, DoM, Edge, Orchestration
 from orchrm.parse import from_dict, parse_harmony
 from orchrm.runtime.config import RunConfig
+from orchrm.scoring.world import WorldScorer
 from orchrm.selection.cost import (
     CostModel,
     cost_correlation,
@@ -48,7 +49,6 @@ from orchrm.selection.selectors import (
     TopKVoteSelector,
 )
 from orchrm.world.generate import generate
-from orchrm.world.scorer import WorldScorer
 from tests.samples import HIGH_DOM, LOW_DOM, candidate_set, plan, tiny_decoder
 
 
@@ -127,12 +127,12 @@ def test_calibrating_a_tiny_model_on_world_candidates(tmp_path):
     from orchrm.scoring.load import load_scorer
 
     scorer = load_scorer(folder)
-    assert calibration_from_metadata(scorer.metadata) == summary.calibration
-    assert AdaptiveSelector(_fixed([0.0] * 8), scorer).calibration == summary.calibration
+    assert calibration_from_metadata(scorer.info.metadata) == summary.calibration
+    assert AdaptiveSelector(_fixed([0.0] * 8), scorer.info).calibration == summary.calibration
     scores, outcomes = scored_outcomes(scorer, held)
     raw = expected_calibration_error([_sigmoid(s) for s in scores], outcomes)
     platt = calibrate_model_dir(folder, fit, method="platt").calibration  # replaces it
-    assert calibration_from_metadata(load_scorer(folder).metadata) == platt
+    assert calibration_from_metadata(load_scorer(folder).info.metadata) == platt
     with pytest.raises(InputError, match="only 0 executed records"):
         calibrate_model_dir(folder, [])
     for calibration in (summary.calibration, platt):  # an untrained model: noise to fit

@@ -7,7 +7,7 @@ import pytest
 
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import Agent, DoM, Orchestration, approx_token_count, render_for_rm
-from orchrm.scoring.base import RenderingScorer, score_items_with_tokens
+from orchrm.scoring.base import RenderingScorer, Scored
 from orchrm.selection.selectors import Candidate, CandidateSet, RewardModelSelector
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
@@ -27,9 +27,9 @@ class Recording(RenderingScorer):
         self.metadata = {"domain_in_text": domain_in_text}
         self.texts: list[str] = []
 
-    def score_texts_with_tokens(self, texts):
+    def score_texts(self, texts):
         self.texts += texts
-        return [float(len(t)) for t in texts], [approx_token_count(t) for t in texts]
+        return [Scored(float(len(t)), approx_token_count(t)) for t in texts]
 
 
 def test_the_domain_line_comes_first_and_leaves_the_rest_as_it_was():
@@ -55,15 +55,17 @@ def test_the_domain_line_counts_against_the_budget():
 @pytest.mark.parametrize("reads", [True, False])
 def test_only_a_model_trained_with_the_domain_line_is_given_it(reads):
     scorer = Recording(domain_in_text=reads)
-    score_items_with_tokens(scorer, [(QUESTION, PLAN)], ["math"])
-    scorer.score_items_with_tokens([(QUESTION, PLAN)], ["search"])
+    scorer.score([(QUESTION, PLAN, "math"), (QUESTION, PLAN, "search")])
     expected = ["domain: math\n", "domain: search\n"] if reads else ["question: "] * 2
     assert [t[: len(e)] for t, e in zip(scorer.texts, expected, strict=True)] == expected
 
 
-def test_domains_must_match_the_items():
-    with pytest.raises(ValueError, match="1 domains for 2 items"):
-        score_items_with_tokens(Recording(True), [(QUESTION, PLAN)] * 2, ["math"])
+def test_an_item_without_a_domain_gets_no_domain_line():
+    scorer = Recording(domain_in_text=True)
+    scored = scorer.score([(QUESTION, PLAN), (QUESTION, PLAN, "math")])
+    assert scorer.texts[0].startswith("question: ")
+    assert scorer.texts[1].startswith("domain: math\nquestion: ")
+    assert [r.tokens for r in scored] == [approx_token_count(t) for t in scorer.texts]
 
 
 def test_the_selector_gives_each_plan_its_tasks_domain():

@@ -19,7 +19,7 @@ import uvicorn
 from orchrm.errors import ConfigError, OrchrmError
 from orchrm.parse import parse_harmony
 from orchrm.scoring.backbone import default_backbone, load_backbone
-from orchrm.scoring.base import Scorer, score_items_with_tokens
+from orchrm.scoring.base import Scorer
 from orchrm.scoring.load import load_scorer
 from orchrm.scoring.local import OrchRM
 from orchrm.scoring.remote_http import RemoteError
@@ -63,7 +63,13 @@ def items() -> list[tuple[str, object]]:
 
 @pytest.fixture(scope="module")
 def local(rm, items) -> tuple[list[float], list[int]]:
-    return score_items_with_tokens(rm, items)
+    return scores_and_tokens(rm, items)
+
+
+def scores_and_tokens(scorer, items) -> tuple[list[float | None], list[int]]:
+    """(scores, tokens) of `scorer.score(items)`, in input order."""
+    scored = scorer.score(items)
+    return [r.score for r in scored], [r.tokens for r in scored]
 
 
 def close(a: list[float], b: list[float]) -> float:
@@ -81,7 +87,7 @@ def test_each_protocol_scores_as_the_local_model(kind, rm, rm_dir, items, local)
         scorer = load_scorer(
             rm_dir, server.url, "sglang" if kind == "sglang" else None, batch_size=5, concurrency=2
         )
-        scores, tokens = score_items_with_tokens(scorer, items)
+        scores, tokens = scores_and_tokens(scorer, items)
     assert isinstance(scorer, Scorer)
     assert close(scores, local[0]) < TOLERANCE and tokens == local[1]
     assert len(set(local[0])) > 1  # the scores tell orchestrations apart
@@ -98,15 +104,15 @@ def test_each_protocol_scores_as_the_local_model(kind, rm, rm_dir, items, local)
 def test_a_tokenizer_and_max_length_stand_in_for_the_model_directory(rm, rm_dir, items, local):
     with LoopbackRM(rm, "vllm") as server:
         scorer = load_scorer(rm_url=server.url, tokenizer=str(rm_dir), max_length=96)
-        scores, tokens = score_items_with_tokens(scorer, items)
+        scores, tokens = scores_and_tokens(scorer, items)
     assert close(scores, local[0]) < TOLERANCE and tokens == local[1]
-    assert scorer.normalize([1.0]) == [1.0]  # no training statistics without orchrm.json
+    assert scorer.info.normalize([1.0]) == [1.0]  # no training statistics without orchrm.json
 
 
 def test_a_token_total_is_split_per_text_in_proportion(rm, rm_dir, items, local):
     with LoopbackRM(rm, "vllm", extra_tokens=1) as server:
         scorer = load_scorer(rm_dir, server.url, batch_size=4)
-        _, tokens = score_items_with_tokens(scorer, items)
+        _, tokens = scores_and_tokens(scorer, items)
     assert sum(tokens) == sum(local[1]) + len(items)  # what the server says it read
     assert all(0 <= t - n <= 2 for t, n in zip(tokens, local[1], strict=True))
     assert apportion(10, [1, 1, 1]) == [4, 3, 3] and apportion(7, [0, 0]) == [4, 3]
@@ -115,9 +121,10 @@ def test_a_token_total_is_split_per_text_in_proportion(rm, rm_dir, items, local)
 
 def test_a_server_that_returns_only_probabilities_is_read_through_logit(rm, rm_dir, items, local):
     with LoopbackRM(rm, "vllm", legacy=True) as server:
-        probabilities = load_scorer(rm_dir, server.url).score_texts([rm.render(*items[0])])
+        remote = load_scorer(rm_dir, server.url)
+        probabilities = [r.score for r in remote.score_texts([rm.render(*items[0])])]
         scorer = load_scorer(rm_dir, server.url, server_activation="sigmoid")
-        scores, _ = score_items_with_tokens(scorer, items)
+        scores, _ = scores_and_tokens(scorer, items)
     assert 0 < probabilities[0] < 1 and abs(probabilities[0] - local[0][0]) > 1e-3
     assert close(scores, local[0]) < TOLERANCE
     assert "use_activation" not in server.requests[-1]
@@ -130,7 +137,7 @@ def test_a_server_that_returns_only_probabilities_is_read_through_logit(rm, rm_d
 
 def test_a_model_with_more_than_one_label_is_refused(rm, rm_dir, items):
     with LoopbackRM(rm, "vllm", labels=2) as server, pytest.raises(RemoteError, match="2 classes"):
-        load_scorer(rm_dir, server.url).score_batch(items[:2])
+        load_scorer(rm_dir, server.url).score(items[:2])
 
 
 def test_the_protocol_comes_from_the_route_or_is_named():
@@ -153,13 +160,13 @@ def test_busy_answers_are_retried_after_the_servers_retry_after(rm, rm_dir, item
     with LoopbackRM(rm, "vllm", fail_first=2, retry_after="0") as server:
         scorer = load_scorer(rm_dir, server.url, batch_size=64, retries=3, backoff_s=5.0)
         start = time.monotonic()
-        scores, _ = score_items_with_tokens(scorer, items)
+        scores, _ = scores_and_tokens(scorer, items)
     assert time.monotonic() - start < 3  # Retry-After: 0, not the 5 s backoff
     assert len(server.requests) == 3 and close(scores, local[0]) < TOLERANCE
     with LoopbackRM(rm, "vllm", fail_first=9, fail_status=429) as server:
         scorer = load_scorer(rm_dir, server.url, retries=2, backoff_s=0.01)
         with pytest.raises(RemoteError, match=r"failed 3 times; last: HTTP 429"):
-            scorer.score_batch(items[:1])
+            scorer.score(items[:1])
     assert len(server.requests) == 3
 
 
@@ -168,7 +175,7 @@ def test_a_slow_server_times_out_and_a_missing_one_is_named(rm, rm_dir, items):
         scorer = load_scorer(rm_dir, server.url, timeout_s=0.3)
         start = time.monotonic()
         with pytest.raises(OrchrmError, match=r"did not answer within 0\.3 s"):
-            scorer.score_batch(items[:1])
+            scorer.score(items[:1])
         assert time.monotonic() - start < 2
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -176,7 +183,7 @@ def test_a_slow_server_times_out_and_a_missing_one_is_named(rm, rm_dir, items):
     sock.close()  # nothing listens there now
     message = f"cannot reach the reward server at {url}: connection refused"
     with pytest.raises(OrchrmError, match=re.escape(message)):
-        load_scorer(rm_dir, url).score_batch(items[:1])
+        load_scorer(rm_dir, url).score(items[:1])
 
 
 def test_a_model_trained_on_another_rendering_is_refused(tmp_path, rm_dir):
@@ -232,12 +239,13 @@ def test_orchrm_serve_scores_as_the_local_model_with_or_without_a_tokenizer(
 ):
     server_renders = load_scorer(rm_url=f"{served.base}/score", batch_size=4)
     assert not server_renders.renders and server_renders.max_length == 96  # from /healthz
-    scores, tokens = score_items_with_tokens(server_renders, items)
+    scores, tokens = scores_and_tokens(server_renders, items)
     assert close(scores, local[0]) < TOLERANCE and tokens == local[1]
     renders_here = load_scorer(rm_dir, f"{served.base}/score", batch_size=4)
-    scores, tokens = score_items_with_tokens(renders_here, items)  # through /classify
+    scores, tokens = scores_and_tokens(renders_here, items)  # through /classify
     assert close(scores, local[0]) < TOLERANCE and tokens == local[1]
-    assert server_renders.score_batch([(items[0][0], "not an orchestration")]) == [None]
+    unparseable = server_renders.score([(items[0][0], "not an orchestration")])
+    assert [r.score for r in unparseable] == [None] and unparseable[0].reason
 
 
 def test_orchrm_serve_answers_classify_as_vllm_does(served, rm, items, local):
@@ -260,7 +268,7 @@ def test_orchrm_serve_answers_classify_as_vllm_does(served, rm, items, local):
 def test_orchrm_serves_get_reward_for_orchestrator_output_not_rendered_text(served, rm_dir, items):
     scorer = load_scorer(rm_dir, f"{served.base}/get_reward")
     with pytest.raises(RemoteError, match="use the same server's /score URL"):
-        scorer.score_batch(items[:1])
+        scorer.score(items[:1])
 
 
 # --------------------------------------------------------------------------- commands

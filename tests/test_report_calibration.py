@@ -22,9 +22,9 @@ from orchrm.evaluation.plots import figures
 from orchrm.evaluation.reliability import calibration_report
 from orchrm.evaluation.report import markdown, terminal_table, write_report
 from orchrm.jsonl import write_jsonl
+from orchrm.scoring.world import WorldScorer
 from orchrm.selection.selectors import CandidateSet
 from orchrm.world.generate import generate
-from orchrm.world.scorer import WorldScorer
 from tests.samples import candidate_set
 
 
@@ -92,7 +92,7 @@ def test_an_evaluation_carries_the_calibration_of_orchrm_s_model(world):
     report = _evaluate(tasks, calibrated).calibration
     # every held-out candidate with a plan, scored once: the same ECE computed directly
     pairs = [(t.question, c) for t in tasks for c in t.candidates if c.orchestration]
-    raw, _ = calibrated.score_items_with_tokens([(q, c.orchestration) for q, c in pairs])
+    raw = [r.score for r in calibrated.score([(q, c.orchestration) for q, c in pairs])]
     outcomes = [c.correct for _, c in pairs]
     assert report.candidates == len(pairs) == sum(b.count for b in report.bins)
     assert report.ece == pytest.approx(

@@ -102,6 +102,11 @@ def test_a_second_training_in_one_process_may_use_another_precision(pairs_dir, t
         assert summary.bf16 is bf16 and summary.steps == 1
 
 
+def scores(rm: OrchRM, items) -> list[float | None]:
+    """The scores of `rm.score(items)`, in input order."""
+    return [r.score for r in rm.score(items)]
+
+
 def test_scores_come_back_in_input_order_and_match_one_by_one(trained):
     out, _ = trained
     # fp32: batching must not change a score beyond float noise. (In bf16 a batch's
@@ -110,18 +115,18 @@ def test_scores_come_back_in_input_order_and_match_one_by_one(trained):
     plans = [parse_harmony(HIGH_DOM), parse_harmony(LOW_DOM), HIGH_DOM, "not a plan"]
     questions = ["What is 2+3?", "Find the remainder when 7^100 is divided by 13." * 5]
     items = [(q, p) for q in questions for p in plans]
-    batch = rm.score_batch(items)
+    batch = scores(rm, items)
     assert batch[3] is None and batch[7] is None  # unparseable text: no score
-    alone = [rm.score_batch([item])[0] for item in items]
+    alone = [scores(rm, [item])[0] for item in items]
     assert batch == pytest.approx(alone, abs=1e-4)
     # bf16 keeps 8 bits of mantissa: scores move by ~1e-3 (measured up to 2.3e-3 on the
     # demo's math model, whose scores spread with sd 0.14), never by more than 5e-3.
     half = OrchRM.load(out / "model", batch_size=3, dtype="bf16")
     assert (half.dtype, rm.dtype) == ("bf16", "fp32")
-    in_bf16 = half.score_batch(items)
+    in_bf16 = scores(half, items)
     assert in_bf16[3] is None and in_bf16[7] is None
     assert in_bf16 == pytest.approx(batch, abs=5e-3)
-    assert in_bf16 == pytest.approx([half.score_batch([i])[0] for i in items], abs=5e-3)
+    assert in_bf16 == pytest.approx([scores(half, [i])[0] for i in items], abs=5e-3)
     assert batch[0] == pytest.approx(batch[2], abs=1e-6)  # parsed or raw: same text
     text = rm.render(questions[1], plans[0])
     count = token_counter(rm.tokenizer)
@@ -141,7 +146,7 @@ def test_a_model_trained_on_another_rendering_is_refused(trained, tmp_path):
     (copy / "orchrm.json").write_text(json.dumps({**meta, "render_version": "orchrm-rm-text/1"}))
     with pytest.raises(ModelError, match="retrain"):
         OrchRM.load(copy)
-    assert OrchRM.load(copy, check_version=False).score("q", [HIGH_DOM])[0] is not None
+    assert OrchRM.load(copy, check_version=False).score([("q", HIGH_DOM)])[0].score is not None
 
 
 def test_resume_after_a_kill_matches_an_uninterrupted_run(pairs_dir, tmp_path):
@@ -291,8 +296,8 @@ def test_decoder_backbone_with_lora_trains_and_reads_the_last_real_token(pairs_d
     rm = OrchRM.load(saved)
     assert rm.tokenizer.pad_token == "</s>" and rm.model.config.pad_token_id is not None
     short, long = texts[0][:200], texts[1]
-    alone = rm.score_texts([short])[0]
-    padded = rm.score_texts([short, long])[0]  # `short` is right-padded in this batch
+    alone = rm.score_texts([short])[0].score
+    padded = rm.score_texts([short, long])[0].score  # `short` is right-padded in this batch
     assert alone == pytest.approx(padded, abs=1e-4)
 
 

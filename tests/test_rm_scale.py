@@ -518,8 +518,8 @@ def test_the_score_is_read_at_the_last_real_token(family, decoders, texts):
     far = rewards(model, [long], pad, 1, cpu, False)[0]
     assert float(diff[0]) == pytest.approx(alone - far, abs=1e-5)
     rm = OrchRM.load(decoders[family], device="cpu", dtype="fp32")
-    one = rm.score_texts([texts[0][:200]])[0]
-    assert rm.score_texts([texts[0][:200], texts[1]])[0] == pytest.approx(one, abs=1e-5)
+    one = rm.score_texts([texts[0][:200]])[0].score
+    assert rm.score_texts([texts[0][:200], texts[1]])[0].score == pytest.approx(one, abs=1e-5)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

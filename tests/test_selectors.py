@@ -55,7 +55,7 @@ def test_reward_model_selector_counts_its_input_tokens_and_scores_each_plan_once
     t = candidate_set(["1", "2", "3", "1"], [True, False, False, True])
     chosen = select(t)
     texts = [rm.render(t.question, c.orchestration) for c in t.candidates]
-    expected = rm.score_texts(texts)
+    expected = [r.score for r in rm.score_texts(texts)]
     assert chosen.index == max(range(4), key=expected.__getitem__)
     assert list(chosen.scores) == pytest.approx(expected, abs=1e-5)
     tokens = sum(len(x) for x in rm.tokenizer(texts, truncation=True)["input_ids"])
@@ -64,10 +64,8 @@ def test_reward_model_selector_counts_its_input_tokens_and_scores_each_plan_once
     select(CandidateSet("t", t.question, t.candidates[:2]))  # a subset: nothing new to score
     assert len(select._seen) == scored
     calls: list[int] = []
-    real = rm.score_texts_with_tokens
-    monkeypatch.setattr(
-        rm, "score_texts_with_tokens", lambda texts: calls.append(len(texts)) or real(texts)
-    )
+    real = rm.score_texts
+    monkeypatch.setattr(rm, "score_texts", lambda texts: calls.append(len(texts)) or real(texts))
     weighted = RewardModelSelector(rm, weighted=True, share_scores_with=select)(t)
     assert weighted.verification_tokens == tokens + 300  # plus the N - 1 executions
     assert calls == []  # orchrm's scores, shared: nothing scored again

@@ -29,6 +29,7 @@ from orchrm.orchestration import validate
 from orchrm.parse import parse_harmony
 from orchrm.runtime.prompts import orchestrator
 from orchrm.scoring.backbone import default_backbone, load_backbone
+from orchrm.scoring.base import Scored
 from orchrm.scoring.local import OrchRM
 from orchrm.serve.app import create_app, uvicorn_config
 from orchrm.serve.batcher import MicroBatcher
@@ -155,7 +156,7 @@ def test_score_keeps_input_order_and_reports_parse_status(server, rm, world):
         "p_correct": None,
     }
     assert "edge_unknown_agent" in results[3]["reason"].split(",")
-    expected = rm.score(question, [a, b, invalid])
+    expected = [r.score for r in rm.score([(question, x) for x in (a, b, invalid)])]
     got = [results[i]["score"] for i in (0, 2, 3)]
     assert got == pytest.approx(expected, abs=1e-4) and expected[0] != pytest.approx(expected[1])
     tokens = rm.tokenizer([rm.render(question, parse_harmony(a))])["input_ids"][0]
@@ -175,9 +176,9 @@ def test_a_model_that_reads_the_domain_is_given_the_requests_domain(rm, world):
             tagged = s.call("POST", "/score", {**body, "domain": "math"})[1]["results"][0]
             plain = s.call("POST", "/score", body)[1]["results"][0]
             status, bad, _ = s.call("POST", "/score", {**body, "domain": 7})
-        scores, tokens = rm.score_items_with_tokens([(question, plan)], ["math"])
-        assert tagged["tokens"] == tokens[0] and tagged["score"] == pytest.approx(
-            scores[0], abs=1e-4
+        (scored,) = rm.score([(question, plan, "math")])
+        assert tagged["tokens"] == scored.tokens and tagged["score"] == pytest.approx(
+            scored.score, abs=1e-4
         )
         assert plain["tokens"] < tagged["tokens"]
         assert status == 422 and bad["field"] == "domain"
@@ -193,7 +194,7 @@ def test_select_chooses_the_best_parseable_orchestration(server, rm, world):
     texts = [BROKEN] + [t for _, t in world[:3]]
     status, out, _ = server.call("POST", "/select", {"question": question, "orchestrations": texts})
     assert status == 200
-    scores = rm.score(question, texts[1:])
+    scores = [r.score for r in rm.score([(question, t) for t in texts[1:]])]
     assert out["chosen"] == 1 + max(range(len(scores)), key=lambda i: scores[i])
     assert out["scores"][0] == -7.5 and out["scores"][1:] == pytest.approx(scores, abs=1e-4)
     status, out, _ = server.call("POST", "/select", {"question": "q", "orchestrations": [BROKEN]})
@@ -205,7 +206,7 @@ def test_get_reward_speaks_openrlhf_with_and_without_prompts(server, rm, world):
     prompts = [chatml(q1), chatml(q2), chatml(q1)]
     outputs = [a + "<|im_end|>", b + "<|im_end|><|endoftext|>", BROKEN]
     queries = [p + o for p, o in zip(prompts, outputs, strict=True)]
-    expected = rm.score_batch([(q1, a), (q2, b)])
+    expected = [r.score for r in rm.score([(q1, a), (q2, b)])]
     for body in (
         {"query": queries, "prompts": prompts, "labels": ["7", "8", "9"]},
         {"query": queries},  # the question comes from the query's own prompt part
@@ -286,7 +287,7 @@ def batches(text: str) -> tuple[int, float]:
 
 def test_concurrent_requests_share_forward_passes_and_get_their_own_scores(rm, world):
     bodies = [{"question": q, "orchestrations": [t]} for q, t in world[:8]]
-    expected = [rm.score(q, [t])[0] for q, t in world[:8]]
+    expected = [rm.score([(q, t)])[0].score for q, t in world[:8]]
     for settings, most_batches in (
         ({"max_batch_size": 16, "max_wait_ms": 300}, 4),
         ({"max_batch_size": 1, "max_wait_ms": 0}, 8),
@@ -425,14 +426,14 @@ def test_lone_surrogates_are_refused_naming_the_field_and_offset(server, world):
 
 
 def fragile(rm: OrchRM):
-    """The batcher's scoring ((score, tokens) per text), failing on any text holding
+    """The batcher's scoring (a `Scored` per text), failing on any text holding
     "poison" (as a tokenizer or model can fail on one input) with an internal message
     that must not reach clients."""
 
-    def score_texts(texts: list[str]) -> list[tuple[float, int]]:
+    def score_texts(texts: list[str]) -> list[Scored]:
         if any("poison" in t for t in texts):
             raise RuntimeError("tokenizer exploded at 0xdeadbeef")
-        return list(zip(*rm.score_texts_with_tokens(texts), strict=True))
+        return rm.score_texts(texts)
 
     return score_texts
 
@@ -471,7 +472,7 @@ def test_a_failing_item_fails_only_its_request_and_its_500_hides_the_error(rm, w
     assert "0xdeadbeef" not in json.dumps(out) and "RuntimeError" not in json.dumps(out)
     logged = [r for r in logs.records if out["request_id"] in r.getMessage()]
     assert logged and "0xdeadbeef" in logged[0].getMessage()
-    expected = [rm.score(q, [t])[0] for q, t in world[:6]]
+    expected = [rm.score([(q, t)])[0].score for q, t in world[:6]]
     got = [a[1]["results"][0]["score"] for i, a in enumerate(answers) if i != 3]
     assert got == pytest.approx(expected, abs=1e-4)
     assert count < 7  # they did share a batch, which failed, then ran one by one

@@ -24,7 +24,7 @@ PLATT = PlattCalibration(a=3.0, b=-0.5)
 @pytest.fixture(scope="module")
 def calibrated(rm):
     """The same model with a calibration and reward statistics in its `orchrm.json`."""
-    scores = rm.score_texts(["one", "two words", "three more words"])
+    scores = [r.score for r in rm.score_texts(["one", "two words", "three more words"])]
     metadata = {**rm.metadata, "calibration": PLATT.to_dict(), "reward_std": 0.01}
     return dataclasses.replace(rm, metadata={**metadata, "reward_mean": min(scores)})
 
@@ -104,7 +104,7 @@ def test_every_served_selector_picks_what_the_registry_picks_here(
 def test_the_votes_read_the_answers_and_the_others_do_not(plain_server, rm, world):
     question = world[0][0]
     texts = [t for _, t in world[:6]]
-    scores = rm.score(question, texts)
+    scores = [r.score for r in rm.score([(question, t) for t in texts])]
     order = sorted(range(len(texts)), key=lambda i: -scores[i])
     answers = [None] * len(texts)
     answers[order[0]], answers[order[1]], answers[order[2]] = "7", "8", "8."

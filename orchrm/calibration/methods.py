@@ -290,16 +290,14 @@ def scored_outcomes(scorer, records: Iterable[dict]) -> tuple[list[float], list[
     """(raw score, correct) of every executed `orchrm.run/1` record with a parsed
     orchestration, scored by `scorer` (any `orchrm.scoring.base.Scorer`)."""
     from orchrm.parse import from_dict
-    from orchrm.scoring.base import score_items_with_tokens
 
-    items, domains, outcomes = [], [], []
+    items, outcomes = [], []
     for r in records:
         if isinstance(r, dict) and r.get("orchestration") and r.get("execution"):
-            items.append((r["question"], from_dict(r["orchestration"])))
-            domains.append(str(r.get("domain") or ""))
+            items.append((r["question"], from_dict(r["orchestration"]), str(r.get("domain") or "")))
             outcomes.append(bool(r.get("correct")))
-    scores, _ = score_items_with_tokens(scorer, items, domains) if items else ([], [])
-    return list(scores), outcomes
+    scored = scorer.score(items) if items else []
+    return [r.score for r in scored], outcomes
 
 
 def calibrate_model_dir(

@@ -135,9 +135,9 @@ def selector_calibration(
 ) -> CalibrationReport | None:
     """The report of a reward-model selector (a line-up's `orchrm`) on `tasks`, with the
     calibration its model carries (`calibration_from_metadata` of its scorer's
-    `metadata`); None without a selector, a model or a calibration."""
+    `info.metadata`); None without a selector, a model or a calibration."""
     scorer = getattr(selector, "rm", None)
-    calibration = calibration_from_metadata(getattr(scorer, "metadata", None))
+    calibration = calibration_from_metadata(scorer.info.metadata if scorer is not None else None)
     if selector is None or calibration is None:
         return None
     return calibration_report(tasks, [selector(t).scores for t in tasks], calibration)

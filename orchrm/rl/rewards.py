@@ -33,7 +33,7 @@ from orchrm.runtime.backend import ChatBackend
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.executor import RunItem, execute_many
 from orchrm.runtime.trace import RunResult
-from orchrm.scoring.base import Scorer, score_items_with_tokens
+from orchrm.scoring.base import Scorer
 from orchrm.tasks.grading import grade
 
 TOKEN_KINDS = ("policy", "rm", "execution")
@@ -128,9 +128,8 @@ class OrchRMReward:
         keys = {n: (q, o) for n, (q, o) in enumerate(zip(question, plans, strict=True)) if o}
         new = [key for key in dict.fromkeys(keys.values()) if key not in self._cache]
         if new:
-            scores, tokens = score_items_with_tokens(self.rm, new)
-            for key, score, count in zip(new, scores, tokens, strict=True):
-                self._cache[key] = (score, count)
+            for key, result in zip(new, self.rm.score(new), strict=True):
+                self._cache[key] = (result.score, result.tokens)
         rewards, rm_tokens = [], 0
         for n in range(len(completions)):
             if n not in keys:
@@ -138,7 +137,7 @@ class OrchRMReward:
                 continue
             score, tokens = self._cache[keys[n]]
             rm_tokens += tokens
-            rewards.append(self.rm.normalize([score])[0] if self.normalize else score)
+            rewards.append(self.rm.info.normalize([score])[0] if self.normalize else score)
         self.ledger.add(
             _step(kwargs),
             policy=_policy_tokens(completions, completion_ids),

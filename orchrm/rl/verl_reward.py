@@ -37,7 +37,6 @@ from urllib.parse import urlsplit
 
 from orchrm.errors import ConfigError, InputError
 from orchrm.rl.rewards import runnable
-from orchrm.scoring.base import score_items_with_tokens
 from orchrm.scoring.load import load_scorer
 
 RM_PATH_ENV = "ORCHRM_RM_PATH"
@@ -100,9 +99,11 @@ def compute_score_batch(
         groups.setdefault(_settings(extra, kwargs), []).append((n, question, text))
     for (path, url, protocol, normalize), members in groups.items():
         scorer = _scorer(path, url, protocol)
-        scores, tokens = score_items_with_tokens(scorer, [(q, o) for _, q, o in members])
+        scored = scorer.score([(q, o) for _, q, o in members])
+        scores = [r.score for r in scored]
+        tokens = [r.tokens for r in scored]
         if normalize:
-            scores = scorer.normalize(scores)
+            scores = scorer.info.normalize(scores)
         for (n, _, _), score, count in zip(members, scores, tokens, strict=True):
             out[n] = {"score": float(score), "valid": 1.0, "rm_tokens": count}
     return [r for r in out if r is not None]

@@ -1,58 +1,135 @@
 """One scorer interface for everything that reads reward-model scores: best-of-N
-selectors, the GRPO and verl rewards, `orchrm score`, `orchrm eval`.
+selectors, the GRPO and verl rewards, `orchrm score`, `orchrm eval`, `orchrm serve`'s
+`/select`.
 
-A `Scorer` is a local `orchrm.scoring.local.OrchRM` or an `orchrm.scoring.remote.RemoteScorer` (a
-model behind vLLM, SGLang, an OpenRLHF reward server or `orchrm serve`); `load_scorer`
+A `Scorer` is a local `orchrm.scoring.local.OrchRM` or an `orchrm.scoring.remote.RemoteScorer`
+(a model behind vLLM, SGLang, an OpenRLHF reward server or `orchrm serve`); `load_scorer`
 makes either from a model directory, a server URL, or both (the directory then says how
-to render for the served model). Consumers score parsed orchestrations with
-`score_items_with_tokens`, which lets a server that renders for itself do so.
+to render for the served model). It has one verb, `score`: items (question,
+orchestration or harmony text, and optionally the task's domain) in, one `Scored`
+(score and the input tokens the model read) out per item. How an item becomes the text
+the model reads is the scorer's own business: `render_for_rm` within the model's budget,
+or a server that renders for itself. What a consumer reads of the model apart from its
+scores (rendering version, budget, reward statistics, calibration) is its `info`, a
+`ModelInfo`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 from orchrm.orchestration import Orchestration, TokenCounter, render_for_rm
 from orchrm.parse import ParseError, parse_harmony
 
+Item = tuple[str, Orchestration | str] | tuple[str, Orchestration | str, str]
+"""(question, orchestration or harmony text) or (question, orchestration or harmony
+text, domain of the task): what `Scorer.score` scores."""
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The score of one item and what scoring it cost."""
+
+    score: float | None
+    """The model's raw reward (higher is better); None for harmony text that does not
+    parse (`reason`, `message`)."""
+    tokens: int
+    """Input tokens the model read, special tokens included: the verification cost (0
+    for an item that does not parse)."""
+    reason: str = ""
+    """Why there is no score: the `ParseError` reason code ('' when scored)."""
+    message: str = ""
+    """The `ParseError` message ('' when scored)."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a consumer reads of a reward model apart from its scores."""
+
+    metadata: dict = field(default_factory=dict)
+    """The model's `orchrm.json` (rendering version, max_length, reward statistics,
+    calibration); {} for a model used off the shelf."""
+    budget: tuple[int, TokenCounter] | None = None
+    """(`max_tokens`, `count_tokens`) every text is cut to when rendered here; None where
+    nothing renders here (a server that renders for itself, or scores alone)."""
+
+    @property
+    def render_version(self) -> str | None:
+        """The rendering the model was trained on (None: not known)."""
+        return self.metadata.get("render_version")
+
+    @property
+    def reads_domain(self) -> bool:
+        """Whether the model was trained on texts with the domain line."""
+        return bool(self.metadata.get("domain_in_text"))
+
+    @property
+    def calibration(self) -> dict | None:
+        """The calibration map stored with the model, in its `to_dict` form
+        (`orchrm.calibration.methods.calibration_from_metadata` reads it); None: none."""
+        return self.metadata.get("calibration")
+
+    def normalize(self, scores: Sequence[float | None]) -> list[float | None]:
+        """(score - mean) / std with the training-time reward statistics of `orchrm.json`
+        (none known: the scores as they are)."""
+        mean = float(self.metadata.get("reward_mean", 0.0))
+        std = float(self.metadata.get("reward_std", 1.0)) or 1.0
+        return [None if s is None else (s - mean) / std for s in scores]
+
 
 @runtime_checkable
 class Scorer(Protocol):
     """What every consumer uses of a reward model."""
 
-    metadata: dict
-    """The model's `orchrm.json` (rendering version, max_length, reward statistics)."""
-
     @property
-    def budget(self) -> tuple[int, TokenCounter]:
-        """(`max_tokens`, `count_tokens`) `render` cuts every text to."""
+    def info(self) -> ModelInfo:
+        """What the model is, apart from its scores."""
         ...
 
-    def render(self, question: str, orchestration: Orchestration, domain: str = "") -> str:
-        """The text the model reads for (question, orchestration) of a task of `domain`."""
+    def score(self, items: Sequence[Item]) -> list[Scored]:
+        """One `Scored` per item, in input order, from batched passes."""
         ...
 
-    def score_batch(self, items: list[tuple[str, Orchestration | str]]) -> list[float | None]:
-        """Scores of (question, orchestration or harmony text) items, in input order;
-        None for text that does not parse."""
-        ...
 
-    def score_texts_with_tokens(self, texts: list[str]) -> tuple[list[float], list[int]]:
-        """(raw reward, input tokens) of each rendered text, in input order."""
-        ...
+def parse_items(items: Sequence[Item]) -> list[tuple[str, Orchestration, str] | ParseError]:
+    """Each item as (question, plan, domain), or the `ParseError` of harmony text that
+    does not parse; a domain left out is ''."""
+    out: list[tuple[str, Orchestration, str] | ParseError] = []
+    for item in items:
+        question, o = item[0], item[1]
+        domain = item[2] if len(item) > 2 else ""
+        if isinstance(o, str):
+            try:
+                o = parse_harmony(o)
+            except ParseError as err:
+                out.append(err)
+                continue
+        out.append((question, o, domain))
+    return out
 
-    def normalize(self, scores: list[float | None]) -> list[float | None]:
-        """(score - mean) / std with the model's training-time reward statistics."""
-        ...
+
+def gather(parsed: Sequence[object], scored: Sequence[Scored]) -> list[Scored]:
+    """One `Scored` per entry of `parse_items`: the next of `scored` for a parsed item,
+    None with the reason for a `ParseError`."""
+    it = iter(scored)
+    out = [
+        Scored(None, 0, p.reason, p.message) if isinstance(p, ParseError) else next(it)
+        for p in parsed
+    ]
+    if next(it, None) is not None:
+        raise ValueError("more scores than parsed items")
+    return out
 
 
 class RenderingScorer:
     """What a reward model that renders its texts here shares, local or remote: `render`
-    by its `budget` (from its `tokenizer` and `max_length`), `score`, `score_batch` (an
-    unparseable harmony text gets None), `score_items_with_tokens` and `normalize`. A
-    subclass gives `tokenizer`, `max_length`, `metadata` and `score_texts_with_tokens`."""
+    by its `budget` (from its `tokenizer` and `max_length`), `score` (an unparseable
+    harmony text gets None) and `info`. A subclass gives `tokenizer`, `max_length`,
+    `metadata` and `score_texts` (a `Scored` per text already rendered, in input
+    order)."""
 
     metadata: dict
 
@@ -62,6 +139,11 @@ class RenderingScorer:
         from orchrm.scoring.backbone import render_budget
 
         return render_budget(self.tokenizer, self.max_length)
+
+    @property
+    def info(self) -> ModelInfo:
+        """The model's `orchrm.json` and rendering budget."""
+        return ModelInfo(self.metadata, self.budget)
 
     @property
     def reads_domain(self) -> bool:
@@ -75,68 +157,9 @@ class RenderingScorer:
         domain = domain if self.reads_domain else ""
         return render_for_rm(question, orchestration, *self.budget, domain=domain)
 
-    def score(self, question: str, orchestrations: list[Orchestration | str]) -> list[float | None]:
-        """Scores of several orchestrations of one question (higher is better)."""
-        return self.score_batch([(question, o) for o in orchestrations])
-
-    def score_batch(self, items: list[tuple[str, Orchestration | str]]) -> list[float | None]:
-        """Scores of (question, orchestration or harmony text) items, in input order;
-        None for harmony text that does not parse."""
-        parsed: list[tuple[str, Orchestration] | None] = []
-        for question, o in items:
-            if isinstance(o, str):
-                try:
-                    o = parse_harmony(o)
-                except ParseError:
-                    parsed.append(None)
-                    continue
-            parsed.append((question, o))
-        scores = iter(self.score_items_with_tokens([p for p in parsed if p is not None])[0])
-        return [None if p is None else next(scores) for p in parsed]
-
-    def score_items_with_tokens(
-        self,
-        items: Sequence[tuple[str, Orchestration | str]],
-        domains: Sequence[str] | None = None,
-    ) -> tuple[list[float], list[int]]:
-        """(raw reward, input tokens) of (question, orchestration) items, in order, each
-        of its task's domain in `domains` (None: no domain known)."""
-        plans = [(q, parse_harmony(o) if isinstance(o, str) else o) for q, o in items]
-        texts = [
-            self.render(q, o, d) for (q, o), d in zip(plans, _domains(items, domains), strict=True)
-        ]
-        return self.score_texts_with_tokens(texts)
-
-    def normalize(self, scores: list[float | None]) -> list[float | None]:
-        """(score - mean) / std with the training-time reward statistics of `orchrm.json`
-        (none known: the scores as they are)."""
-        mean = float(self.metadata.get("reward_mean", 0.0))
-        std = float(self.metadata.get("reward_std", 1.0)) or 1.0
-        return [None if s is None else (s - mean) / std for s in scores]
-
-
-def _domains(items: Sequence, domains: Sequence[str] | None) -> Sequence[str]:
-    if domains is None:
-        return [""] * len(items)
-    if len(domains) != len(items):
-        raise ValueError(f"{len(domains)} domains for {len(items)} items")
-    return domains
-
-
-def score_items_with_tokens(
-    scorer: Scorer,
-    items: Sequence[tuple[str, Orchestration | str]],
-    domains: Sequence[str] | None = None,
-) -> tuple[list[float], list[int]]:
-    """(raw reward, input tokens) of (question, orchestration) items, in input order;
-    an orchestration may be harmony text that parses. The scorer's own
-    `score_items_with_tokens` when it has one (a server that renders for itself gets
-    the text as written), else `render` and `score_texts_with_tokens`."""
-    own = getattr(scorer, "score_items_with_tokens", None)
-    if own is not None:
-        return own(list(items), domains) if domains is not None else own(list(items))
-    plans = [(q, parse_harmony(o) if isinstance(o, str) else o) for q, o in items]
-    texts = [
-        scorer.render(q, o, d) for (q, o), d in zip(plans, _domains(items, domains), strict=True)
-    ]
-    return scorer.score_texts_with_tokens(texts)
+    def score(self, items: Sequence[Item]) -> list[Scored]:
+        """One `Scored` per item, in input order: each parsed item rendered (`render`)
+        and all of them scored together (`score_texts`)."""
+        parsed = parse_items(items)
+        texts = [self.render(*p) for p in parsed if not isinstance(p, ParseError)]
+        return gather(parsed, self.score_texts(texts))

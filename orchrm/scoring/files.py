@@ -46,8 +46,8 @@ def score_files(model: Scorer, files: Sequence[Path]) -> ScoredRecords:
             else:
                 items.append((len(out.rows), item.question, item.orchestration))
             out.rows.append(row)
-    scores = model.score_batch([(q, o) for _, q, o in items])
-    for (n, _, _), score in zip(items, scores, strict=True):
-        out.rows[n]["score"] = score
+    scored = model.score([(q, o) for _, q, o in items])
+    for (n, _, _), result in zip(items, scored, strict=True):
+        out.rows[n]["score"] = result.score
     out.scored = len(items)
     return out

@@ -11,7 +11,7 @@ import torch
 
 from orchrm.orchestration import RM_RENDER_VERSION, replace_surrogates
 from orchrm.scoring.backbone import METADATA, ModelError, collate, load_backbone, model_directory
-from orchrm.scoring.base import RenderingScorer
+from orchrm.scoring.base import RenderingScorer, Scored
 from orchrm.scoring.precision import resolve_dtype
 
 
@@ -19,9 +19,9 @@ from orchrm.scoring.precision import resolve_dtype
 class OrchRM(RenderingScorer):
     """A loaded reward model that scores (question, orchestration) before anything runs.
 
-    `score` and `score_batch` render each input with `render_for_rm` (the budget the
-    model was trained with), sort by length, pad per batch, and return scores in input
-    order. Unparseable harmony text gets `None`.
+    `score` renders each item with `render_for_rm` (the budget the model was trained
+    with), sorts by length, pads per batch, and returns a `Scored` per item in input
+    order. Unparseable harmony text gets a `None` score.
     """
 
     model: object
@@ -71,16 +71,12 @@ class OrchRM(RenderingScorer):
     def max_length(self) -> int:
         return int(self.metadata.get("max_length", 512))
 
-    def score_texts(self, texts: list[str]) -> list[float]:
-        """Raw reward of each text (already rendered), in input order."""
-        return self.score_texts_with_tokens(texts)[0]
-
-    def score_texts_with_tokens(self, texts: list[str]) -> tuple[list[float], list[int]]:
-        """(raw reward, input tokens) of each text (already rendered), in input order,
+    def score_texts(self, texts: list[str]) -> list[Scored]:
+        """Raw reward and input tokens of each text (already rendered), in input order,
         from one tokenization: the tokens are what the model read, special tokens
         included, so they are the verification cost of scoring the text."""
         if not texts:
-            return [], []
+            return []
         clean = [replace_surrogates(t) for t in texts]  # tokenizers reject lone surrogates
         encoded = self.tokenizer(clean, truncation=True, max_length=self.max_length)["input_ids"]
         scores = rewards(
@@ -91,7 +87,7 @@ class OrchRM(RenderingScorer):
             self.device,
             self.bf16,
         )
-        return scores, [len(ids) for ids in encoded]
+        return [Scored(s, len(ids)) for s, ids in zip(scores, encoded, strict=True)]
 
 
 @torch.inference_mode()

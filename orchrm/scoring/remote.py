@@ -31,8 +31,9 @@ from orchrm.orchestration import (
     replace_surrogates,
     to_harmony,
 )
+from orchrm.parse import ParseError
 from orchrm.runtime.retry import RetryPolicy
-from orchrm.scoring.base import RenderingScorer
+from orchrm.scoring.base import Item, ModelInfo, RenderingScorer, Scored, gather, parse_items
 from orchrm.scoring.remote_http import JsonClient, RemoteError
 from orchrm.scoring.remote_protocols import (
     ACTIVATIONS,
@@ -144,8 +145,8 @@ def _check_render_version(version: object, where: str) -> None:
 
 
 class RemoteScorer(RenderingScorer):
-    """A reward model behind an HTTP server, used as `OrchRM` is: `render`, `budget`,
-    `score`, `score_batch`, `score_texts_with_tokens`, `normalize`, `metadata`."""
+    """A reward model behind an HTTP server, used as `OrchRM` is: `score` and `info`
+    (and, when texts are rendered here, `render`, `budget` and `score_texts`)."""
 
     def __init__(self, config: RemoteConfig):
         config.check()
@@ -224,26 +225,33 @@ class RemoteScorer(RenderingScorer):
         except (OSError, ValueError) as err:
             raise ConfigError(f"cannot load the tokenizer of {name!r}: {err}") from None
 
-    def score_items_with_tokens(
-        self,
-        items: Sequence[tuple[str, Orchestration | str]],
-        domains: Sequence[str] | None = None,
-    ) -> tuple[list[float], list[int]]:
-        """(raw reward, input tokens) of (question, orchestration) items, in order:
-        rendered here when a tokenizer is known, else by `orchrm serve` (`/score`), which
-        gets harmony text as given and an `Orchestration` as `to_harmony` writes it, and
-        each task's domain. Harmony text must parse (`score_batch` takes any)."""
-        if self.renders or self.protocol != "orchrm":
-            return super().score_items_with_tokens(items, domains)
-        return self._score_on_server(items, domains or [""] * len(items))
+    @property
+    def info(self) -> ModelInfo:
+        """The model's `orchrm.json` (with what `orchrm serve`'s /healthz adds) and, when
+        texts are rendered here, the rendering budget."""
+        return ModelInfo(self.metadata, self.budget if self.renders else None)
 
-    def _score_on_server(
-        self, items: Sequence[tuple[str, Orchestration | str]], domains: Sequence[str]
-    ) -> tuple[list[float], list[int]]:
-        """Items sent as harmony XML to `orchrm serve`'s `/score`, which renders them
-        with the served model's tokenizer: one request per question and batch."""
+    def score(self, items: Sequence[Item]) -> list[Scored]:
+        """One `Scored` per item, in input order: rendered here when a tokenizer is
+        known, else by `orchrm serve` (`/score`), which gets harmony text as given and
+        an `Orchestration` as `to_harmony` writes it, and each task's domain. Harmony
+        text that does not parse here gets a None score and is not sent."""
+        if self.renders or self.protocol != "orchrm":
+            return super().score(items)
+        parsed = parse_items(items)
+        sent = [
+            (item[0], item[1], p[2])
+            for item, p in zip(items, parsed, strict=True)
+            if not isinstance(p, ParseError)
+        ]
+        return gather(parsed, self._score_on_server(sent))
+
+    def _score_on_server(self, items: list[tuple[str, Orchestration | str, str]]) -> list[Scored]:
+        """(question, orchestration, domain) items sent as harmony XML to `orchrm
+        serve`'s `/score`, which renders them with the served model's tokenizer: one
+        request per question, domain and batch."""
         by_question: dict[tuple[str, str], list[int]] = {}
-        for n, ((question, _), domain) in enumerate(zip(items, domains, strict=True)):
+        for n, (question, _, domain) in enumerate(items):
             by_question.setdefault((question, domain), []).append(n)
         jobs = [
             (key, members[start : start + self.batch_size])
@@ -261,29 +269,25 @@ class RemoteScorer(RenderingScorer):
                 body["domain"] = domain
             return read_score(self.client.post(self.url, body), len(members), self.url)
 
-        scores, tokens = [0.0] * len(items), [0] * len(items)
+        out: list[Scored | None] = [None] * len(items)
         for (_, members), reply in zip(jobs, self._pool.map(post, jobs), strict=True):
             counts = reply.tokens or [0] * len(members)
             for n, score, count in zip(members, reply.scores, counts, strict=True):
-                scores[n], tokens[n] = score, count
-        return scores, tokens
+                out[n] = Scored(score, count)
+        return out
 
-    def score_texts(self, texts: list[str]) -> list[float]:
-        """Raw reward of each text (already rendered), in input order."""
-        return self.score_texts_with_tokens(texts)[0]
-
-    def score_texts_with_tokens(self, texts: list[str]) -> tuple[list[float], list[int]]:
-        """(raw reward, input tokens) of each rendered text, in input order (tokens as
+    def score_texts(self, texts: list[str]) -> list[Scored]:
+        """Raw reward and input tokens of each rendered text, in input order (tokens as
         the module docstring says)."""
         if not texts:
-            return [], []
+            return []
         clean = [replace_surrogates(t) for t in texts]  # JSON cannot carry lone surrogates
         chunks = [clean[i : i + self.batch_size] for i in range(0, len(clean), self.batch_size)]
-        scores, tokens = [], []
+        out = []
         for chunk, reply in zip(chunks, self._pool.map(self._post_texts, chunks), strict=True):
-            scores += reply.scores
-            tokens += reply.tokens or self._local_tokens(chunk, reply)
-        return scores, tokens
+            tokens = reply.tokens or self._local_tokens(chunk, reply)
+            out += [Scored(s, t) for s, t in zip(reply.scores, tokens, strict=True)]
+        return out
 
     def _post_texts(self, texts: list[str]) -> Reply:
         """One request of rendered texts, in the server's protocol."""

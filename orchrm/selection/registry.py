@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from orchrm.scoring.base import ModelInfo
 from orchrm.selection.judges import llm_judge
 from orchrm.selection.selectors import (
     AdaptiveSelector,
@@ -41,6 +42,9 @@ class LineupInputs:
     """A reward model trained on every domain's pairs mixed (`orchrm-mixed`)."""
     unified_rm: object | None = None
     """One reward model of every domain that reads the domain line (`orchrm-unified`)."""
+    rm_info: ModelInfo | None = None
+    """What the selectors built on `orchrm`'s scores (adaptive, cost-aware) read of the
+    model apart from its scores; None: `rm.info` (none without `rm`: raw scores)."""
     rm_selector: Selector | None = None
     """A ready `orchrm` selector used instead of one built from `rm` (cross-validation's,
     which scores each task with its own fold's model)."""
@@ -105,10 +109,16 @@ def _top_vote(k: int) -> Build:
     return lambda inputs, built: TopKVoteSelector(built["orchrm"], k)
 
 
+def _info(inputs: LineupInputs) -> ModelInfo | None:
+    if inputs.rm_info is not None:
+        return inputs.rm_info
+    return inputs.rm.info if inputs.rm is not None else None
+
+
 def _adaptive(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
     return AdaptiveSelector(
         built["orchrm"],
-        inputs.rm,
+        _info(inputs),
         inputs.adaptive_confidence,
         tolerance=inputs.adaptive_tolerance,
     )
@@ -117,7 +127,7 @@ def _adaptive(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
 def _cost(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
     return CostAwareSelector(
         built["orchrm"],
-        inputs.rm,
+        _info(inputs),
         cost_weight=inputs.cost_weight,
         measure=inputs.cost_measure,
         run_config=inputs.run_config,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from orchrm.calibration.methods import Calibration, calibration_from_metadata
 from orchrm.errors import ConfigError
 from orchrm.orchestration import Orchestration
-from orchrm.scoring.base import Scorer, score_items_with_tokens
+from orchrm.scoring.base import ModelInfo, Scorer
 from orchrm.tasks.grading import answer_key
 
 
@@ -159,9 +159,9 @@ class RewardModelSelector:
             if item not in self._seen:
                 todo.setdefault(item, domain)
         if todo:
-            scores, tokens = score_items_with_tokens(self.rm, list(todo), list(todo.values()))
-            for item, count, score in zip(todo, tokens, scores, strict=True):
-                self._seen[item] = (count, score)
+            scored = self.rm.score([(q, o, d) for (q, o), d in todo.items()])
+            for item, result in zip(todo, scored, strict=True):
+                self._seen[item] = (result.tokens, result.score)
 
     def warm(self, tasks: list[CandidateSet]) -> None:
         """Score every plan of `tasks` now, in one pass of length-sorted batches, so that
@@ -206,11 +206,10 @@ def ranked(scores: Sequence[float | None]) -> list[int]:
     return sorted((i for i, s in enumerate(scores) if s is not None), key=lambda i: (-scores[i], i))
 
 
-def _standard(scorer: Scorer | None, scores: Sequence[float | None]) -> list[float | None]:
-    """Scores in units of the model's reward spread (`Scorer.normalize`); raw without a
-    scorer to ask (cross-validation's per-fold models)."""
-    normalize = getattr(scorer, "normalize", None)
-    return list(normalize(list(scores))) if normalize else list(scores)
+def _standard(info: ModelInfo | None, scores: Sequence[float | None]) -> list[float | None]:
+    """Scores in units of the model's reward spread (`ModelInfo.normalize`); raw without
+    a model to ask (cross-validation's per-fold models)."""
+    return info.normalize(scores) if info is not None else list(scores)
 
 
 def _warm(base: Selector, tasks: list[CandidateSet]) -> None:
@@ -262,7 +261,8 @@ class AdaptiveSelector:
     reads their scores in sample order and stops where drawing would have.
 
     Later draws are taken as scores from the model's reward distribution, a normal of
-    its training-time mean and spread (`Scorer.normalize`; raw scores without a scorer).
+    its training-time mean and spread (`ModelInfo.normalize` of `info`; raw scores
+    without it).
     With r draws left and the best score so far at z spreads above the mean, it stops
     - with a calibration (`orchrm.calibration.methods`, from the model's `orchrm.json` or
       given): when the accuracy it expects to lose by stopping is at most `tolerance`:
@@ -278,7 +278,7 @@ class AdaptiveSelector:
     def __init__(
         self,
         base: Selector,
-        scorer: Scorer | None = None,
+        info: ModelInfo | None = None,
         confidence: float = 0.9,
         calibration: Calibration | None = None,
         tolerance: float = 0.01,
@@ -287,12 +287,12 @@ class AdaptiveSelector:
             raise ConfigError(f"adaptive: confidence must be in (0, 1), got {confidence}")
         if not 0.0 <= tolerance < 1.0:
             raise ConfigError(f"adaptive: tolerance must be in [0, 1), got {tolerance}")
-        self.base, self.scorer = base, scorer
+        self.base, self.info = base, info
         self.confidence, self.tolerance = confidence, tolerance
         self.calibration = calibration or calibration_from_metadata(
-            getattr(scorer, "metadata", None)
+            info.metadata if info is not None else None
         )
-        zero, one = _standard(scorer, [0.0, 1.0])
+        zero, one = _standard(info, [0.0, 1.0])
         self._spread = 1.0 / (one - zero) if one != zero else 1.0
         self._mean = -zero * self._spread  # raw score = mean + spread x z
 
@@ -347,7 +347,7 @@ class CostAwareSelector:
     def __init__(
         self,
         base: Selector,
-        scorer: Scorer | None = None,
+        info: ModelInfo | None = None,
         *,
         cost_weight: float = 0.1,
         measure: str = "tokens",
@@ -363,7 +363,7 @@ class CostAwareSelector:
                 f"orchrm-cost: unknown cost measure {measure!r}: choose one of "
                 + ", ".join(MEASURES)
             )
-        self.base, self.scorer = base, scorer
+        self.base, self.info = base, info
         self.cost_weight, self.measure = cost_weight, measure
         self.run_config, self.cost_model = run_config, cost_model
         self._costs: dict[Orchestration, float] = {}
@@ -388,7 +388,7 @@ class CostAwareSelector:
             None
             if s is None or c.orchestration is None
             else s - self.cost_weight * math.log2(1 + self.cost(c.orchestration))
-            for s, c in zip(_standard(self.scorer, chosen.scores), task.candidates, strict=True)
+            for s, c in zip(_standard(self.info, chosen.scores), task.candidates, strict=True)
         )
         index = first_max(adjusted)
         return Selection(index, adjusted, chosen.verification_tokens, (index,))

@@ -93,35 +93,26 @@ def request_id(request: Request) -> str | None:
     return request.scope.get("state", {}).get("request_id")
 
 
-def _scored_with_tokens(rm):
-    """The batcher's work: (score, input tokens) of each rendered text, from one
-    tokenization by the model."""
-
-    def score(texts: list[str]) -> list[tuple[float, int]]:
-        scores, tokens = rm.score_texts_with_tokens(texts)
-        return list(zip(scores, tokens, strict=True))
-
-    return score
-
-
 class _Scoring:
     """A request's way to its scores: prepared in a worker process, scored in the
     micro-batcher, both by the request's deadline."""
 
     def __init__(self, rm, config: ServeConfig, metrics: Metrics):
         self.config, self.metrics = config, metrics
-        self.metadata = dict(getattr(rm, "metadata", None) or {})
+        info = rm.info
+        self.metadata = dict(info.metadata)
         self.calibration = calibration_from_metadata(self.metadata)
+        # the texts are rendered in the prepare workers: the batcher scores them as they are
         self.batcher = MicroBatcher(
-            _scored_with_tokens(rm), config.max_batch_size, config.max_wait_ms / 1000, metrics.batch
+            rm.score_texts, config.max_batch_size, config.max_wait_ms / 1000, metrics.batch
         )
         self.limits = Limits(
             max_items=config.max_items,
             max_text_chars=config.max_text_chars,
             invalid_penalty=config.invalid_penalty,
-            max_tokens=rm.budget[0],
+            max_tokens=info.budget[0],
             max_request_seconds=config.max_request_seconds,
-            reads_domain=bool(self.metadata.get("domain_in_text")),
+            reads_domain=info.reads_domain,
         )
         self.pool = WorkerPool(
             config.prepare_workers,
@@ -168,7 +159,8 @@ class _Scoring:
         results = []
         for item in items:
             if isinstance(item, Rendered):
-                item = item.scored(*next(scores))
+                result = next(scores)
+                item = item.scored(result.score, result.tokens)
                 if self.calibration is not None:
                     p = self.calibration.probability([item.score])[0]
                     item = replace(item, p_correct=p)
@@ -271,7 +263,7 @@ def _add_routes(app: FastAPI, scoring: _Scoring, rm, config: ServeConfig) -> Non
         return {
             "status": "ok",
             "model": Path(config.rm).name,
-            "render_version": rm.metadata.get("render_version"),
+            "render_version": scoring.metadata.get("render_version"),
             "max_length": rm.max_length,
             "dtype": getattr(rm, "dtype", None),
             "forward_batch_size": getattr(rm, "batch_size", None),

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchrm.errors import ConfigError
-from orchrm.scoring.base import RenderingScorer
+from orchrm.scoring.base import ModelInfo
 from orchrm.selection.options import SelectorOptions
 from orchrm.selection.registry import BY_NAME, RERUN_SELECTORS, LineupInputs
 from orchrm.selection.selectors import Candidate, CandidateSet, Selection, first_max
@@ -182,14 +182,6 @@ class _ServedScores:
         return Selection(index, scores, tokens, (index,))
 
 
-class _ServedModel(RenderingScorer):
-    """The served model as a selector reads it besides its scores: its `orchrm.json`
-    (reward statistics for `normalize`, the calibration). It scores nothing here."""
-
-    def __init__(self, metadata: dict):
-        self.metadata = metadata
-
-
 @dataclass(frozen=True)
 class SelectJob:
     """What a prepare worker needs to choose: the candidates and their scores."""
@@ -226,7 +218,7 @@ def choose(job: SelectJob) -> Choice:
     """Run the job's selector, from the registry, on the scores (a prepare worker's job)."""
     base = _ServedScores(list(job.scores), list(job.tokens))
     options = dataclasses.asdict(job.options)
-    inputs = LineupInputs(rm=_ServedModel(job.metadata), rm_selector=base, **options)
+    inputs = LineupInputs(rm_info=ModelInfo(job.metadata), rm_selector=base, **options)
     chosen = BY_NAME[job.selector].build(inputs, {"orchrm": base})(job.task)
     drawn = chosen.drawn if chosen.drawn is not None else len(job.task.candidates)
     return Choice(chosen.index, tuple(chosen.scores), tuple(chosen.executed), drawn)

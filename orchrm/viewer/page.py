@@ -194,13 +194,11 @@ def pick_all(tasks: list[ViewTask], rm=None) -> list[ViewTask]:
 
 
 def _rescored(view: ViewTask, rm) -> ViewTask:
-    from orchrm.scoring.base import score_items_with_tokens
-
     where = [i for i, c in enumerate(view.task.candidates) if c.orchestration is not None]
     items = [(view.task.question, view.task.candidates[i].orchestration) for i in where]
     scores: list[float | None] = [None] * len(view.task.candidates)
-    for i, s in zip(where, score_items_with_tokens(rm, items)[0] if items else [], strict=True):
-        scores[i] = s
+    for i, result in zip(where, rm.score(items) if items else [], strict=True):
+        scores[i] = result.score
     return replace(view, scores=tuple(scores), picks={**view.picks, "orchrm": first_max(scores)})
 
 

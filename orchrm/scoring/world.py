@@ -8,6 +8,7 @@ import hashlib
 import math
 import random
 
+from orchrm.scoring.base import ModelInfo, Scored
 from orchrm.world.generate import world_config
 from orchrm.world.model import success_probability
 
@@ -15,9 +16,7 @@ from orchrm.world.model import success_probability
 class WorldScorer:
     """An `orchrm.scoring.base.Scorer` over plans, never texts: score = `scale` x (log-odds
     + N(0, `noise`), seeded by the plan) + `shift`; 10 input tokens a plan; a reward
-    spread of 2 for `normalize`."""
-
-    budget = (512, len)
+    spread of 2 for `ModelInfo.normalize`."""
 
     def __init__(self, world_tasks, noise: float = 0.5, scale: float = 1.0, shift: float = 0.0):
         self.by_question = {t.question: t for t in world_tasks}
@@ -25,25 +24,19 @@ class WorldScorer:
         self.metadata = {"reward_mean": 0.0, "reward_std": 2.0}
         self.config = world_config()
 
-    def render(self, question, orchestration, domain="") -> str:
-        return question
+    @property
+    def info(self) -> ModelInfo:
+        """Its reward statistics (and any calibration put in `metadata`); nothing renders."""
+        return ModelInfo(self.metadata)
 
-    def score_items_with_tokens(self, items, domains=None):
-        scores = []
-        for question, o in items:
+    def score(self, items) -> list[Scored]:
+        """A `Scored` per (question, plan[, domain]) item, in input order."""
+        out = []
+        for item in items:
+            question, o = item[0], item[1]
             p = success_probability(self.by_question[question], o, self.config)
             p = min(max(p, 1e-4), 1 - 1e-4)
             seed = hashlib.md5(repr((question, o)).encode()).hexdigest()
             z = math.log(p / (1 - p)) + random.Random(seed).gauss(0, self.noise)
-            scores.append(self.scale * z + self.shift)
-        return scores, [10] * len(items)
-
-    def score_batch(self, items):
-        return self.score_items_with_tokens(items)[0]
-
-    def score_texts_with_tokens(self, texts):
-        raise TypeError("the world scorer scores plans, not rendered texts")
-
-    def normalize(self, scores):
-        mean, std = self.metadata["reward_mean"], self.metadata["reward_std"]
-        return [None if s is None else (s - mean) / std for s in scores]
+            out.append(Scored(self.scale * z + self.shift, 10))
+        return out

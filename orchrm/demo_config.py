@@ -18,41 +18,41 @@ WORLD_PRESETS = ("math", "search", "multihop", "science")
 class DemoConfig:
     """Sizes of the demo; docs/results.md#the-demo says how long the defaults take."""
 
-    out: str = "orchrm-demo"
+    out: str = setting("orchrm-demo", panel="Output")
     """Folder for logs, store, pairs, models and the report."""
-    presets: tuple[str, ...] = ("math",)
+    presets: tuple[str, ...] = setting(("math",), panel="Data")
     """World presets, each with its own reward model and table: math, search, multihop,
     science (the default keeps the demo within 10 minutes on two CPU cores)."""
-    mixed: bool = False
+    mixed: bool = setting(False, panel="Model")
     """Also train one reward model on every preset's pairs mixed, as `orchrm-mixed` (with
     two presets or more)."""
-    unified: bool = False
+    unified: bool = setting(False, panel="Model")
     """Also train one reward model on every preset's pairs with each text's domain line,
     as `orchrm-unified` (with two presets or more)."""
-    train_tasks: int = setting(300, min=10)
+    train_tasks: int = setting(300, min=10, panel="Data")
     """World tasks per preset whose logs train the reward models: at the same steps, more
     tasks mean more distinct pairs (docs/results.md#training-tasks-and-steps)."""
-    test_tasks: int = setting(200, min=10)
+    test_tasks: int = setting(200, min=10, panel="Data")
     """Held-out world tasks per preset (another seed) for best-of-N: on 100, a paired
     interval around a 5-point gain over majority still reaches below 0."""
-    samples: int = setting(8, min=2)
+    samples: int = setting(8, min=2, panel="Data")
     """Orchestrations per task and orchestrator (N of best-of-N)."""
-    steps: int = setting(SMALL_DATA_STEPS, min=1)
+    steps: int = setting(SMALL_DATA_STEPS, min=1, panel="Optimization")
     """Training steps (batch 16) of the math and the mixed reward model."""
-    multihop_steps: int = setting(45, min=1)
+    multihop_steps: int = setting(45, min=1, panel="Optimization")
     """Training steps of the multihop reward model: its pairs carry little to learn (the
     orchestration matters little there), and fewer steps keep the demo near 15 minutes
     on two CPU cores without bf16."""
-    dtype: str = setting("auto", choices=DTYPES)
+    dtype: str = setting("auto", choices=DTYPES, panel="Model")
     """Precision the reward models train and score in; auto: bf16 where the hardware runs
     it fast, else fp32 (`orchrm.scoring.precision`; ORCHRM_BF16 overrides the detection)."""
-    lr: float = SMALL_DATA_LR
+    lr: float = setting(SMALL_DATA_LR, panel="Optimization")
     """Learning rate of the three reward models."""
-    max_length: int = setting(128, min=16)
+    max_length: int = setting(128, min=16, panel="Model")
     """Reward-model tokens per text."""
-    seed: int = 0
+    seed: int = setting(0, panel="Data")
     """Seeds the world, the pair splits and training."""
-    reruns: int = setting(20, min=0)
+    reruns: int = setting(20, min=0, panel="Data")
     """Re-executions of every held-out candidate, from which majority and the weighted
     vote get an expected accuracy (`orchrm.evaluation.reruns`); 0: none."""
 

@@ -1,6 +1,9 @@
-"""Command-line options made from a config dataclass: each option takes its type, default
-and help from the field it sets (`orchrm.configs.field_help`), so a default or a help
-text is written once, in the config."""
+"""Command-line options made from a config dataclass: every field the code does not set
+(`orchrm.configs.setting(internal=True)`) is an option, nested configs' fields too, each
+taking its type, default, bounds, help and help panel from the field it sets
+(`orchrm.configs`), so a default or a help text is written once, in the config. Every such
+command also reads `--config FILE.yaml` (`orchrm.configs.load_config`), and the options
+given on the command line override the file."""
 
 from __future__ import annotations
 
@@ -10,11 +13,32 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+import click
 import typer
 
-from orchrm.configs import field_help
+from orchrm.configs import (
+    field_help,
+    internal_inside,
+    is_internal,
+    load_config,
+    nested_config,
+    scalar_type,
+    with_values,
+)
+from orchrm.errors import ConfigError
+
+PANELS = ("Data", "Model", "Optimization", "Scale", "Selectors", "Output")
+"""The order of the help panels that fields declare (`setting(panel=...)`); a panel not
+named here follows them, in the order of the fields."""
+_LEFT_OUT = (click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP)
+"""Where an option's value comes from when the command line does not give it."""
+CONFIG_HELP = (
+    "Read the settings from this YAML file (a run's config.yaml, or a recipe under "
+    "configs/); the options given here override it."
+)
 
 
 def _option_type(hint: Any) -> Any:
@@ -75,45 +99,160 @@ def _field_option(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    """One option a config gives: the field at `path` (names from the top config down)."""
+
+    path: tuple[str, ...]
+    field: dataclasses.Field
+    hint: Any
+    default: Any
+    help: str
+    panel: str | None
+
+    @property
+    def key(self) -> str:
+        """The dotted path (`train.epochs`)."""
+        return ".".join(self.path)
+
+    @property
+    def param(self) -> str:
+        """The parameter's Python name (`train__epochs`)."""
+        return "__".join(self.path)
+
+
+def _entries(
+    base: Any,
+    names: Iterable[str] | None,
+    leave_out: set[str],
+    parsed: set[str],
+    path: tuple[str, ...] = (),
+    panel: str | None = None,
+    inside_internal: tuple[str, ...] = (),
+) -> list[_Entry]:
+    """Every field of `base` (or those in `names`) that is an option, nested configs'
+    fields in their place; a field whose type no option spells (a mapping) is read from a
+    config file only, unless a `parser` is given for it."""
+    cls = type(base)
+    hints, helps = typing.get_type_hints(cls), field_help(cls)
+    wanted = None if names is None else list(names)
+    out = []
+    for f in dataclasses.fields(cls):
+        key = ".".join((*path, f.name))
+        if wanted is not None and f.name not in wanted:
+            continue
+        if is_internal(f) or f.name in inside_internal or key in leave_out:
+            continue
+        inner = nested_config(hints[f.name])
+        if inner is not None and wanted is None:
+            out += _entries(
+                getattr(base, f.name),
+                None,
+                leave_out,
+                parsed,
+                (*path, f.name),
+                f.metadata.get("panel", panel),
+                internal_inside(f),
+            )
+            continue
+        hint = hints[f.name]
+        spellable = scalar_type(hint) is not None or _repeated(hint) or key in parsed
+        if not spellable:
+            continue
+        if f.name not in helps:
+            raise TypeError(f"{cls.__name__}.{f.name} has no help text")
+        own_panel = panel or f.metadata.get("panel")
+        out.append(
+            _Entry((*path, f.name), f, hint, getattr(base, f.name), helps[f.name], own_panel)
+        )
+    return out
+
+
+def _flags(entries: list[_Entry], renames: Mapping[str, str]) -> dict[str, str]:
+    """Each entry's flag: `--name`, prefixed by the config it is in (`--train-seed`)
+    where two entries share a name (a top-level field keeps its plain name)."""
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e.path[-1]] = counts.get(e.path[-1], 0) + 1
+    top = {e.path[-1] for e in entries if len(e.path) == 1}
+    flags = {}
+    for e in entries:
+        name = e.path[-1]
+        shared = counts[name] > 1 and not (len(e.path) == 1 and name in top)
+        words = e.path if shared else (name,)
+        flags[e.key] = renames.get(e.key, "--" + "-".join(words).replace("_", "-"))
+    return flags
+
+
+def _panel_rank(entries: list[_Entry]) -> dict[str | None, int]:
+    seen = [e.panel for e in entries]
+    order = [p for p in PANELS if p in seen]
+    order += [p for p in dict.fromkeys(seen) if p not in order]
+    return {p: i for i, p in enumerate(order)}
+
+
 def config_options(
     config: Any,
-    names: Iterable[str],
+    names: Iterable[str] | None = None,
     *,
     into: str = "config",
     flags: Mapping[str, str] | None = None,
     required: Iterable[str] = (),
     settings: Mapping[str, Mapping[str, Any]] | None = None,
+    leave_out: Iterable[str] = (),
+    config_file: bool = True,
 ) -> Callable[[Callable], Callable]:
-    """Give a command one option per field in `names` of the dataclass `config` (a class,
-    or an instance whose values are the defaults), and call it with the built config as
-    its argument `into` (the defaults with the options given applied, `dataclasses.replace`).
+    """Give a command one option per field of the dataclass `config` (a class, or an
+    instance whose values are the defaults) that the code does not set, and one per field
+    of each config it nests; call it with the built config as its argument `into`: the
+    defaults, then the `--config FILE.yaml` file's values, then the options given on the
+    command line (or through their environment variable), each over the last.
 
-    `flags` renames options (field -> `--flag`; default `--field-name`), `required` fields
-    have no default, and `settings` adds typer.Option arguments per field (`min`,
-    `envvar`, ...), among them a `parser` (and `spell`, its inverse for the help): the
-    field is then given as one text that the parser reads (a comma-separated list), and
-    keeps the config's value when left out. Every field named must have a help text."""
+    Declared exceptions, each keyed by field name or dotted path (`train.epochs`):
+    `flags` renames options (default `--field-name`; `--config-name` for a nested field
+    whose name another field shares), `required` fields must end up set (by an option or
+    the file), `leave_out` fields are no options (the command sets them from its own
+    arguments) and `settings` adds typer.Option arguments (`envvar`, ...), among them a
+    `parser` (and `spell`, its inverse for the help): the field is then given as one text
+    that the parser reads. `names` instead lists the only fields that are options (no
+    nesting, no file). Every option's field must have a help text."""
     base = config() if isinstance(config, type) else config
-    cls = type(base)
-    hints, helps = typing.get_type_hints(cls), field_help(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    names, required = list(names), set(required)
-    parsed = [n for n, s in (settings or {}).items() if "parser" in s]
-    repeated = [n for n in names if n not in parsed and _repeated(hints[n])]
-    missing = [n for n in names if n not in helps]
-    if missing:
-        raise TypeError(f"{cls.__name__} fields without a help text: {', '.join(missing)}")
+    settings = dict(settings or {})
+    parsed = {k for k, s in settings.items() if "parser" in s}
+    entries = _entries(base, names, set(leave_out), parsed)
+    flag_of = _flags(entries, flags or {})
+    rank = _panel_rank(entries)
+    entries.sort(key=lambda e: rank[e.panel])
+    required = set(required)
+    with_file = config_file and names is None
     made = [
         _field_option(
-            name,
-            ... if name in required else getattr(base, name),
-            _with_choices(hints[name], fields[name].metadata),
-            help=helps[name],
-            flag=(flags or {}).get(name, "--" + name.replace("_", "-")),
-            settings={**_bounds(fields[name].metadata), **(settings or {}).get(name, {})},
+            e.param,
+            None if e.key in required and not e.default else e.default,
+            _with_choices(e.hint, e.field.metadata),
+            help=e.help,
+            flag=flag_of[e.key],
+            settings={
+                **_bounds(e.field.metadata),
+                **({"rich_help_panel": e.panel} if e.panel else {}),
+                **settings.get(e.key, {}),
+            },
         )
-        for name in names
+        for e in entries
     ]
+    file_param = "config_file__"
+    if with_file:
+        made.insert(
+            0,
+            inspect.Parameter(
+                file_param,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=typer.Option(
+                    None, "--config", metavar="FILE.yaml", help=CONFIG_HELP, dir_okay=False
+                ),
+                annotation=typing.Optional[Path],  # noqa: UP045
+            ),
+        )
 
     def wrap(command: Callable) -> Callable:
         own = inspect.signature(command)
@@ -126,13 +265,26 @@ def config_options(
 
         @functools.wraps(command)
         def run(**values: Any) -> Any:
-            given = {n: values.pop(n) for n in names}
-            for name in parsed + repeated:
-                if given[name] is None:
-                    del given[name]
-                elif name in repeated:
-                    given[name] = tuple(given[name])
-            return command(**{into: dataclasses.replace(base, **given)}, **values)
+            ctx = click.get_current_context(silent=True)
+            path = values.pop(file_param, None) if with_file else None
+            given = {}
+            for e in entries:
+                value = values.pop(e.param)
+                source = ctx.get_parameter_source(e.param) if ctx else None
+                if source in _LEFT_OUT:
+                    continue  # left out: the file's value, else the config's
+                if value is None and (e.key in parsed or _repeated(e.hint)):
+                    continue
+                given[e.key] = tuple(value) if _repeated(e.hint) and e.key not in parsed else value
+            built = load_config(base, path) if path is not None else base
+            built = with_values(built, given)
+            for key in sorted(required):
+                if not _get(built, key):
+                    raise ConfigError(
+                        f"give {flag_of[key]}"
+                        + (f" (or {key}: in the --config file)" if with_file else "")
+                    )
+            return command(**{into: built}, **values)
 
         parameters = sorted([*kept, *made], key=lambda p: p.kind)
         run.__signature__ = own.replace(parameters=parameters)  # type: ignore[attr-defined]
@@ -140,6 +292,12 @@ def config_options(
         return run
 
     return wrap
+
+
+def _get(config: Any, key: str) -> Any:
+    for name in key.split("."):
+        config = getattr(config, name)
+    return config
 
 
 def spelled_as(renames: Mapping[str, str]) -> Callable[[Callable], Callable]:

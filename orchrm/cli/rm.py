@@ -23,6 +23,7 @@ from orchrm.cli.console import (
     warn,
 )
 from orchrm.cli.options import config_options
+from orchrm.configs import dump_config
 from orchrm.jsonl import printable
 from orchrm.training.config import TrainConfig
 
@@ -33,38 +34,7 @@ DTYPE_HELP = (
 )
 
 
-@config_options(
-    TrainConfig,
-    [
-        "pairs",
-        "out",
-        "backbone",
-        "max_length",
-        "epochs",
-        "max_steps",
-        "batch_size",
-        "grad_accumulation",
-        "lr",
-        "max_grad_norm",
-        "eval_every",
-        "early_stopping",
-        "lora",
-        "margin",
-        "center_rewards",
-        "bf16",
-        "dtype",
-        "max_tokens_per_batch",
-        "forward_passes",
-        "sort_batches",
-        "gradient_checkpointing",
-        "attn_implementation",
-        "lora_r",
-        "lora_alpha",
-        "peak_flops",
-        "seed",
-        "trust_remote_code",
-    ],
-)
+@config_options(TrainConfig)
 def train_command(
     config: TrainConfig,
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
@@ -81,7 +51,8 @@ def train_command(
     ),
 ) -> None:
     """Train a Bradley-Terry reward model on exported pairs (progress bar with live loss,
-    accuracy and ETA). Multi-process: `accelerate launch ... -m orchrm.training.train`."""
+    accuracy and ETA); OUT/config.yaml holds the settings, for `--config` to repeat the
+    run. Multi-process: `accelerate launch ... -m orchrm.training.train`."""
     if plan:
         from orchrm.memplan.plan import plan_from_train_config
         from orchrm.memplan.text import plan_text
@@ -95,6 +66,7 @@ def train_command(
         fail("give --pairs (an `orchrm pairs export` folder or a pair file), or --plan")
     if not Path(config.pairs).exists():
         fail(f"no pairs at {config.pairs}: give `orchrm pairs export`'s folder or a pair file")
+    dump_config(config, Path(config.out) / "config.yaml")
     summary = train(config, resume=resume)
     history = summary.history[-1] if summary.history else {}
     best = summary.best_validation_accuracy
@@ -207,14 +179,12 @@ def score_command(
     exit_if_unreadable(unreadable)
 
 
-@config_options(
-    CalibrateConfig,
-    ["rm", "method", "orchestrator", "tasks_from", "dataset", "split"],
-    required=["rm"],
-)
+@config_options(CalibrateConfig, required=["rm"], leave_out=["logs"])
 def calibrate_command(
     config: CalibrateConfig,
-    logs: list[Path] = typer.Argument(..., help="orchrm.run/1 logs with executed records."),
+    logs: list[Path] = typer.Argument(
+        None, help="orchrm.run/1 logs with executed records (default: the --config file's)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Fit a reward model's calibration (raw score -> P(correct)) on executed records of
@@ -222,7 +192,11 @@ def calibrate_command(
     p_correct and orchrm-adaptive read it; prints ECE before and after."""
     from orchrm.calibration.calibrate import calibrate
 
-    result = calibrate(replace(config, logs=tuple(str(p) for p in logs)))
+    if logs:
+        config = replace(config, logs=tuple(str(p) for p in logs))
+    if not config.logs:
+        fail("give the logs to fit on (or logs: in the --config file)")
+    result = calibrate(config)
     if as_json:
         print(json.dumps(result.to_dict(), indent=2))
         return

@@ -2,55 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from rich.table import Table
 
 from orchrm.cli.console import console
 from orchrm.cli.options import config_options
-from orchrm.runtime.config import RunConfig
 from orchrm.tasks.config import SampleRunConfig
 
 
 @config_options(
-    RunConfig,
-    ["temperature", "call_timeout_s", "max_retries", "concurrency"],
-    into="run_config",
-    flags={"call_timeout_s": "--timeout", "max_retries": "--retries"},
-    settings={"max_retries": {"min": 0}, "concurrency": {"min": 1}},
-)
-@config_options(
     SampleRunConfig,
-    [
-        "tasks",
-        "out",
-        "base_url",
-        "api_key",
-        "model",
-        "orchestrator_model",
-        "subagent_model",
-        "samples",
-        "dom",
-        "limit",
-        "corpus",
-        "orchestrator_id",
-        "benchmark",
-        "context",
-        "seed",
-        "preflight",
-    ],
     required=["tasks"],
-    settings={"api_key": {"envvar": "OPENAI_API_KEY", "show_default": False}},
+    flags={"run.call_timeout_s": "--timeout", "run.max_retries": "--retries"},
+    settings={
+        "api_key": {"envvar": "OPENAI_API_KEY", "show_default": False},
+        "run.max_retries": {"min": 0},
+        "run.concurrency": {"min": 1},
+    },
 )
-def run_command(
-    config: SampleRunConfig,
-    run_config: RunConfig,
-) -> None:
+def run_command(config: SampleRunConfig) -> None:
     """Sample orchestrations for each task, execute them, grade them, write a JSONL log."""
     from orchrm.tasks.job import run_job
 
-    config = replace(config, run=run_config)
     records = run_job(config)
     _print_run_summary(records, Path(config.out))
 

@@ -10,32 +10,6 @@ from orchrm.serve.config import API_KEY_ENV, ServeConfig
 
 @config_options(
     ServeConfig,
-    [
-        "rm",
-        "host",
-        "port",
-        "api_key",
-        "insecure",
-        "max_batch_size",
-        "forward_batch_size",
-        "max_wait_ms",
-        "max_items",
-        "max_text_chars",
-        "max_body_bytes",
-        "invalid_penalty",
-        "device",
-        "dtype",
-        "num_threads",
-        "max_request_seconds",
-        "prepare_workers",
-        "max_queued_requests",
-        "header_timeout_s",
-        "body_timeout_s",
-        "keep_alive_timeout_s",
-        "max_connections",
-        "shutdown_timeout_s",
-        "openapi",
-    ],
     required=["rm"],
     flags={
         "num_threads": "--threads",
@@ -44,9 +18,7 @@ from orchrm.serve.config import API_KEY_ENV, ServeConfig
         "keep_alive_timeout_s": "--keep-alive-timeout",
         "shutdown_timeout_s": "--shutdown-timeout",
     },
-    settings={
-        "api_key": {"envvar": API_KEY_ENV, "show_default": False},
-    },
+    settings={"api_key": {"envvar": API_KEY_ENV, "show_default": False}},
 )
 def serve_command(config: ServeConfig) -> None:
     """Serve a reward model over HTTP: /score, /select, OpenRLHF's /get_reward, /healthz,

@@ -197,19 +197,8 @@ def _spell_list(values: tuple) -> str:
 @pairs_app.command("mine")
 @config_options(
     MineConfig,
-    [
-        "dataset",
-        "ratio",
-        "cap_per_task",
-        "specialized",
-        "base",
-        "step_threshold",
-        "allow_invalid_rejected",
-        "domain",
-        "split",
-        "seed",
-    ],
     flags={"cap_per_task": "--cap", "allow_invalid_rejected": "--invalid-rejected"},
+    leave_out=["specialized_for"],
     settings={
         "ratio": {"parser": _ratio, "spell": _spell_ratio},
         "specialized": {"parser": csv_values, "spell": _spell_list},

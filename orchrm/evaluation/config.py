@@ -19,21 +19,27 @@ from orchrm.training.config import TrainConfig
 class LotoConfig:
     """What to mine, how to train each fold, and what to evaluate."""
 
-    out: str = "runs/loto"
+    out: str = setting("runs/loto", panel="Output")
     """Folder for the folds' pairs and models and the report."""
-    n: int = setting(8, min=1)
+    n: int = setting(8, min=1, panel="Data")
     """Candidates per task (tasks with fewer are left out)."""
-    orchestrator: str | None = None
+    orchestrator: str | None = setting(None, panel="Data")
     """Whose samples are the candidates (None: every orchestrator's)."""
-    folds: int | None = setting(None, min=2)
+    folds: int | None = setting(None, min=2, panel="Data")
     """Folds of tasks; None: one per task (leave-one-task-out)."""
-    mine: MineConfig = field(default_factory=lambda: MineConfig(dataset="loto"))
+    mine: MineConfig = field(
+        default_factory=lambda: MineConfig(dataset="loto"),
+        metadata={"panel": "Pair mining", "internal": ("split", "seed")},
+    )
     """Pair mining; its split is ignored (folds decide what is held out)."""
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3.0))
+    train: TrainConfig = field(
+        default_factory=lambda: TrainConfig(epochs=3.0),
+        metadata={"panel": "Training per fold", "internal": ("pairs", "out", "seed")},
+    )
     """Reward-model training per fold; `pairs` and `out` are set per fold."""
-    keep_models: bool = False
+    keep_models: bool = setting(False, panel="Output")
     """Keep every fold's model (by default only its scores are kept)."""
-    seed: int = 0
+    seed: int = setting(0, panel="Data")
     """Seeds the folds (by hash of the task id), the pair mining and every fold's training."""
 
     def __post_init__(self) -> None:
@@ -44,44 +50,48 @@ class LotoConfig:
 class EvalConfig:
     """Which held-out tasks, which models and judges, and where the report goes."""
 
-    logs: tuple[str, ...] = ()
+    logs: tuple[str, ...] = setting((), panel="Data")
     """orchrm.run/1 logs of the held-out tasks (or give --store)."""
-    store: str | None = None
+    store: str | None = setting(None, panel="Data")
     """Read the tasks from this store instead of logs."""
-    held_out_of: str | None = None
+    held_out_of: str | None = setting(None, panel="Data")
     """With --store: leave out the tasks in this pair dataset's train and validation splits."""
-    rm: str | None = None
+    rm: str | None = setting(None, panel="Model")
     """The Orch-RM reward model directory (without it and --rm-url, no orchrm selector
     runs); with --rm-url, its local copy (rendering version and budget)."""
-    rm_url: str | None = None
+    rm_url: str | None = setting(None, panel="Model")
     """Score through a reward server instead: .../classify (vLLM, SGLang), .../get_reward
     (OpenRLHF), .../score (orchrm serve)."""
-    rm_protocol: str | None = setting(None, choices=("vllm", "sglang", "openrlhf", "orchrm"))
+    rm_protocol: str | None = setting(
+        None, choices=("vllm", "sglang", "openrlhf", "orchrm"), panel="Model"
+    )
     """With --rm-url: the server's protocol (default: read from the URL's route)."""
-    external_rm: str | None = None
+    external_rm: str | None = setting(None, panel="Model")
     """Any Hugging Face sequence-classification reward model directory, as a baseline."""
-    dtype: str = setting("auto", choices=DTYPES)
+    dtype: str = setting("auto", choices=DTYPES, panel="Model")
     """Precision the reward models loaded here score in (--rm, --external-rm); auto: bf16
     where the hardware runs it fast, else fp32 (ORCHRM_BF16 overrides the detection). A
     server (--rm-url) scores in its own."""
-    orchestrator: str | None = None
+    orchestrator: str | None = setting(None, panel="Data")
     """Whose samples are the candidates (None: every orchestrator's)."""
-    n: int = setting(8, min=1)
+    n: int = setting(8, min=1, panel="Data")
     """Candidates per task (tasks with fewer are left out)."""
-    world_tasks: tuple[str, ...] = ()
+    world_tasks: tuple[str, ...] = setting((), panel="Data")
     """PRESET.tasks.jsonl files of world logs: the world plays the judges and re-executes
     candidates for the votes' expected accuracy."""
-    reruns: int = setting(20, min=0)
+    reruns: int = setting(20, min=0, panel="Data")
     """With --world-tasks: re-executions of every candidate (0: none)."""
-    judge_base_url: str | None = None
+    judge_base_url: str | None = setting(None, panel="Judges")
     """An OpenAI-compatible server that plays the LLM judges (without --world-tasks)."""
-    judge_model: str = "default"
+    judge_model: str = setting("default", panel="Judges")
     """Model name the judge server answers to."""
-    domain: str | None = None
+    domain: str | None = setting(None, panel="Data")
     """Only this domain (None: every domain, a table each)."""
-    out: str = "runs/eval"
+    out: str = setting("runs/eval", panel="Output")
     """Folder for the report (Markdown, PNGs, JSON)."""
-    selector_options: SelectorOptions = field(default_factory=SelectorOptions)
+    selector_options: SelectorOptions = field(
+        default_factory=SelectorOptions, metadata={"panel": "Selectors"}
+    )
     """How orchrm-adaptive and orchrm-cost choose."""
 
     def __post_init__(self) -> None:

@@ -17,73 +17,73 @@ API_KEY_ENV = "ORCHRM_API_KEY"
 class ServeConfig:
     """How the reward model is served over HTTP."""
 
-    rm: str = ""
+    rm: str = setting("", panel="Model")
     """The reward model directory (`orchrm train`'s `model/`, or any HF reward model)."""
-    host: str = "127.0.0.1"
+    host: str = setting("127.0.0.1", panel="Server")
     """Address to bind. A non-loopback address needs `api_key` or `insecure`."""
-    port: int = 8080
+    port: int = setting(8080, panel="Server")
     """TCP port to listen on (not 8000, where vLLM and SGLang serve the LLM by default)."""
-    api_key: str | None = None
+    api_key: str | None = setting(None, panel="Server")
     """Bearer token every route but /healthz requires (`Authorization: Bearer KEY`);
     `orchrm serve` also reads it from the ORCHRM_API_KEY environment variable."""
-    insecure: bool = False
+    insecure: bool = setting(False, panel="Server")
     """Allow a non-loopback bind without an API key (anyone who reaches it can score)."""
-    max_batch_size: int = setting(32, min=1)
+    max_batch_size: int = setting(32, min=1, panel="Scale")
     """Most orchestrations in one forward pass. 1 turns micro-batching off."""
-    forward_batch_size: int | None = setting(None, min=1)
+    forward_batch_size: int | None = setting(None, min=1, panel="Scale")
     """Most orchestrations per forward pass inside a micro-batch: the batch is sorted by
     length and cut into passes of this size, so short texts are not padded to the
     longest. None: the whole micro-batch in one pass on CUDA (padding is cheap there),
     passes of 8 on a CPU (where padding costs as much as real tokens)."""
-    max_wait_ms: float = setting(5.0, min=0)
+    max_wait_ms: float = setting(5.0, min=0, panel="Scale")
     """How long the first orchestration of a batch waits for others to join it. 0: take
     whatever is already queued, never wait."""
-    max_items: int = setting(1024, min=1)
+    max_items: int = setting(1024, min=1, panel="Limits")
     """Most orchestrations (or OpenRLHF queries) in one request (422 beyond)."""
-    max_text_chars: int = setting(100_000, min=1)
+    max_text_chars: int = setting(100_000, min=1, panel="Limits")
     """Longest question, orchestration, query or prompt, in characters (422 beyond)."""
-    max_body_bytes: int = setting(32 * 1024 * 1024, min=1)
+    max_body_bytes: int = setting(32 * 1024 * 1024, min=1, panel="Limits")
     """Largest request body (413 beyond, checked before the body is parsed)."""
-    invalid_penalty: float = -10.0
+    invalid_penalty: float = setting(-10.0, panel="Model")
     """The score of an unparseable orchestration (it cannot run). Parsed orchestrations
     that break a graph rule are scored by the model and reported as `invalid`."""
-    device: str | None = None
+    device: str | None = setting(None, panel="Model")
     """Torch device; None: CUDA when available, else CPU."""
-    dtype: str = setting("auto", choices=DTYPES)
+    dtype: str = setting("auto", choices=DTYPES, panel="Model")
     """Precision of the forward passes; auto: bf16 where the hardware runs it fast, else
     fp32 (`orchrm.scoring.precision`; ORCHRM_BF16 overrides the detection). /healthz says
     which. A client gets this server's scores bit for bit from a local model loaded in
     the same precision and scoring the same batches (docs/remote-scoring.md)."""
-    num_threads: int | None = setting(None, min=1)
+    num_threads: int | None = setting(None, min=1, panel="Scale")
     """CPU threads for PyTorch; None: its default (one per core)."""
-    max_request_seconds: float = 30.0
+    max_request_seconds: float = setting(30.0, panel="Limits")
     """Longest time one request may take from its complete body to its answer: parsing,
     rendering, waiting for and running its forward passes. Past it the request gets 503
     `over_budget` and its work still queued is dropped."""
-    prepare_workers: int = setting(2, min=1)
+    prepare_workers: int = setting(2, min=1, panel="Scale")
     """Worker processes that decode, check, parse and render request bodies, off the
     event loop and apart from the scoring thread. One whose request runs past
     `max_request_seconds` is killed and replaced."""
-    max_queued_requests: int = setting(64, min=1)
+    max_queued_requests: int = setting(64, min=1, panel="Limits")
     """Requests that may wait for a free prepare worker; past it a request gets 503
     `overloaded` at once."""
-    header_timeout_s: float = 10.0
+    header_timeout_s: float = setting(10.0, panel="Timeouts")
     """How long a connection may take to send a request's headers, from connecting or
     from its previous response; then it is closed."""
-    body_timeout_s: float = 30.0
+    body_timeout_s: float = setting(30.0, panel="Timeouts")
     """How long a request's body may take to arrive once its headers have (408
     `body_timeout` beyond, and the connection is closed)."""
-    keep_alive_timeout_s: float = 5.0
+    keep_alive_timeout_s: float = setting(5.0, panel="Timeouts")
     """How long an idle keep-alive connection stays open."""
-    max_connections: int = setting(512, min=1)
+    max_connections: int = setting(512, min=1, panel="Limits")
     """Most connections open at once (lowered to stay below the process's descriptor
     limit). At the limit a connection still waiting for request headers is closed to
     make room, one that never completed a request first, then the longest waiting; with
     none, a new connection gets 503 and is closed."""
-    shutdown_timeout_s: float = 30.0
+    shutdown_timeout_s: float = setting(30.0, panel="Timeouts")
     """On SIGTERM/SIGINT, how long in-flight requests may take to finish; requests whose
     body is still arriving are closed at once."""
-    openapi: bool = False
+    openapi: bool = setting(False, panel="Server")
     """Serve the OpenAPI schema and its pages (/openapi.json, /docs, /redoc)."""
 
     def __post_init__(self) -> None:

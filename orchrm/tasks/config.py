@@ -7,9 +7,7 @@ from dataclasses import dataclass, field
 
 from orchrm.configs import check, setting
 from orchrm.runtime.config import RunConfig
-
-BENCHMARK_NAMES = ("aime", "hotpotqa", "browsecomp-plus", "gpqa")
-"""The benchmarks whose official files `orchrm.tasks.loaders` reads."""
+from orchrm.tasks.benchmarks.registry import BENCHMARK_NAMES
 
 
 @dataclass
@@ -17,41 +15,41 @@ class SampleRunConfig:
     """Which tasks, which server and models, how many orchestrations per task, where the
     log goes; `run` says how each orchestration is executed."""
 
-    tasks: str = ""
+    tasks: str = setting("", panel="Data")
     """JSONL tasks (question/problem, answer, id), or a --benchmark file."""
-    out: str = "runs/run.jsonl"
+    out: str = setting("runs/run.jsonl", panel="Output")
     """Where to write the log (orchrm.run/1 records)."""
-    base_url: str | None = None
+    base_url: str | None = setting(None, panel="Server")
     """OpenAI-compatible server up to /v1 (vLLM, SGLang, a hosted API); default:
     $OPENAI_BASE_URL, else http://127.0.0.1:8000/v1."""
-    api_key: str | None = None
+    api_key: str | None = setting(None, panel="Server")
     """Bearer token of the server; default: $OPENAI_API_KEY, else EMPTY (vLLM accepts it)."""
-    model: str = "default"
+    model: str = setting("default", panel="Server")
     """Model for every role not set below (vLLM: its --served-model-name)."""
-    orchestrator_model: str | None = None
+    orchestrator_model: str | None = setting(None, panel="Server")
     """Model that writes the orchestrations (default: model)."""
-    subagent_model: str | None = None
+    subagent_model: str | None = setting(None, panel="Server")
     """Model that answers the sub-agents (default: model)."""
-    samples: int = setting(4, min=1)
+    samples: int = setting(4, min=1, panel="Data")
     """Orchestrations sampled per task (the N of best-of-N)."""
-    dom: str = setting("high", choices=("low", "high"))
+    dom: str = setting("high", choices=("low", "high"), panel="Data")
     """Degree of multi-agent structure the orchestrator is asked for."""
-    limit: int | None = setting(None, min=1)
+    limit: int | None = setting(None, min=1, panel="Data")
     """Use only the first N tasks."""
-    corpus: str | None = None
+    corpus: str | None = setting(None, panel="Data")
     """JSONL corpus searched by WebSearchAgent (BM25)."""
-    orchestrator_id: str | None = None
+    orchestrator_id: str | None = setting(None, panel="Output")
     """Name recorded for the orchestrator (default: its model)."""
-    benchmark: str | None = setting(None, choices=BENCHMARK_NAMES)
+    benchmark: str | None = setting(None, choices=BENCHMARK_NAMES, panel="Data")
     """Read tasks as this benchmark's official file (its answer checker grades)."""
-    context: str = setting("question", choices=("question", "corpus"))
+    context: str = setting("question", choices=("question", "corpus"), panel="Data")
     """hotpotqa: paragraphs in the question, or as the search corpus."""
-    seed: int = 0
+    seed: int = setting(0, panel="Data")
     """gpqa: seeds the option order of each question."""
-    preflight: bool = True
+    preflight: bool = setting(True, panel="Server")
     """Ask the server for its models before sampling, and stop at once when it cannot be
     reached or does not serve a model named here."""
-    run: RunConfig = field(default_factory=RunConfig)
+    run: RunConfig = field(default_factory=RunConfig, metadata={"panel": "Execution"})
     """How each orchestration is executed (temperature, timeouts, retries, concurrency)."""
 
     def __post_init__(self) -> None:

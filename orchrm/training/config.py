@@ -22,108 +22,110 @@ SMALL_DATA_LR = 1e-4
 class TrainConfig:
     """How a Bradley-Terry reward model is trained on win/lose pairs."""
 
-    pairs: str = ""
+    pairs: str = setting("", panel="Data")
     """Folder with `train` and `validation` files from `orchrm pairs export` (JSONL or
     Parquet), or one such file (then `validation_share` of its tasks are held out)."""
-    out: str = "runs/rm"
+    out: str = setting("runs/rm", panel="Output")
     """Where the model (a Hugging Face directory) and checkpoints are written."""
-    backbone: str = ""
+    backbone: str = setting("", panel="Model")
     """Any Hugging Face sequence-classification model directory or hub id available
     locally; empty: the offline MiniLM (see `default_backbone`)."""
-    max_length: int = setting(256, min=2)
+    max_length: int = setting(256, min=2, panel="Data")
     """Tokens per orchestration text; longer ones are truncated from the end (the
     rendering puts the thinking last), never dropped. Count them in the export with
     `orchrm pairs export --tokenizer` to cut by the rendering budget instead."""
-    epochs: float = setting(1.0, min=0.0)
+    epochs: float = setting(1.0, min=0.0, panel="Optimization")
     """Passes over the training pairs (fractions allowed)."""
-    max_steps: int | None = setting(None, min=1)
+    max_steps: int | None = setting(None, min=1, panel="Optimization")
     """Stop after this many optimizer steps (overrides `epochs` when smaller)."""
-    batch_size: int = setting(16, min=1)
+    batch_size: int = setting(16, min=1, panel="Optimization")
     """Pairs per forward pass and process (each pass reads 2 x batch_size texts); with
     `max_tokens_per_batch`, an optimizer step still reads batch_size x grad_accumulation
     pairs per process, in as many passes as the budget needs."""
-    grad_accumulation: int = setting(1, min=1)
+    grad_accumulation: int = setting(1, min=1, panel="Optimization")
     """Forward passes per optimizer step (with `max_tokens_per_batch`: multiplies the
     pairs per step instead)."""
-    max_tokens_per_batch: int | None = setting(None, min=2)
+    max_tokens_per_batch: int | None = setting(None, min=2, panel="Scale")
     """Token budget of one forward pass: pairs of similar length are grouped so that 2
     texts x the longest x pairs stays within it, and gradients are accumulated over the
     passes of a step, each pair weighing the same; a pair alone over it is trained alone.
     None: `batch_size` pairs per pass whatever their length."""
-    forward_passes: int = setting(4, min=1)
+    forward_passes: int = setting(4, min=1, panel="Scale")
     """Forward passes per micro-batch: its texts, sorted by length, are cut into this
     many passes that each pad to their own longest text, with one backward pass over
     them all (the same gradients as one pass, with less padding). Sharded runs (ZeRO-3,
     FSDP) use 1. Measured in docs/results.md#training-speed-orchrm-vs-trl."""
-    sort_batches: int = setting(1, min=1)
+    sort_batches: int = setting(1, min=1, panel="Scale")
     """Batches whose pairs are sorted by length together, so that each holds pairs of
     similar length. 1: every batch is a random draw, as TRL's reward trainer makes it;
     more pads less but makes batches that are not random samples, which cost accuracy
     at 256 tokens (docs/results.md#training-speed-orchrm-vs-trl)."""
-    lr: float = setting(5e-5, min=0.0)
+    lr: float = setting(5e-5, min=0.0, panel="Optimization")
     """Peak learning rate (AdamW)."""
-    head_lr: float | None = setting(None, min=0.0)
+    head_lr: float | None = setting(None, min=0.0, panel="Optimization")
     """Peak learning rate of the freshly initialized score head (the parameters outside
     the backbone's base model); None: `lr`. Ignored with LoRA (PEFT trains the head)."""
-    weight_decay: float = setting(0.0, min=0.0)
+    weight_decay: float = setting(0.0, min=0.0, panel="Optimization")
     """AdamW weight decay."""
-    max_grad_norm: float = setting(1.0, min=0.0)
+    max_grad_norm: float = setting(1.0, min=0.0, panel="Optimization")
     """Clip the gradients' global norm to this before each optimizer step, as TRL's
     reward trainer and the Hugging Face Trainer do by default: a rare large gradient
     early on can otherwise stall a small-data run (docs/results.md#why-the-defaults).
     0: no clipping."""
-    disable_dropout: bool = True
+    disable_dropout: bool = setting(True, panel="Optimization")
     """Turn dropout off, as TRL's reward trainer does by default: on a CPU it is also what
     lets attention use its fast kernel (docs/results.md#why-the-defaults)."""
-    warmup_ratio: float = setting(0.1, min=0.0, max=1.0)
+    warmup_ratio: float = setting(0.1, min=0.0, max=1.0, panel="Optimization")
     """Share of the steps spent warming up linearly; then linear decay to 0."""
-    margin: bool = False
+    margin: bool = setting(False, panel="Data")
     """Use each pair's `margin` field in the loss: -log sigmoid(r_c - r_r - margin)."""
-    center_rewards: float | None = setting(None, min=0.0)
+    center_rewards: float | None = setting(None, min=0.0, panel="Optimization")
     """Coefficient of the reward-centering term mean((r_c + r_r)^2), as in TRL."""
-    dtype: str = setting("auto", choices=DTYPES)
+    dtype: str = setting("auto", choices=DTYPES, panel="Model")
     """Training precision. bf16: computed in bfloat16 (autocast); with LoRA the frozen
     base is loaded in bf16 and the adapters and score head are kept in fp32; with full
     fine-tuning the weights stay fp32, the master copy the optimizer updates. auto: bf16
     where the hardware runs it fast (CUDA with bf16, or a CPU with AMX), else fp32."""
-    bf16: bool | None = None
+    bf16: bool | None = setting(None, panel="Model")
     """Shorthand for `dtype`: True is bf16, False fp32; None: `dtype` decides."""
-    gradient_checkpointing: bool | None = None
+    gradient_checkpointing: bool | None = setting(None, panel="Scale")
     """Recompute activations in the backward pass instead of keeping them (less memory,
     one more forward pass of compute). None: on with CUDA for LoRA or a backbone over
     1e9 parameters, else off."""
-    attn_implementation: str = setting("sdpa", choices=("sdpa", "flash_attention_2", "eager"))
+    attn_implementation: str = setting(
+        "sdpa", choices=("sdpa", "flash_attention_2", "eager"), panel="Scale"
+    )
     """Attention kernel: PyTorch's scaled-dot-product attention, FlashAttention 2 (needs
     the `flash_attn` package, CUDA and bf16), or the plain eager one."""
-    peak_flops: float | None = setting(None, min=0.0)
+    peak_flops: float | None = setting(None, min=0.0, panel="Scale")
     """Peak FLOP/s of one device, for MFU; None: the dense bf16 peak of a known CUDA GPU,
     and no MFU on a CPU."""
-    eval_every: int = setting(50, min=1)
+    eval_every: int = setting(50, min=1, panel="Output")
     """Steps between validation passes (and checkpoints)."""
-    early_stopping: int | None = setting(None, min=1)
+    early_stopping: int | None = setting(None, min=1, panel="Output")
     """Stop when validation accuracy has not improved for this many evaluations."""
-    save_every: int | None = setting(None, min=1)
+    save_every: int | None = setting(None, min=1, panel="Output")
     """Steps between resumable checkpoints; None: at every evaluation."""
-    keep_checkpoints: int = setting(2, min=1)
+    keep_checkpoints: int = setting(2, min=1, panel="Output")
     """Most recent checkpoints kept on disk."""
-    lora: bool = False
+    lora: bool = setting(False, panel="Model")
     """Train LoRA adapters (PEFT) instead of all weights; the score head is trained
     fully; the saved model has the adapters merged (a standard checkpoint)."""
-    lora_r: int = setting(32, min=1)
+    lora_r: int = setting(32, min=1, panel="Model")
     """LoRA rank."""
-    lora_alpha: int = setting(32, min=1)
+    lora_alpha: int = setting(32, min=1, panel="Model")
     """LoRA scaling numerator (updates scale by lora_alpha / lora_r)."""
-    lora_dropout: float = setting(0.05, min=0.0, max=1.0)
+    lora_dropout: float = setting(0.05, min=0.0, max=1.0, panel="Model")
     """Dropout on the LoRA adapters' input."""
-    seed: int = 0
+    seed: int = setting(0, panel="Optimization")
     """Seeds the data order, the head's initialization and dropout."""
-    validation_share: float = setting(0.1, min=0.0, max=1.0)
+    validation_share: float = setting(0.1, min=0.0, max=1.0, panel="Data")
     """Share of tasks held out when `pairs` is a single file."""
-    trust_remote_code: bool = False
+    trust_remote_code: bool = setting(False, panel="Model")
     """Let a backbone run code shipped with it (off unless asked)."""
-    num_threads: int | None = setting(None, min=1)
+    num_threads: int | None = setting(None, min=1, panel="Scale")
     """CPU threads for PyTorch; None: its default."""
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict, metadata={"panel": "Output"})
     """Free-form notes stored in the checkpoint metadata."""
 
     def __post_init__(self) -> None:

@@ -1,10 +1,12 @@
-"""orchrm.tasks.grading: numeric answers compare as numbers, text answers after normalization."""
+"""orchrm.tasks.answers and orchrm.tasks.grading: numeric answers compare as numbers, text
+answers after normalization."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchrm.tasks.grading import grade, is_correct
+from orchrm.tasks.answers import is_correct
+from orchrm.tasks.grading import grade
 
 
 @pytest.mark.parametrize(

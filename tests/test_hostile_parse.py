@@ -45,7 +45,8 @@ from orchrm.parse import (
     parse_mas_code,
 )
 from orchrm.runtime.prompts import extract_answer
-from orchrm.tasks.grading import as_number, gpqa_letter, math_correct
+from orchrm.tasks.answers import as_number, math_correct
+from orchrm.tasks.benchmarks.gpqa import gpqa_letter
 
 SIZES = (10_000, 100_000, 1_000_000)
 SCALE = 3.0

@@ -1,5 +1,5 @@
-"""orchrm.tasks.loaders and the benchmark checkers in orchrm.tasks.grading: official files in, tasks
-graded by their benchmark's rule out, through `orchrm run --benchmark` too."""
+"""The benchmarks of orchrm.tasks.benchmarks: official files in, tasks graded by their
+benchmark's rule out, through `orchrm run --benchmark` too."""
 
 from __future__ import annotations
 
@@ -14,20 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from orchrm.tasks.grading import (
-    GRADERS,
-    browsecomp_correct,
-    gpqa_letter,
-    grade,
-    hotpotqa_correct,
-    hotpotqa_f1,
-)
-from orchrm.tasks.loaders import (
-    GPQA_INSTRUCTION,
-    gpqa_options,
-    load_benchmark,
-    load_benchmark_corpus,
-)
+from orchrm.tasks.benchmarks.browsecomp_plus import browsecomp_correct
+from orchrm.tasks.benchmarks.gpqa import INSTRUCTION as GPQA_INSTRUCTION
+from orchrm.tasks.benchmarks.gpqa import gpqa_letter, gpqa_options
+from orchrm.tasks.benchmarks.hotpotqa import hotpotqa_correct, hotpotqa_f1
+from orchrm.tasks.benchmarks.registry import BENCHMARKS, load_benchmark, load_benchmark_corpus
+from orchrm.tasks.grading import GRADERS, answer_key, grade
 
 AIME = Path(__file__).resolve().parents[2] / "shared" / "data" / "aime"
 ORCHRM = Path(sys.executable).with_name("orchrm")
@@ -288,7 +280,10 @@ def test_gpqa_letter_extraction(reply, letter):
 
 
 def test_every_benchmark_has_its_grader():
-    assert {"aime", "hotpotqa", "browsecomp-plus", "gpqa"} <= set(GRADERS)
+    assert set(BENCHMARKS) == {"aime", "hotpotqa", "browsecomp-plus", "gpqa"}
+    for name, benchmark in BENCHMARKS.items():
+        assert benchmark.name == name and GRADERS[name] is benchmark.grade
+    assert answer_key("(b) because ...", "gpqa") == "B" and answer_key("B.", "aime") == "b"
     assert grade("anything", None, "gpqa") is None
 
 

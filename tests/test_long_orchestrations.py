@@ -407,7 +407,7 @@ def test_a_part_shorter_than_the_ellipsis_stays_whole():
 def run_records(cases: list[LongCase]) -> list[dict]:
     """An `orchrm.run/1` record of each one-record case: its long orchestration, its
     file as the orchestrator, and its execution graded against the ground truth."""
-    from orchrm.tasks.grading import is_correct
+    from orchrm.tasks.answers import is_correct
     from orchrm.tasks.run import RUN_SCHEMA
 
     singles = [c for c in cases if c.record is not None]

@@ -15,7 +15,8 @@ import pytest
 
 from orchrm.runtime.backend import BackendError
 from orchrm.runtime.config import RunConfig
-from orchrm.tasks.run import RUN_SCHEMA, Task, load_tasks, run_tasks
+from orchrm.tasks.run import RUN_SCHEMA, run_tasks
+from orchrm.tasks.task import Task, load_tasks
 from tests.loopback_llm import LoopbackLLM
 from tests.scripted_backend import ScriptedBackend
 

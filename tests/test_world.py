@@ -17,7 +17,7 @@ from orchrm.orchestration import Agent, DoM, Edge, Orchestration
 from orchrm.parse import ParseError, parse_harmony
 from orchrm.runtime.backend import BackendError, CallInfo
 from orchrm.runtime.executor import RunItem, execute_many
-from orchrm.tasks.grading import is_correct
+from orchrm.tasks.answers import is_correct
 from orchrm.world.backend import COMPLETION_TOKENS, WorldBackend
 from orchrm.world.generate import generate, world_config, world_stats
 from orchrm.world.model import sc_success, success_probability

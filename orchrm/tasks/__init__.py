@@ -1,2 +1,3 @@
-"""The paper's real benchmarks: their official task files (`loaders`) and the checker that
-says whether an answer is right for each (`grading`)."""
+"""Tasks and their answers: the Task type and task files (`task`), sampling, executing and
+grading orchestrations (`run`, `job`), the paper's real benchmarks, one module each
+(`benchmarks`), and whether an answer is right (`answers`, `grading`)."""

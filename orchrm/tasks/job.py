@@ -13,8 +13,8 @@ from orchrm.tasks.config import SampleRunConfig
 def read_job_tasks(config: SampleRunConfig):
     """(tasks, retriever or None) that `config` names."""
     from orchrm.runtime.retrieval import load_corpus
-    from orchrm.tasks.loaders import load_benchmark, load_benchmark_corpus
-    from orchrm.tasks.run import load_tasks
+    from orchrm.tasks.benchmarks.registry import load_benchmark, load_benchmark_corpus
+    from orchrm.tasks.task import load_tasks
 
     if config.benchmark:
         name, path, limit = config.benchmark, config.tasks, config.limit

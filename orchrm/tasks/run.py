@@ -10,11 +10,7 @@ reads one format.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from pathlib import Path
 
-from orchrm.errors import InputError
-from orchrm.jsonl import read_jsonl
 from orchrm.orchestration import Orchestration, validate
 from orchrm.parse import ParseError, parse_harmony
 from orchrm.progress import progress_bar
@@ -26,45 +22,9 @@ from orchrm.runtime.executor import RunItem, execute_many
 from orchrm.runtime.retrieval import Retriever
 from orchrm.runtime.trace import RunResult
 from orchrm.tasks.grading import grade
+from orchrm.tasks.task import Task
 
 RUN_SCHEMA = "orchrm.run/1"
-QUESTION_FIELDS = ("question", "problem", "prompt")
-ANSWER_FIELDS = ("answer", "ground_truth", "solution")
-
-
-@dataclass(frozen=True)
-class Task:
-    """One task: its id, question, ground-truth answer (None if unknown) and domain."""
-
-    id: str
-    question: str
-    answer: str | None = None
-    domain: str = ""
-
-
-def load_tasks(path: str | Path, limit: int | None = None) -> list[Task]:
-    """Tasks from JSONL: a question (`question`/`problem`/`prompt`), an optional answer
-    (`answer`/`ground_truth`/`solution`), an optional `id` (default `<file>:<line>`) and
-    `domain`. A bad line raises ValueError naming the file and line."""
-    tasks: list[Task] = []
-    for line_no, record in read_jsonl(path):
-        if not isinstance(record, dict):
-            raise InputError(f"{path}:{line_no}: a task must be a JSON object")
-        question = next((record[k] for k in QUESTION_FIELDS if k in record), None)
-        if not isinstance(question, str) or not question.strip():
-            raise InputError(f"{path}:{line_no}: no question (one of {QUESTION_FIELDS})")
-        answer = next((record[k] for k in ANSWER_FIELDS if k in record), None)
-        tasks.append(
-            Task(
-                id=str(record.get("id", f"{Path(path).name}:{line_no}")),
-                question=question,
-                answer=None if answer is None else str(answer),
-                domain=str(record.get("domain", "")),
-            )
-        )
-        if limit is not None and len(tasks) >= limit:
-            break
-    return tasks
 
 
 def make_record(
@@ -86,7 +46,7 @@ def make_record(
     (`orchestration` in orchrm JSON or None, `parse_error` {reason, message, offset} or
     None, `violations`); what it did (`execution`: the run's calls, answer, error and
     tokens, None when not run); `answer`, `correct` (by the task domain's grader in
-    `orchrm.grading.GRADERS`; None without ground truth) and
+    `orchrm.tasks.grading.GRADERS`; None without ground truth) and
     `tokens` {orchestrator, execution, total}. `extra` adds fields (the world's ground
     truth, for instance).
     """

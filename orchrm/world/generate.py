@@ -20,7 +20,8 @@ from orchrm.errors import ConfigError
 from orchrm.orchestration import AGENT_TYPES, Orchestration
 from orchrm.parse import from_dict
 from orchrm.runtime.config import RunConfig
-from orchrm.tasks.run import Task, run_tasks
+from orchrm.tasks.run import run_tasks
+from orchrm.tasks.task import Task
 from orchrm.world.backend import WorldBackend
 from orchrm.world.model import success_probability
 from orchrm.world.orchestrators import WorldOrchestrator, orchestrators

@@ -1,0 +1,3 @@
+"""The paper's real benchmarks, one module each (`aime`, `hotpotqa`, `browsecomp_plus`,
+`gpqa`): how its official file becomes tasks and how its answers are checked, as one
+`Benchmark` (`base`); `registry` names them all and loads any of them."""

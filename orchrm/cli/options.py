@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 
 from orchrm.configs import (
@@ -33,8 +32,9 @@ from orchrm.errors import ConfigError
 PANELS = ("Data", "Model", "Optimization", "Scale", "Selectors", "Output")
 """The order of the help panels that fields declare (`setting(panel=...)`); a panel not
 named here follows them, in the order of the fields."""
-_LEFT_OUT = (click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP)
-"""Where an option's value comes from when the command line does not give it."""
+_LEFT_OUT = ("DEFAULT", "DEFAULT_MAP")
+"""Where an option's value comes from when the command line does not give it (the names
+of click's `ParameterSource`s)."""
 CONFIG_HELP = (
     "Read the settings from this YAML file (a run's config.yaml, or a recipe under "
     "configs/); the options given here override it."
@@ -240,7 +240,12 @@ def config_options(
         )
         for e in entries
     ]
-    file_param = "config_file__"
+    file_param, context_param = "config_file__", "context__"
+    # The command's context tells an option given on the command line from one left at
+    # its default.
+    made.append(
+        inspect.Parameter(context_param, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+    )
     if with_file:
         made.insert(
             0,
@@ -265,13 +270,13 @@ def config_options(
 
         @functools.wraps(command)
         def run(**values: Any) -> Any:
-            ctx = click.get_current_context(silent=True)
+            ctx = values.pop(context_param)
             path = values.pop(file_param, None) if with_file else None
             given = {}
             for e in entries:
                 value = values.pop(e.param)
-                source = ctx.get_parameter_source(e.param) if ctx else None
-                if source in _LEFT_OUT:
+                source = ctx.get_parameter_source(e.param)
+                if getattr(source, "name", None) in _LEFT_OUT:
                     continue  # left out: the file's value, else the config's
                 if value is None and (e.key in parsed or _repeated(e.hint)):
                     continue

@@ -131,15 +131,8 @@ def world_reward_models(
     for trained in done.values():
         if trained.dataset.steps is None:
             continue
-        d = trained.dataset
-        rm_dir = out / "rm" / d.folder
-        run = replace(
-            t,
-            pairs=str(trained.pairs),
-            out=str(rm_dir),
-            max_steps=d.steps,
-            eval_every=d.eval_every or t.eval_every,
-        )
+        run = dataset_train_config(config, trained.dataset)
+        rm_dir = Path(run.out)
         trained.summary = train(run, progress=config.progress)
         trained.model = rm_dir / "model"
         if config.calibration and trained.validation_tasks:
@@ -147,6 +140,19 @@ def world_reward_models(
         if stage_done:
             stage_done(f"train {trained.dataset.name}")
     return WorldRMResult(store_path, done)
+
+
+def dataset_train_config(config: WorldRMConfig, dataset: PairDataset) -> TrainConfig:
+    """The `TrainConfig` the model of `dataset` trains with: `config.train` on its
+    exported pairs (OUT/pairs/FOLDER), into OUT/rm/FOLDER, for its steps."""
+    out = Path(config.out)
+    return replace(
+        config.train,
+        pairs=str(out / "pairs" / dataset.folder),
+        out=str(out / "rm" / dataset.folder),
+        max_steps=dataset.steps,
+        eval_every=dataset.eval_every or config.train.eval_every,
+    )
 
 
 def _validation(store, dataset: PairDataset) -> frozenset[str]:

@@ -461,16 +461,29 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> T
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m orchrm.training.train --pairs DIR --out DIR [--key value ...]`: every
-    scalar `TrainConfig` field is a flag, with the field's help (for `accelerate launch`)."""
-    from orchrm.configs import argument_parser, given
+    """`python -m orchrm.training.train [--config FILE.yaml] --pairs DIR --out DIR [--key
+    value ...]`: every scalar `TrainConfig` field is a flag, with the field's help (for
+    `accelerate launch`), the flags given over the file's values. The main process writes
+    OUT/config.yaml, which `--config` reads back to repeat the run. A bad setting: one
+    line on stderr, exit status 2."""
+    import os
 
-    parser = argument_parser(TrainConfig, "Train an Orch-RM reward model.")
+    from orchrm.configs import argument_parser, config_from_args, dump_config
+    from orchrm.errors import OrchrmError
+
+    parser = argument_parser(
+        TrainConfig, "Train an Orch-RM reward model.", prog="python -m orchrm.training.train"
+    )
     parser.add_argument("--resume", action="store_true", help="Continue from the last checkpoint.")
-    args = given(parser.parse_args(argv))
-    resume = args.pop("resume")
-    config = TrainConfig(**args)
-    summary = train(config, resume=resume, progress=sys.stderr.isatty())
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(TrainConfig, args)
+    except OrchrmError as err:
+        print(f"orchrm train: {err}", file=sys.stderr)
+        sys.exit(2)
+    if os.environ.get("RANK", "0") == "0":
+        dump_config(config, Path(config.out) / "config.yaml")
+    summary = train(config, resume=args.resume, progress=sys.stderr.isatty())
     if Accelerator().is_main_process:
         print(json.dumps({k: v for k, v in summary.to_dict().items() if k != "history"}, indent=2))
 

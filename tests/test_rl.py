@@ -3,6 +3,7 @@ RFT and DPO steps through TRL, held-out evaluation, the verl reward, the CLI."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import threading
@@ -18,10 +19,11 @@ from typer.testing import CliRunner
 from orchrm.cli import app
 from orchrm.errors import ConfigError
 from orchrm.experiments.rl_compare import PolicyEval, curve_callback, evaluate_policy
+from orchrm.experiments.rl_config import RLExperimentConfig
 from orchrm.experiments.rl_data import prompt_rows
 from orchrm.orchestration import render_for_rm
 from orchrm.rl import verl_reward
-from orchrm.rl.config import PolicyConfig, RLConfig
+from orchrm.rl.config import DPOConfig, GRPOConfig, PolicyConfig, RFTConfig, TinyPolicyConfig
 from orchrm.rl.policy import (
     load_policy,
     new_policy,
@@ -40,7 +42,7 @@ from orchrm.world.orchestrators import orchestrators
 from orchrm.world.tasks import generate_tasks
 from tests.samples import tiny_decoder
 
-TINY = PolicyConfig(n_layer=1, n_embd=64, n_head=2, n_positions=256, sft_steps=300)
+TINY = TinyPolicyConfig(n_layer=1, n_embd=64, n_head=2, n_positions=256, sft_steps=300)
 BROKEN = "<thinking>half a plan</thinking>\n<agent>\n  <agent_id>A</agent_id>"
 DANGLING = (
     "<agent><agent_id>A</agent_id><agent_name>CoTAgent</agent_name><agent_description>x"
@@ -164,20 +166,11 @@ def test_ledger_writes_every_row(tmp_path):
     assert ledger.total == 118
 
 
-def _config(tmp_path: Path, **kw) -> RLConfig:
-    base = RLConfig(
-        out=str(tmp_path),
-        steps=2,
-        num_generations=4,
-        prompts_per_step=2,
-        max_completion_length=64,
-        curve_points=1,
-        eval_samples=2,
-        rft_samples=2,
-        rft_rounds=1,
-        progress=False,
+def _policy(policy_dir: Path, **kw) -> PolicyConfig:
+    """Two quiet steps from the tiny policy, short samples."""
+    return PolicyConfig(
+        model=str(policy_dir), steps=2, max_completion_length=64, progress=False, **kw
     )
-    return replace(base, **kw)
 
 
 def test_grpo_steps_through_trl_move_the_weights(policy_dir, rm_dir, world, tmp_path):
@@ -188,7 +181,11 @@ def test_grpo_steps_through_trl_move_the_weights(policy_dir, rm_dir, world, tmp_
     reward = OrchRMReward(OrchRM.load(rm_dir, device="cpu"), ledger=ledger)
     before = _params(load_policy(policy_dir)[0])
     model, _, _ = train_grpo(
-        _config(tmp_path, lr=1e-2), policy_dir, reward, prompt_rows(tasks), tmp_path
+        _policy(policy_dir, lr=1e-2),
+        GRPOConfig(num_generations=4, prompts_per_step=2),
+        reward,
+        prompt_rows(tasks),
+        tmp_path,
     )
     assert not torch.equal(before, _params(model))
     assert len(ledger.rows) == 2 and ledger.totals["policy"] > 0 and ledger.totals["rm"] > 0
@@ -205,8 +202,8 @@ def test_rft_keeps_right_samples_and_fine_tunes(policy_dir, world, tmp_path):
     before = _params(load_policy(policy_dir)[0])
     rows = prompt_rows(tasks)
     model, _ = train_rft(
-        _config(tmp_path, rft_samples=4),
-        policy_dir,
+        _policy(policy_dir),
+        RFTConfig(samples=4, rounds=1, batch_size=8),
         rows,
         WorldBackend(tasks, 5, None, config),
         config,
@@ -224,14 +221,15 @@ def test_dpo_steps_through_trl_move_the_weights(policy_dir, world, tmp_path):
     _, examples = world
     rows = [{"prompt": p, "chosen": c, "rejected": BROKEN} for p, c in examples[:8]]
     before = _params(load_policy(policy_dir)[0])
-    model, _, _ = train_dpo(_config(tmp_path, lr=1e-2), policy_dir, rows, tmp_path)
+    model, _, _ = train_dpo(_policy(policy_dir), DPOConfig(batch_size=4), rows, tmp_path)
     assert not torch.equal(before, _params(model))
 
 
 def test_evaluation_reports_expected_executed_and_majority_accuracy(policy_dir, world):
     tasks, _ = world
     model, tokenizer = load_policy(policy_dir)
-    ev = evaluate_policy(model, tokenizer, tasks, RLConfig(eval_samples=3, seed=2))
+    config = RLExperimentConfig(eval_samples=3, policy=PolicyConfig(seed=2))
+    ev = evaluate_policy(model, tokenizer, tasks, config)
     assert ev.tasks == len(tasks) and ev.samples == 3
     for value, (lo, hi) in (
         (ev.expected, ev.expected_ci),
@@ -245,7 +243,7 @@ def test_evaluation_reports_expected_executed_and_majority_accuracy(policy_dir, 
 def test_the_training_curve_samples_as_long_as_the_final_evaluation(policy_dir, world):
     tasks, _ = world
     model, tokenizer = load_policy(policy_dir)
-    config = RLConfig(eval_samples=2, max_completion_length=3)
+    config = RLExperimentConfig(eval_samples=2, policy=PolicyConfig(max_completion_length=3))
     curve = curve_callback(tokenizer, tasks[:4], config, {5}, say=lambda _: None)
     curve.on_step_end(None, SimpleNamespace(global_step=4), None, model=model)
     assert curve.points == []
@@ -348,7 +346,7 @@ def test_rl_command_rejects_an_unknown_method(tmp_path):
     )
     assert result.exit_code == 2 and "'ppo' is not one of 'grpo', 'rft', 'dpo'" in result.output
     with pytest.raises(ConfigError, match="method must be one of grpo, rft, dpo"):
-        RLConfig(method="ppo")  # the library refuses it too
+        RLExperimentConfig(method="ppo")  # the library refuses it too
 
 
 def test_rl_on_your_own_tasks_with_a_lora(policy_dir, rm_dir, world, tmp_path):
@@ -395,11 +393,91 @@ def test_rl_on_tasks_refuses_what_it_cannot_do(rm_dir, tmp_path):
 
 
 def test_the_default_policy_trains_in_proportion_to_its_examples():
-    config = PolicyConfig()
+    config = TinyPolicyConfig()
     assert config.steps_for(300 * 8) == 600  # the default run: 8 passes of batch 32
     assert config.steps_for(40 * 8) == 80
     assert config.steps_for(10) == 50
-    assert PolicyConfig(sft_steps=7).steps_for(10_000) == 7
+    assert TinyPolicyConfig(sft_steps=7).steps_for(10_000) == 7
+
+
+def test_each_method_trains_with_its_defaults_as_orchrm_rl_runs_it(tmp_path):
+    """The defaults `orchrm rl` trains with: 150 steps at 3e-4, 32 samples (GRPO) or
+    examples (RFT) per step, 16 DPO pairs per step at 5e-5, a checkpoint at each of the
+    four curve points."""
+    from orchrm.rl.grpo import grpo_args, shared_args
+
+    config = RLExperimentConfig()
+    policy = config.trainer_policy("p")
+    args = grpo_args(policy, config.grpo, tmp_path)
+    assert (args.max_steps, args.learning_rate, args.per_device_train_batch_size) == (
+        150,
+        3e-4,
+        32,
+    )
+    assert (args.num_generations, args.beta, args.max_completion_length) == (8, 0.0, 96)
+    assert args.save_steps == 37 and args.seed == 0 and not args.use_vllm
+    assert PolicyConfig(steps=150).checkpoint_every == 37
+    assert shared_args(config.trainer_policy("p"))["save_steps"] == 37
+    assert (config.rft.samples, config.rft.rounds, config.rft.batch_size) == (8, 2, 32)
+    assert (config.dpo.lr, config.dpo.beta, config.dpo.batch_size) == (5e-5, 0.1, 16)
+    assert config.grpo.reward_penalty == -3.0
+    assert config.for_run("grpo-execution").grpo.reward_penalty == -1.0
+    assert [config.for_run(r).run_name for r in ("grpo-execution", "rft", "dpo")] == [
+        "grpo-execution",
+        "rft",
+        "dpo",
+    ]
+    assert replace(config, curve_points=2).trainer_policy("p").save_steps == 75
+    with pytest.raises(ConfigError, match="unknown run 'ppo'"):
+        config.for_run("ppo")
+
+
+def test_trainers_refuse_a_policy_config_without_a_model(tmp_path):
+    from orchrm.rl.dpo import train_dpo
+    from orchrm.rl.grpo import train_grpo
+
+    rows = [{"prompt": "p", "chosen": "a", "rejected": "b"}]
+    with pytest.raises(ConfigError, match=r"PolicyConfig\.model is empty"):
+        train_dpo(PolicyConfig(), DPOConfig(), rows, tmp_path)
+    with pytest.raises(ConfigError, match=r"PolicyConfig\.model is empty"):
+        train_grpo(PolicyConfig(), GRPOConfig(), lambda **_: [], [{"prompt": "p"}], tmp_path)
+
+
+def test_rl_command_sets_each_method_config(tmp_path, monkeypatch):
+    import orchrm.experiments.rl_compare as rl_compare
+    import orchrm.experiments.rl_pipeline as rl_pipeline
+
+    seen = []
+    monkeypatch.setattr(rl_pipeline, "run", lambda config, say: seen.append(config) or tmp_path)
+    monkeypatch.setattr(rl_compare, "terminal_report", lambda report: "")
+    args = ["rl", "--out", str(tmp_path), "--method", "dpo", "--lr", "2e-3", "--seed", "3"]
+    args += ["--dpo-lr", "1e-4", "--dpo-beta", "0.2", "--beta", "0.05", "--reward", "execution"]
+    args += ["--rft-samples", "2", "--threads", "2", "--policy", "some/dir", "--quiet"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (config,) = seen
+    assert (config.method, config.run_name, config.num_threads) == ("dpo", "dpo", 2)
+    assert (config.policy.lr, config.policy.seed, config.seed) == (2e-3, 3, 3)
+    assert config.policy.model == "some/dir" and config.policy.progress is False
+    assert (config.dpo.lr, config.dpo.beta) == (1e-4, 0.2)
+    assert (config.grpo.beta, config.grpo.reward) == (0.05, "execution")
+    assert config.rft.samples == 2 and config.tiny_policy == TinyPolicyConfig()
+
+
+def test_the_rl_library_imports_no_world_experiment_or_store():
+    """`orchrm.rl` trains any policy on any rows; the world run lives in experiments."""
+    folder = Path(__file__).parent.parent / "orchrm" / "rl"
+    banned = ("orchrm.world", "orchrm.experiments", "orchrm.store", "orchrm.tasks.benchmarks")
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            found += [f"{path.name}: {n}" for n in names if n.startswith(banned)]
+    assert found == []
 
 
 def _policy_eval(step: int, expected: float) -> PolicyEval:

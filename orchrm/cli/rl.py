@@ -9,44 +9,26 @@ import typer
 
 from orchrm.cli.console import console, csv_values
 from orchrm.cli.options import config_options
-from orchrm.rl.config import RLConfig
+from orchrm.experiments.rl_config import RLExperimentConfig
 
-FIELDS = [
-    "out",
-    "reward",
-    "method",
-    "steps",
-    "rm",
-    "rm_url",
-    "policy",
-    "preset",
-    "tasks",
-    "chat",
-    "lora_r",
-    "lora_alpha",
-    "vllm",
-    "lr",
-    "beta",
-    "num_generations",
-    "prompts_per_step",
-    "scale_rewards",
-    "penalty",
-    "eval_tasks",
-    "eval_samples",
-    "train_tasks",
-    "seed",
-    "num_threads",
-]
-"""The `RLConfig` fields `orchrm rl` sets (the others keep their defaults)."""
+FLAGS = {
+    "policy.model": "--policy",
+    "policy.lr": "--lr",
+    "policy.seed": "--seed",
+    "grpo.beta": "--beta",
+    "dpo.beta": "--dpo-beta",
+    "dpo.lr": "--dpo-lr",
+    "dpo.sft_weight": "--dpo-sft-weight",
+    "rft.samples": "--rft-samples",
+    "rft.rounds": "--rft-rounds",
+    "num_threads": "--threads",
+}
+"""Flags of `RLExperimentConfig` fields whose names alone would not say what they set."""
 
 
-@config_options(
-    RLConfig,
-    FIELDS,
-    flags={"num_threads": "--threads"},
-)
+@config_options(RLExperimentConfig, flags=FLAGS, leave_out=["policy.progress"])
 def rl_command(
-    config: RLConfig,
+    config: RLExperimentConfig,
     compare: bool = typer.Option(
         False, "--compare", help="Train every run in --runs from the same start; one table."
     ),
@@ -62,7 +44,7 @@ def rl_command(
     from orchrm.experiments.rl_pipeline import compare as run_compare
     from orchrm.experiments.rl_pipeline import grpo_on_tasks, run
 
-    config = replace(config, progress=not quiet)
+    config = replace(config, policy=replace(config.policy, progress=not quiet))
     say = lambda m: console.print(m, highlight=False, markup=False)  # noqa: E731
     if config.tasks:
         report = grpo_on_tasks(config, say)

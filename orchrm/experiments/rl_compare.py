@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from orchrm.evaluation.metrics import bootstrap_interval, bootstrap_resamples
-from orchrm.rl.config import RLConfig
+from orchrm.experiments.rl_config import RLExperimentConfig
 from orchrm.rl.policy import policy_prompt, sample
 from orchrm.rl.rewards import run_plans, runnable
 from orchrm.runtime.executor import RunItem
@@ -68,19 +68,26 @@ def evaluate_policy(
     model,
     tokenizer,
     tasks: list[WorldTask],
-    config: RLConfig,
+    config: RLExperimentConfig,
     *,
     step: int = 0,
     majority: bool = True,
 ) -> PolicyEval:
-    """Sample `config.eval_samples` orchestrations of at most `config.max_completion_length`
-    tokens per task, score them in closed form, execute them and vote (see the module
-    docstring); `config.seed` seeds the sampling, the world and the intervals."""
+    """Sample `config.eval_samples` orchestrations of at most
+    `config.policy.max_completion_length` tokens per task, score them in closed form,
+    execute them and vote (see the module docstring); `config.seed` seeds the sampling,
+    the world and the intervals."""
     start = time.perf_counter()
     samples, seed = config.eval_samples, config.seed
     prompts = [policy_prompt(t.question) for t in tasks]
     drawn = sample(
-        model, tokenizer, prompts, samples, config.max_completion_length, seed=seed, batch_size=256
+        model,
+        tokenizer,
+        prompts,
+        samples,
+        config.policy.max_completion_length,
+        seed=seed,
+        batch_size=256,
     )
     world = world_config()
     backend = WorldBackend(tasks, seed, None, world)
@@ -368,7 +375,7 @@ class CurveCallback:
     the points. Built by `curve_callback` so this module imports without transformers."""
 
 
-def curve_callback(tokenizer, tasks, config: RLConfig, at_steps: set[int], say=print):
+def curve_callback(tokenizer, tasks, config: RLExperimentConfig, at_steps: set[int], say=print):
     """A callback that appends a `PolicyEval` (`evaluate_policy` with `config`, no vote) to
     its `points` at each step in `at_steps`."""
     from transformers import TrainerCallback

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from orchrm.errors import InputError
+from orchrm.experiments.rl_config import RLExperimentConfig
 from orchrm.experiments.world_models import PairDataset, WorldRMConfig, world_reward_models
 from orchrm.jsonl import read_jsonl, write_jsonl
-from orchrm.rl.config import RLConfig
 from orchrm.rl.policy import (
     new_policy,
     policy_prompt,
@@ -42,12 +42,12 @@ class WorldLogs:
     model and the DPO pairs)."""
 
 
-def train_tasks(config: RLConfig) -> list[WorldTask]:
+def train_tasks(config: RLExperimentConfig) -> list[WorldTask]:
     """The training tasks (seed `config.seed`)."""
     return generate_tasks(config.preset, config.train_tasks, config.seed)
 
 
-def eval_tasks(config: RLConfig) -> list[WorldTask]:
+def eval_tasks(config: RLExperimentConfig) -> list[WorldTask]:
     """The held-out tasks (seed `config.seed + 1`: task ids never collide with training)."""
     return generate_tasks(config.preset, config.eval_tasks, config.seed + 1)
 
@@ -70,7 +70,7 @@ def prompt_rows(tasks, chat: bool = False, dom: str = "high") -> list[dict]:
     ]
 
 
-def world_logs(config: RLConfig, say=print) -> WorldLogs:
+def world_logs(config: RLExperimentConfig, say=print) -> WorldLogs:
     """The training log, generated (both world orchestrators, executed) or reused."""
     from orchrm.world.generate import generate
 
@@ -101,7 +101,7 @@ def world_logs(config: RLConfig, say=print) -> WorldLogs:
     return WorldLogs(path, records, tokens)
 
 
-def build_policy(config: RLConfig, logs: WorldLogs, say=print) -> Path:
+def build_policy(config: RLExperimentConfig, logs: WorldLogs, say=print) -> Path:
     """The offline default policy in OUT/policy: a tokenizer trained on the questions and
     the base orchestrator's outputs, then supervised fine-tuning on (prompt -> output).
     Reused when present. Writes `policy.json` with the loss and the build time."""
@@ -114,7 +114,7 @@ def build_policy(config: RLConfig, logs: WorldLogs, say=print) -> Path:
     examples = [(policy_prompt(r["question"]), r["raw"]) for r in base]
     start = time.perf_counter()
     questions = sorted({p for p, _ in examples})
-    pc = config.policy_config
+    pc = config.tiny_policy
     tokenizer = train_tokenizer(questions + [c for _, c in examples], pc.vocab_size)
     model = new_policy(tokenizer, pc)
     result = sft(
@@ -145,7 +145,9 @@ def build_policy(config: RLConfig, logs: WorldLogs, say=print) -> Path:
     return path
 
 
-def _world_rm_config(config: RLConfig, logs: WorldLogs, steps: int | None) -> WorldRMConfig:
+def _world_rm_config(
+    config: RLExperimentConfig, logs: WorldLogs, steps: int | None
+) -> WorldRMConfig:
     """The pipeline to OUT/rm/model from the training log (pairs only when `steps` is
     None): mined as `orchrm demo` mines its per-domain datasets, into the store kept in
     OUT."""
@@ -168,7 +170,7 @@ def _world_rm_config(config: RLConfig, logs: WorldLogs, steps: int | None) -> Wo
     )
 
 
-def build_rm(config: RLConfig, logs: WorldLogs, say=print) -> Path:
+def build_rm(config: RLExperimentConfig, logs: WorldLogs, say=print) -> Path:
     """A reward model in OUT/rm/model trained as `orchrm demo` trains its per-domain ones
     (MiniLM, `rm_steps` steps of 16 pairs); reused when present."""
     model_dir = Path(config.out) / "rm" / "model"
@@ -183,7 +185,7 @@ def build_rm(config: RLConfig, logs: WorldLogs, say=print) -> Path:
     return model_dir
 
 
-def dpo_rows(config: RLConfig, logs: WorldLogs) -> list[dict]:
+def dpo_rows(config: RLExperimentConfig, logs: WorldLogs) -> list[dict]:
     """DPO's preference rows in the policy's prompt format: the mined pairs' raw
     orchestrator texts (`orchrm.pairs.export_orchrm_datasets`), `prompt` = the policy
     prompt of the question."""

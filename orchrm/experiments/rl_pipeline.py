@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -29,22 +29,12 @@ from orchrm.experiments.rl_compare import (
     evaluate_policy,
     write_report,
 )
-from orchrm.rl.config import RLConfig
+from orchrm.experiments.rl_config import RUNS, RLExperimentConfig
 from orchrm.rl.policy import load_policy
 from orchrm.rl.rewards import ExecutionReward, OrchRMReward, TokenLedger
 from orchrm.world.backend import WorldBackend
 from orchrm.world.generate import world_config
 from orchrm.world.tasks import WorldTask
-
-RUNS = {
-    "grpo-orchrm": {"method": "grpo", "reward": "orchrm"},
-    "grpo-execution": {"method": "grpo", "reward": "execution"},
-    "rft": {"method": "rft"},
-    "dpo": {"method": "dpo"},
-}
-"""The runs `compare` knows, by the name they get in OUT and in the table."""
-PENALTIES = {"orchrm": -3.0, "execution": -1.0}
-"""Default reward of an unparseable or invalid orchestration, per reward (RLConfig)."""
 
 
 @dataclass
@@ -64,7 +54,7 @@ def _eval_from_dict(d: dict) -> PolicyEval:
     return PolicyEval(**d)
 
 
-def prepare(config: RLConfig, need_rm: bool, say=print) -> Prepared:
+def prepare(config: RLExperimentConfig, need_rm: bool, say=print) -> Prepared:
     """The world log, the starting policy, the reward model (when a run needs one), the
     training prompts and held-out tasks, and the starting policy's evaluation (cached in
     OUT/start.json for the same policy and evaluation settings)."""
@@ -72,7 +62,8 @@ def prepare(config: RLConfig, need_rm: bool, say=print) -> Prepared:
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     logs = data.world_logs(config, say)
-    policy_dir = Path(config.policy) if config.policy else data.build_policy(config, logs, say)
+    policy = config.policy.model
+    policy_dir = Path(policy) if policy else data.build_policy(config, logs, say)
     rm_dir = None
     if need_rm:
         rm_dir = Path(config.rm) if config.rm else data.build_rm(config, logs, say)
@@ -86,7 +77,7 @@ def prepare(config: RLConfig, need_rm: bool, say=print) -> Prepared:
         "preset": config.preset,
         "tasks": config.eval_tasks,
         "samples": config.eval_samples,
-        "max_completion_length": config.max_completion_length,
+        "max_completion_length": config.policy.max_completion_length,
         "curve_tasks": config.curve_tasks,
         "seed": config.seed,
     }
@@ -109,30 +100,32 @@ def prepare(config: RLConfig, need_rm: bool, say=print) -> Prepared:
     return Prepared(logs, policy_dir, rm_dir, train, data.prompt_rows(train), held_out, start)
 
 
-def _train_method(config: RLConfig, prep: Prepared, out: Path, *, ledger: TokenLedger, callback):
-    """Train with `config.method` (and `config.reward` for GRPO); returns (model,
-    tokenizer, tokens spent on the training data, notes for the report)."""
-    penalty = config.penalty if config.penalty is not None else PENALTIES[config.reward]
+def _train_method(
+    config: RLExperimentConfig, prep: Prepared, out: Path, *, ledger: TokenLedger, callback
+):
+    """Train with `config.method` (and `config.grpo.reward` for GRPO) from the starting
+    policy; returns (model, tokenizer, tokens spent on the training data, notes for the
+    report)."""
+    policy = config.trainer_policy(str(prep.policy_dir))
     data_tokens, notes = 0, {}
     if config.method == "grpo":
         from orchrm.rl.grpo import train_grpo
 
-        if config.reward == "orchrm":
+        grpo = config.grpo
+        if grpo.reward == "orchrm":
             from orchrm.scoring.load import load_scorer
 
             # Forward passes of 8: on a CPU, padding a bigger batch to its longest text costs
             # more than batching saves (docs/results.md#why-the-defaults).
             rm = load_scorer(prep.rm_dir, config.rm_url or None, device="cpu", batch_size=8)
-            reward = OrchRMReward(rm, penalty, config.normalize_rm, ledger)
+            reward = OrchRMReward(rm, grpo.reward_penalty, grpo.normalize_rm, ledger)
             data_tokens = prep.logs.execution_tokens if not config.rm else 0
             notes["reward model"] = str(prep.rm_dir)
         else:
             run_config = world_config()
             backend = WorldBackend(prep.train, config.seed, None, run_config)
-            reward = ExecutionReward(backend, run_config, penalty, ledger)
-        model, tokenizer, _ = train_grpo(
-            config, prep.policy_dir, reward, prep.rows, out, [callback]
-        )
+            reward = ExecutionReward(backend, run_config, grpo.reward_penalty, ledger)
+        model, tokenizer, _ = train_grpo(policy, grpo, reward, prep.rows, out, [callback])
     elif config.method == "rft":
         from orchrm.rl.rft import train_rft
 
@@ -143,7 +136,7 @@ def _train_method(config: RLConfig, prep: Prepared, out: Path, *, ledger: TokenL
             callback.on_step_end(None, _State(step), None, model=model)
 
         model, tokenizer = train_rft(
-            config, prep.policy_dir, prep.rows, backend, run_config, ledger, out, after_round
+            policy, config.rft, prep.rows, backend, run_config, ledger, out, after_round
         )
     else:
         from orchrm.rl.dpo import train_dpo
@@ -151,12 +144,12 @@ def _train_method(config: RLConfig, prep: Prepared, out: Path, *, ledger: TokenL
         rows = data.dpo_rows(config, prep.logs)
         data_tokens = prep.logs.execution_tokens
         notes["pairs"] = len(rows)
-        model, tokenizer, _ = train_dpo(config, prep.policy_dir, rows, out, [callback])
+        model, tokenizer, _ = train_dpo(policy, config.dpo, rows, out, [callback])
     return model, tokenizer, data_tokens, notes
 
 
-def train_run(config: RLConfig, prep: Prepared, say=print) -> RunReport:
-    """Train `config.method` (with `config.reward` for GRPO) from the starting policy and
+def train_run(config: RLExperimentConfig, prep: Prepared, say=print) -> RunReport:
+    """Train `config.method` (with `config.grpo.reward` for GRPO) from the starting policy and
     evaluate it; writes OUT/<run>/{tokens.jsonl, eval.json, model/, checkpoints/}."""
     config.check()
     torch.set_num_threads(config.num_threads)
@@ -164,17 +157,18 @@ def train_run(config: RLConfig, prep: Prepared, say=print) -> RunReport:
     out.mkdir(parents=True, exist_ok=True)
     ledger = TokenLedger(out / "tokens.jsonl")
     curve_tasks = prep.held_out[: config.curve_tasks]
-    at = {config.steps * k // config.curve_points for k in range(1, config.curve_points + 1)}
+    steps = config.policy.steps
+    at = {steps * k // config.curve_points for k in range(1, config.curve_points + 1)}
     tokenizer = load_policy(prep.policy_dir)[1]
     callback = curve_callback(tokenizer, curve_tasks, config, at, say)
-    say(f"{config.run_name}: {config.steps} steps")
+    say(f"{config.run_name}: {steps} steps")
     start = time.perf_counter()
     model, tokenizer, data_tokens, notes = _train_method(
         config, prep, out, ledger=ledger, callback=callback
     )
     curve_s = sum(p.seconds for p in callback.points)
     wall = time.perf_counter() - start - curve_s
-    final = evaluate_policy(model, tokenizer, prep.held_out, config, step=config.steps)
+    final = evaluate_policy(model, tokenizer, prep.held_out, config, step=steps)
     report = RunReport(
         config.run_name,
         final,
@@ -182,7 +176,7 @@ def train_run(config: RLConfig, prep: Prepared, say=print) -> RunReport:
         dict(ledger.totals),
         data_tokens,
         wall,
-        config.steps,
+        steps,
         notes,
     )
     (out / "eval.json").write_text(json.dumps(asdict(report), indent=2))
@@ -201,11 +195,11 @@ class _State:
     global_step: int
 
 
-def run(config: RLConfig, say=print) -> Path:
+def run(config: RLExperimentConfig, say=print) -> Path:
     """Train one method and report it against the starting policy."""
     config.check()
     started = time.perf_counter()
-    prep = prepare(config, config.method == "grpo" and config.reward == "orchrm", say)
+    prep = prepare(config, config.run_name == "grpo-orchrm", say)
     report = train_run(config, prep, say)
     seconds = time.perf_counter() - started
     return write_report(
@@ -216,7 +210,7 @@ def run(config: RLConfig, say=print) -> Path:
     )
 
 
-def compare(config: RLConfig, runs: list[str] | None = None, say=print) -> Path:
+def compare(config: RLExperimentConfig, runs: list[str] | None = None, say=print) -> Path:
     """Train each named run (`RUNS`) from the same starting policy, same steps, and
     report them side by side in OUT."""
     runs = runs or list(RUNS)
@@ -227,7 +221,7 @@ def compare(config: RLConfig, runs: list[str] | None = None, say=print) -> Path:
     prep = prepare(config, "grpo-orchrm" in runs, say)
     reports = [prep.start]
     for name in runs:
-        reports.append(train_run(replace(config, **RUNS[name]), prep, say))
+        reports.append(train_run(config.for_run(name), prep, say))
     seconds = time.perf_counter() - started
     extra = {"seconds": round(seconds), "config": _config_dict(config)}
     by_name = {r.name: r for r in reports}
@@ -240,10 +234,10 @@ def compare(config: RLConfig, runs: list[str] | None = None, say=print) -> Path:
 
 
 def load_task_file(spec: str) -> list:
-    """The tasks of `RLConfig.tasks`: `NAME:PATH` for a benchmark file, else a JSONL file
+    """The tasks of `RLExperimentConfig.tasks`: `NAME:PATH` for a benchmark file, else a JSONL file
     of questions."""
-    from orchrm.tasks.benchmarks.registry import BENCHMARKS, load_benchmark
-    from orchrm.tasks.task import load_tasks
+    from orchrm.tasks.loaders import BENCHMARKS, load_benchmark
+    from orchrm.tasks.run import load_tasks
 
     name, sep, path = spec.partition(":")
     tasks = load_benchmark(name, path) if sep and name in BENCHMARKS else load_tasks(spec)
@@ -252,8 +246,8 @@ def load_task_file(spec: str) -> list:
     return tasks
 
 
-def grpo_on_tasks(config: RLConfig, say=print) -> Path:
-    """Orch-RM-reward GRPO of `config.policy` on your own tasks (`config.tasks`): no
+def grpo_on_tasks(config: RLExperimentConfig, say=print) -> Path:
+    """Orch-RM-reward GRPO of `config.policy.model` on your own tasks (`config.tasks`): no
     world, no execution; writes OUT/grpo-orchrm/{model/, checkpoints/, tokens.jsonl,
     report.md, report.json}. The report has the reward and the share of valid plans over
     training and the token totals; the policy is evaluated with `orchrm run` + `eval`."""
@@ -263,16 +257,17 @@ def grpo_on_tasks(config: RLConfig, say=print) -> Path:
     from orchrm.scoring.load import load_scorer
 
     config.check()
-    if not config.policy:
+    policy = config.trainer_policy(config.policy.model)
+    if not policy.model:
         raise ConfigError("training on --tasks needs a starting policy (--policy DIR or name)")
     started = time.perf_counter()
     tasks = load_task_file(config.tasks)
     chat = config.chat
     if chat is None:
         try:
-            chat = AutoTokenizer.from_pretrained(config.policy).chat_template is not None
+            chat = AutoTokenizer.from_pretrained(policy.model).chat_template is not None
         except OSError as err:
-            raise ConfigError(f"--policy {config.policy}: {err}") from None
+            raise ConfigError(f"--policy {policy.model}: {err}") from None
     rows = data.prompt_rows(tasks, chat=chat)
     out = Path(config.out) / config.run_name
     out.mkdir(parents=True, exist_ok=True)
@@ -286,16 +281,15 @@ def grpo_on_tasks(config: RLConfig, say=print) -> Path:
         batch_size=64 if cuda else 8,
     )
     ledger = TokenLedger(out / "tokens.jsonl")
-    penalty = config.penalty if config.penalty is not None else PENALTIES[config.reward]
-    say(f"{config.run_name}: {len(tasks)} tasks from {config.tasks}, {config.steps} steps")
-    train_grpo(
-        config, config.policy, OrchRMReward(rm, penalty, config.normalize_rm, ledger), rows, out
-    )
+    grpo = config.grpo
+    say(f"{config.run_name}: {len(tasks)} tasks from {config.tasks}, {policy.steps} steps")
+    reward = OrchRMReward(rm, grpo.reward_penalty, grpo.normalize_rm, ledger)
+    train_grpo(policy, grpo, reward, rows, out)
     seconds = time.perf_counter() - started
     lines = [
         f"# orchrm rl: {config.run_name} on {config.tasks}\n",
-        f"{len(tasks)} tasks, policy {config.policy}, reward model {config.rm}, "
-        f"{'chat' if chat else 'compact'} prompt, LoRA r={config.lora_r or 'none'}, "
+        f"{len(tasks)} tasks, policy {policy.model}, reward model {config.rm}, "
+        f"{'chat' if chat else 'compact'} prompt, LoRA r={grpo.lora_r or 'none'}, "
         f"{round(seconds)} s.\n",
         "| steps | mean reward | valid % |",
         "| --- | ---: | ---: |",
@@ -341,5 +335,5 @@ def _tenths(rows: list[dict]) -> list[tuple[int, int, float, float]]:
     return chunks
 
 
-def _config_dict(config: RLConfig) -> dict:
+def _config_dict(config: RLExperimentConfig) -> dict:
     return asdict(config)

@@ -1,21 +1,26 @@
-"""`RLConfig`: everything `orchrm rl` can set, with defaults that run offline on the
-world's `math` preset within 20 minutes on two CPU cores."""
+"""One config per trainer, as TRL has them: `PolicyConfig` (what every method's training
+of the policy shares), `GRPOConfig`, `RFTConfig` and `DPOConfig` (each method's own
+settings), and `TinyPolicyConfig` (shape and supervised training of the offline default
+policy). The defaults run offline on the world's `math` preset within 20 minutes on two
+CPU cores; the run on the world (`orchrm rl`) is configured by
+`orchrm.experiments.rl_config.RLExperimentConfig`, which holds one of each."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from orchrm.configs import check, setting
 from orchrm.errors import ConfigError
-from orchrm.training.config import SMALL_DATA_LR, SMALL_DATA_STEPS
 
-METHODS = ("grpo", "rft", "dpo")
 REWARDS = ("orchrm", "execution")
+PENALTIES = {"orchrm": -3.0, "execution": -1.0}
+"""Default reward of an unparseable or invalid orchestration, per reward
+(`GRPOConfig.penalty`)."""
 
 
 @dataclass
-class PolicyConfig:
+class TinyPolicyConfig:
     """Shape and supervised training of the offline default policy."""
 
     vocab_size: int = 4096
@@ -54,96 +59,63 @@ class PolicyConfig:
 
 
 @dataclass
-class RLConfig:
-    """How the orchestrator is trained and evaluated."""
+class PolicyConfig:
+    """What every method's training of the policy shares: the starting policy, the
+    optimizer steps, sampling, seeds, checkpoints."""
 
-    out: str = "runs/rl"
-    """Folder for the world logs, the default policy and reward model when built here,
-    each run's checkpoints, token log, curve and the report."""
-    method: str = setting("grpo", choices=METHODS)
-    """`grpo` (TRL's GRPOTrainer), `rft` (rejection-sampling fine-tuning) or `dpo`
-    (TRL's DPOTrainer on pairs mined from the world logs)."""
-    reward: str = setting("orchrm", choices=REWARDS)
-    """GRPO's reward: `orchrm` (the reward model scores the plan; nothing runs) or
-    `execution` (the plan runs on the world's sub-agents; 1 if the answer is right).
-    RFT always keeps samples by execution; DPO has no reward."""
+    model: str = ""
+    """The starting policy: a causal-LM directory or hub name. Empty: `orchrm rl` builds
+    the offline default into OUT/policy (or reuses it there); a trainer refuses it."""
     steps: int = setting(150, min=1)
     """Optimizer steps (GRPO, DPO; RFT: supervised steps over all its rounds)."""
-    policy: str = ""
-    """The starting policy: a causal-LM directory. Empty: the offline default, built
-    (supervised, on the world's base-orchestrator outputs) into OUT/policy, or reused
-    from there when present."""
-    rm: str = ""
-    """The reward-model directory (`orchrm train`'s model/). Empty: one is trained into
-    OUT/rm from the world logs (pairs mined as `orchrm demo` does), or reused."""
-    rm_url: str = ""
-    """The Orch-RM reward through a reward server instead of a model loaded here
-    (`.../classify` vLLM or SGLang, `.../get_reward` OpenRLHF, `.../score` orchrm serve;
-    docs/remote-scoring.md), built with `orchrm.scoring.load.load_scorer(rm, rm_url)`: `rm`,
-    when given, is the served model's local copy, which says how to render."""
-    preset: str = "math"
-    """World preset of the training and held-out tasks."""
-    tasks: str = ""
-    """Train on your own tasks instead of the world's: a JSONL file of questions
-    (`orchrm.tasks.run.load_tasks`), or `NAME:PATH` for a benchmark file
-    (`orchrm.loaders.load_benchmark`: aime, hotpotqa, browsecomp-plus, gpqa). Only
-    Orch-RM-reward GRPO (nothing to execute, so no LLM server) and it needs `rm`; there
-    are no world tasks to evaluate on, so evaluate the trained policy with `orchrm run`
-    and `orchrm eval`."""
-    chat: bool | None = None
-    """Give the policy the full orchestrator prompt (`orchrm.runtime.prompts`) as chat
-    messages. None: when its tokenizer has a chat template (an instruct LLM), else the
-    tiny policy's compact prompt."""
-    lora_r: int = setting(0, min=0)
-    """LoRA rank of the policy's adapter (0: train every weight, as the tiny policy does;
-    the paper's setting for a 7B orchestrator is a LoRA)."""
-    lora_alpha: int = setting(32, min=1)
-    """LoRA scaling numerator."""
-    vllm: bool = False
-    """Generate GRPO's samples with vLLM (TRL's colocate mode; a GPU with vllm
-    installed)."""
-    train_tasks: int = setting(300, min=1)
-    """World tasks whose logs build the default policy, the reward model and DPO pairs,
-    and whose questions are the training prompts."""
-    log_samples: int = 8
-    """World-log samples per training task and world orchestrator (base, specialized)."""
-    rm_steps: int = SMALL_DATA_STEPS
-    """Reward-model training steps when one is built here (batch 16, MiniLM; the demo's)."""
-    rm_lr: float = SMALL_DATA_LR
-    """Reward-model learning rate when one is built here (the demo's)."""
-    rm_max_length: int = 128
-    """Reward-model tokens per text when one is built here."""
-    eval_tasks: int = setting(300, min=1)
-    """Held-out world tasks (another seed than training) for the final evaluation."""
-    eval_samples: int = setting(8, min=1)
-    """Orchestrations sampled per held-out task (majority vote is over these)."""
-    curve_points: int = 4
-    """Evaluations during training (plus the start and the end), on `curve_tasks`."""
-    curve_tasks: int = 100
-    """Held-out tasks of each curve point (the first of the evaluation tasks)."""
+    lr: float = 3e-4
+    """Peak learning rate of GRPO and RFT (DPO has its own, `DPOConfig.lr`). At 1e-3
+    execution-reward GRPO of the tiny policy collapsed into over-long invalid plans after
+    ~100 steps; a 7B LoRA wants around 1e-5."""
+    max_completion_length: int = 96
+    """Most tokens a sampled orchestration may have (the offline policy's are ~35)."""
+    temperature: float = 1.0
+    """Sampling temperature while training (GRPO, RFT)."""
+    save_steps: int | None = setting(None, min=1)
+    """Optimizer steps between checkpoints under OUT/checkpoints (GRPO, DPO; the last two
+    are kept). None: a quarter of `steps`."""
     seed: int = 0
-    """Seeds the world (training tasks; held-out tasks use seed + 1), sampling and
-    training."""
+    """Seeds sampling and training (`orchrm rl` seeds the world's tasks with it too)."""
+    progress: bool = True
+    """Progress bars on stderr."""
 
-    # GRPO
+    def __post_init__(self) -> None:
+        check(self)
+
+    @property
+    def checkpoint_every(self) -> int:
+        """`save_steps`, or a quarter of `steps` when it is None."""
+        return self.save_steps or max(1, self.steps // 4)
+
+    def require_model(self) -> str:
+        """`model`, or ConfigError when it is empty."""
+        if not self.model:
+            raise ConfigError("PolicyConfig.model is empty: name the starting policy")
+        return self.model
+
+
+@dataclass
+class GRPOConfig:
+    """GRPO's own settings (`orchrm.rl.grpo`): its groups, loss and reward."""
+
+    reward: str = setting("orchrm", choices=REWARDS)
+    """The reward: `orchrm` (the reward model scores the plan; nothing runs) or
+    `execution` (the plan runs on the sub-agents; 1 if the answer is right)."""
     num_generations: int = setting(8, min=2)
     """Samples per prompt: the group whose mean reward is each sample's baseline."""
     prompts_per_step: int = setting(4, min=1)
     """Prompts per optimizer step (so num_generations x prompts_per_step samples)."""
-    lr: float = 3e-4
-    """Peak learning rate (GRPO and RFT; DPO has `dpo_lr`). At 1e-3 execution-reward GRPO
-    of the tiny policy collapsed into over-long invalid plans after ~100 steps; a 7B LoRA
-    wants around 1e-5."""
     beta: float = 0.0
     """KL coefficient against the starting policy (0: no reference model, as TRL's
     default and Dr. GRPO)."""
     scale_rewards: str = setting("none", choices=("none", "group", "batch"))
     """`none`: advantage r(x, z_n) - mean_j r(x, z_j), the paper's; `group`: also divided
     by the group's standard deviation; `batch`: by the batch's."""
-    temperature: float = 1.0
-    """Sampling temperature while training."""
-    max_completion_length: int = 96
-    """Most tokens a sampled orchestration may have (the offline policy's are ~35)."""
     penalty: float | None = None
     """Reward of an unparseable or invalid orchestration. None: the reward's default
     (`orchrm`: -3.0, in units of the reward model's training-time spread; `execution`:
@@ -151,49 +123,59 @@ class RLConfig:
     normalize_rm: bool = True
     """Orch-RM reward: (score - mean) / std with the model's training-time statistics,
     so learning rates transfer between reward models."""
-
-    # RFT
-    rft_samples: int = 8
-    """Samples per prompt from which RFT keeps the best (by execution correctness)."""
-    rft_rounds: int = 2
-    """Sample-filter-fine-tune rounds; each samples with the latest policy."""
-
-    # DPO
-    dpo_beta: float = 0.1
-    """DPO's temperature on the log-ratio margin."""
-    dpo_lr: float = 5e-5
-    """DPO's peak learning rate: at GRPO's, the tiny policy's likelihood of both sides
-    collapses within 50 steps (docs/results.md#why-the-defaults)."""
-    dpo_sft_weight: float = 1.0
-    """Weight of a negative log-likelihood term on the chosen side (RPO; TRL's `sft` loss
-    type) beside the DPO loss, which keeps the plans well-formed; 0: plain DPO."""
-
-    policy_config: PolicyConfig = field(default_factory=PolicyConfig)
-    """The offline default policy, when it is built here."""
-    num_threads: int = setting(1, min=1)
-    """CPU threads for PyTorch. One: on shared cores, spin-waiting threads slow every step
-    down (docs/results.md#why-the-defaults)."""
-    progress: bool = True
-    """Progress bars on stderr."""
+    lora_r: int = setting(0, min=0)
+    """LoRA rank of the policy's adapter (0: train every weight, as the tiny policy does;
+    the paper's setting for a 7B orchestrator is a LoRA)."""
+    lora_alpha: int = setting(32, min=1)
+    """LoRA scaling numerator."""
+    vllm: bool = False
+    """Generate the samples with vLLM (TRL's colocate mode; a GPU with vllm installed)."""
 
     def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
-        """Raise ConfigError on a setting that cannot work (run at construction)."""
         check(self)
-        if self.tasks:
-            if self.method != "grpo" or self.reward != "orchrm":
-                raise ConfigError(
-                    "training on --tasks is Orch-RM-reward GRPO only (--method grpo --reward "
-                    "orchrm): the execution reward, RFT and DPO run on the offline world"
-                )
-            if not self.rm and not self.rm_url:
-                raise ConfigError(
-                    "training on --tasks needs a reward model (--rm DIR or --rm-url URL)"
-                )
 
     @property
-    def run_name(self) -> str:
-        """The run's folder name under OUT: `grpo-orchrm`, `grpo-execution`, `rft`, `dpo`."""
-        return f"grpo-{self.reward}" if self.method == "grpo" else self.method
+    def reward_penalty(self) -> float:
+        """`penalty`, or the reward's default when it is None (`PENALTIES`)."""
+        return self.penalty if self.penalty is not None else PENALTIES[self.reward]
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per optimizer step."""
+        return self.num_generations * self.prompts_per_step
+
+
+@dataclass
+class RFTConfig:
+    """Rejection-sampling fine-tuning's own settings (`orchrm.rl.rft`); it keeps samples
+    by execution, so it has no reward to choose."""
+
+    samples: int = setting(8, min=1)
+    """Samples per prompt from which RFT keeps the best (by execution correctness)."""
+    rounds: int = setting(2, min=1)
+    """Sample-filter-fine-tune rounds; each samples with the latest policy."""
+    batch_size: int = setting(32, min=1)
+    """Kept examples per supervised step."""
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+@dataclass
+class DPOConfig:
+    """DPO's own settings (`orchrm.rl.dpo`); it learns from preference pairs, with no
+    sampling and no reward."""
+
+    beta: float = 0.1
+    """Temperature on the log-ratio margin."""
+    lr: float = 5e-5
+    """Peak learning rate (instead of `PolicyConfig.lr`): at GRPO's, the tiny policy's
+    likelihood of both sides collapses within 50 steps (docs/results.md#why-the-defaults)."""
+    sft_weight: float = setting(1.0, min=0.0)
+    """Weight of a negative log-likelihood term on the chosen side (RPO; TRL's `sft` loss
+    type) beside the DPO loss, which keeps the plans well-formed; 0: plain DPO."""
+    batch_size: int = setting(16, min=1)
+    """Preference pairs per optimizer step."""
+
+    def __post_init__(self) -> None:
+        check(self)

@@ -11,36 +11,38 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchrm.errors import InputError
-from orchrm.rl.config import RLConfig
+from orchrm.rl.config import DPOConfig, PolicyConfig
 from orchrm.rl.grpo import quiet_logs, shared_args
 from orchrm.rl.policy import load_policy, save_policy
 
 
-def train_dpo(config: RLConfig, policy_dir: str | Path, rows: list[dict], out: Path, callbacks=()):
-    """Train a copy of the policy with DPO on preference `rows` (`prompt`, `chosen`,
-    `rejected`); checkpoints under OUT/checkpoints, the final policy in OUT/model.
-    Returns (model, tokenizer, the trainer's log history)."""
+def train_dpo(policy: PolicyConfig, config: DPOConfig, rows: list[dict], out: Path, callbacks=()):
+    """Train a copy of the policy `policy.model` with DPO on preference `rows` (`prompt`,
+    `chosen`, `rejected`) for `policy.steps` steps at `config.lr`; checkpoints under
+    OUT/checkpoints, the final policy in OUT/model. Returns (model, tokenizer, the
+    trainer's log history)."""
     from datasets import Dataset
-    from trl import DPOConfig, DPOTrainer
+    from trl import DPOConfig as TRLDPOConfig
+    from trl import DPOTrainer
 
     if not rows:
         raise InputError("DPO needs preference pairs; none were mined from the world log")
-    model, tokenizer = load_policy(policy_dir)
-    args = DPOConfig(
+    model, tokenizer = load_policy(policy.require_model())
+    args = TRLDPOConfig(
         output_dir=str(out / "checkpoints"),
-        max_steps=config.steps,
-        learning_rate=config.dpo_lr,
+        max_steps=policy.steps,
+        learning_rate=config.lr,
         lr_scheduler_type="constant_with_warmup",
-        warmup_steps=max(1, config.steps // 20),
-        per_device_train_batch_size=config.num_generations * config.prompts_per_step // 2,
-        beta=config.dpo_beta,
-        loss_type=["sigmoid", "sft"] if config.dpo_sft_weight else ["sigmoid"],
-        loss_weights=[1.0, config.dpo_sft_weight] if config.dpo_sft_weight else None,
+        warmup_steps=max(1, policy.steps // 20),
+        per_device_train_batch_size=config.batch_size,
+        beta=config.beta,
+        loss_type=["sigmoid", "sft"] if config.sft_weight else ["sigmoid"],
+        loss_weights=[1.0, config.sft_weight] if config.sft_weight else None,
         max_length=model.config.n_positions if hasattr(model.config, "n_positions") else None,
         use_cpu=True,
         bf16=False,
         activation_checkpointing=False,
-        **shared_args(config, max(1, config.steps // max(1, config.curve_points))),
+        **shared_args(policy),
     )
     trainer = DPOTrainer(
         model=model,
@@ -49,7 +51,7 @@ def train_dpo(config: RLConfig, policy_dir: str | Path, rows: list[dict], out: P
         processing_class=tokenizer,
         callbacks=list(callbacks),
     )
-    quiet_logs(trainer, config.progress)
+    quiet_logs(trainer, policy.progress)
     trainer.train()
     save_policy(trainer.model, tokenizer, out / "model")
     return trainer.model, tokenizer, trainer.state.log_history

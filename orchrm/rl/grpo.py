@@ -1,12 +1,12 @@
 """GRPO through TRL's `GRPOTrainer`, with Orch-RM or execution as the reward.
 
-Each step samples `num_generations` orchestrations for each of `prompts_per_step`
-training questions, rewards them (`orchrm.rl.rewards`), and moves the policy along the
-group-relative advantage r(x, z_n) - mean_j r(x, z_j) (`scale_rewards="none"`, the
-paper's; `group` also divides by the group's spread). With the Orch-RM reward no
-sub-agent runs at all. Everything runs on the CPU here; on a GPU the same config takes
-`use_vllm=True` (`RLConfig.vllm`) and a LoRA `peft_config` (`RLConfig.lora_r`); see
-docs/rl.md.
+Each step samples `GRPOConfig.num_generations` orchestrations for each of
+`prompts_per_step` training questions, rewards them (`orchrm.rl.rewards`), and moves the
+policy along the group-relative advantage r(x, z_n) - mean_j r(x, z_j)
+(`scale_rewards="none"`, the paper's; `group` also divides by the group's spread). With
+the Orch-RM reward no sub-agent runs at all. Everything runs on the CPU here; on a GPU
+the same config takes `use_vllm=True` (`GRPOConfig.vllm`) and a LoRA `peft_config`
+(`GRPOConfig.lora_r`); see docs/rl.md.
 """
 
 from __future__ import annotations
@@ -14,29 +14,30 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from orchrm.rl.config import RLConfig
+from orchrm.rl.config import GRPOConfig, PolicyConfig
 from orchrm.rl.policy import load_policy, save_policy
 
 
-def grpo_args(config: RLConfig, out: Path, save_steps: int):
-    """TRL's `GRPOConfig` for `config`. On a CPU: no vLLM, no mixed precision, no
-    activation checkpointing (TRL defaults meant for GPUs). On CUDA: bf16 where the GPU
-    has it, activation checkpointing for a LoRA run, vLLM when `config.vllm`."""
+def grpo_args(policy: PolicyConfig, config: GRPOConfig, out: Path):
+    """TRL's `GRPOConfig` for `policy` and `config`. On a CPU: no vLLM, no mixed
+    precision, no activation checkpointing (TRL defaults meant for GPUs). On CUDA: bf16
+    where the GPU has it, activation checkpointing for a LoRA run, vLLM when
+    `config.vllm`."""
     import torch
-    from trl import GRPOConfig
+    from trl import GRPOConfig as TRLGRPOConfig
 
     cuda = torch.cuda.is_available()
-    return GRPOConfig(
+    return TRLGRPOConfig(
         output_dir=str(out / "checkpoints"),
-        max_steps=config.steps,
-        learning_rate=config.lr,
+        max_steps=policy.steps,
+        learning_rate=policy.lr,
         lr_scheduler_type="constant_with_warmup",
-        warmup_steps=max(1, config.steps // 20),
-        per_device_train_batch_size=config.num_generations * config.prompts_per_step,
+        warmup_steps=max(1, policy.steps // 20),
+        per_device_train_batch_size=config.batch_size,
         gradient_accumulation_steps=1,
         num_generations=config.num_generations,
-        max_completion_length=config.max_completion_length,
-        temperature=config.temperature,
+        max_completion_length=policy.max_completion_length,
+        temperature=policy.temperature,
         beta=config.beta,
         scale_rewards=config.scale_rewards,
         use_cpu=not cuda,
@@ -44,26 +45,26 @@ def grpo_args(config: RLConfig, out: Path, save_steps: int):
         activation_checkpointing=cuda and config.lora_r > 0,
         use_vllm=config.vllm,
         **({"vllm_mode": "colocate"} if config.vllm else {}),
-        **shared_args(config, save_steps),
+        **shared_args(policy),
     )
 
 
-def shared_args(config: RLConfig, save_steps: int) -> dict:
+def shared_args(policy: PolicyConfig) -> dict:
     """The trainer arguments GRPO and DPO share: checkpoints, logging, seeds."""
     return {
         "disable_dropout": True,
         "save_strategy": "steps",
-        "save_steps": save_steps,
+        "save_steps": policy.checkpoint_every,
         "save_total_limit": 2,
-        "logging_steps": max(1, config.steps // 20),
+        "logging_steps": max(1, policy.steps // 20),
         "report_to": "none",
-        "disable_tqdm": not config.progress,
-        "seed": config.seed,
-        "data_seed": config.seed,
+        "disable_tqdm": not policy.progress,
+        "seed": policy.seed,
+        "data_seed": policy.seed,
     }
 
 
-def lora_config(config: RLConfig):
+def lora_config(config: GRPOConfig):
     """peft's `LoraConfig` on every linear layer when `config.lora_r`, else None."""
     if not config.lora_r:
         return None
@@ -88,26 +89,31 @@ def quiet_logs(trainer, progress: bool) -> None:
 
 
 def train_grpo(
-    config: RLConfig, policy_dir: str | Path, reward_func, rows: list[dict], out: Path, callbacks=()
+    policy: PolicyConfig,
+    config: GRPOConfig,
+    reward_func,
+    rows: list[dict],
+    out: Path,
+    callbacks=(),
 ):
-    """Train a copy of the policy in `policy_dir` with GRPO on the prompt `rows` (see
-    `orchrm.experiments.rl_data.prompt_rows`); checkpoints under OUT/checkpoints, the final
-    policy in OUT/model. Returns (model, tokenizer, the trainer's log history)."""
+    """Train a copy of the policy `policy.model` with GRPO on the prompt `rows` (`prompt`
+    and the columns `reward_func` reads; `orchrm.experiments.rl_data.prompt_rows` builds
+    them from tasks); checkpoints under OUT/checkpoints, the final policy in OUT/model.
+    Returns (model, tokenizer, the trainer's log history)."""
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    model, tokenizer = load_policy(policy_dir)
-    save_steps = max(1, config.steps // max(1, config.curve_points))
+    model, tokenizer = load_policy(policy.require_model())
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward_func,
-        args=grpo_args(config, out, save_steps),
+        args=grpo_args(policy, config, out),
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         callbacks=list(callbacks),
         peft_config=lora_config(config),
     )
-    quiet_logs(trainer, config.progress)
+    quiet_logs(trainer, policy.progress)
     with warnings.catch_warnings():  # transformers' own deprecated call, once per step
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
         trainer.train()

@@ -3,7 +3,7 @@ fine-tuning, and sampling.
 
 Offline there is no pretrained orchestrator LLM, so orchrm builds one: a byte-level BPE
 tokenizer trained on the world's orchestrator outputs and questions, and a small GPT-2
-(`PolicyConfig`) trained with supervised fine-tuning on (prompt -> the world's *base*
+(`TinyPolicyConfig`) trained with supervised fine-tuning on (prompt -> the world's *base*
 orchestrator's harmony text). It therefore starts as a "base orchestrator": it writes
 parseable plans with the base orchestrator's habits and ignores the question's cues, which
 is what reinforcement learning then has to fix. The saved policy is a standard Hugging
@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from orchrm.progress import progress_bar
-from orchrm.rl.config import PolicyConfig
+from orchrm.rl.config import TinyPolicyConfig
 
 PROMPT_TEMPLATE = "Task: {question}\nWrite the orchestration as harmony XML.\nPlan:\n"
 PAD, EOS = "<|pad|>", "<|endoftext|>"
@@ -74,7 +74,7 @@ def train_tokenizer(texts: list[str], vocab_size: int = 4096):
     return tokenizer
 
 
-def new_policy(tokenizer, config: PolicyConfig):
+def new_policy(tokenizer, config: TinyPolicyConfig):
     """A randomly initialized GPT-2 of `config`'s shape for `tokenizer`."""
     from transformers import GPT2Config, GPT2LMHeadModel
 

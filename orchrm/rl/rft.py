@@ -1,6 +1,6 @@
 """Rejection-sampling fine-tuning (RFT): sample, keep the best by execution, fine-tune.
 
-Each round samples `rft_samples` orchestrations per training question from the current
+Each round samples `RFTConfig.samples` orchestrations per training question from the current
 policy, executes every valid one on the sub-agents, keeps one that answered right per
 question (the cheapest to run, when several did; questions with none are skipped), and
 fine-tunes on the kept (prompt, orchestration) pairs with `orchrm.rl.policy.sft`. Its
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from orchrm.rl.config import RLConfig
+from orchrm.rl.config import PolicyConfig, RFTConfig
 from orchrm.rl.policy import load_policy, policy_prompt, sample, save_policy, sft
 from orchrm.rl.rewards import TokenLedger, run_plans, runnable
 from orchrm.runtime.backend import ChatBackend
@@ -25,7 +25,8 @@ def rft_round(
     model,
     tokenizer,
     rows: list[dict],
-    config: RLConfig,
+    policy: PolicyConfig,
+    config: RFTConfig,
     backend: ChatBackend,
     run_config: RunConfig,
     seed: int,
@@ -37,12 +38,12 @@ def rft_round(
         model,
         tokenizer,
         [policy_prompt(r["question"]) for r in rows],
-        config.rft_samples,
-        config.max_completion_length,
-        config.temperature,
+        config.samples,
+        policy.max_completion_length,
+        policy.temperature,
         seed,
         batch_size=256,
-        progress=config.progress,
+        progress=policy.progress,
         description="RFT sampling",
     )
     items, where = [], []
@@ -64,7 +65,7 @@ def rft_round(
     numbers = {
         "policy": sum(d.tokens for group in drawn for d in group),
         "execution": sum(r.total_tokens for r in results),
-        "correct": right / max(1, len(rows) * config.rft_samples),
+        "correct": right / max(1, len(rows) * config.samples),
         "kept": len(kept),
         "executions": len(items),
     }
@@ -72,8 +73,8 @@ def rft_round(
 
 
 def train_rft(
-    config: RLConfig,
-    policy_dir: str | Path,
+    policy: PolicyConfig,
+    config: RFTConfig,
     rows: list[dict],
     backend: ChatBackend,
     run_config: RunConfig,
@@ -81,16 +82,18 @@ def train_rft(
     out: Path,
     after_round: Callable[[object, int], None] | None = None,
 ):
-    """`rft_rounds` rounds splitting `config.steps` supervised steps; the policy after
-    each round is saved under OUT/checkpoints/round-N, the final one in OUT/model.
-    `after_round(model, step)` runs after each round (the training curve)."""
-    model, tokenizer = load_policy(policy_dir)
-    rounds = max(1, config.rft_rounds)
+    """`config.rounds` rounds splitting `policy.steps` supervised steps, starting from
+    `policy.model`, on the prompt `rows` (`prompt`, `question`, `task_id`, `answer`,
+    `domain`) executed on `backend`; the policy after each round is saved under
+    OUT/checkpoints/round-N, the final one in OUT/model. `after_round(model, step)` runs
+    after each round (the training curve)."""
+    model, tokenizer = load_policy(policy.require_model())
+    rounds = config.rounds
     done, executed = 0, 0
     for n in range(rounds):
-        steps = config.steps * (n + 1) // rounds - done
+        steps = policy.steps * (n + 1) // rounds - done
         kept, numbers = rft_round(
-            model, tokenizer, rows, config, backend, run_config, config.seed + n, executed
+            model, tokenizer, rows, policy, config, backend, run_config, policy.seed + n, executed
         )
         executed += numbers.pop("executions")
         ledger.add(done, **numbers)
@@ -100,10 +103,10 @@ def train_rft(
                 tokenizer,
                 kept,
                 steps,
-                config.num_generations * config.prompts_per_step,
-                config.lr,
-                config.seed + n,
-                config.progress,
+                config.batch_size,
+                policy.lr,
+                policy.seed + n,
+                policy.progress,
                 f"RFT round {n + 1}/{rounds}",
             )
         done += steps

@@ -116,7 +116,8 @@ def test_orchrm_reward_scores_valid_plans_and_penalizes_the_rest(rm_dir, world):
     out = reward(
         [""] * 4, completions, completion_ids=[[1] * 5, [1] * 3, [1], [1] * 2], question=question
     )
-    expected = rm.normalize(rm.score_texts([rm.render(question[0], runnable(valid))]))[0]
+    (scored,) = rm.score_texts([rm.render(question[0], runnable(valid))])
+    expected = rm.info.normalize([scored.score])[0]
     assert out[1] == out[2] == -7.0
     assert out[0] == pytest.approx(expected, abs=1e-5) and out[3] == out[0]
     row = ledger.rows[-1]
@@ -266,7 +267,8 @@ def test_verl_calls_compute_score_with_keywords(rm_dir, world, monkeypatch):
         data_source="world/math", solution_str=plan, ground_truth=tasks[0].answer, extra_info=extra
     )
     rm = OrchRM.load(rm_dir, device="cpu")
-    expected = rm.normalize(rm.score_texts([rm.render(tasks[0].question, runnable(plan))]))[0]
+    (scored,) = rm.score_texts([rm.render(tasks[0].question, runnable(plan))])
+    expected = rm.info.normalize([scored.score])[0]
     assert result["score"] == pytest.approx(expected, abs=1e-5) and result["valid"] == 1.0
     assert result["rm_tokens"] > 0
     bad = verl_reward.compute_score(

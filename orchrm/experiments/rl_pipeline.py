@@ -236,8 +236,8 @@ def compare(config: RLExperimentConfig, runs: list[str] | None = None, say=print
 def load_task_file(spec: str) -> list:
     """The tasks of `RLExperimentConfig.tasks`: `NAME:PATH` for a benchmark file, else a JSONL file
     of questions."""
-    from orchrm.tasks.loaders import BENCHMARKS, load_benchmark
-    from orchrm.tasks.run import load_tasks
+    from orchrm.tasks.benchmarks.registry import BENCHMARKS, load_benchmark
+    from orchrm.tasks.task import load_tasks
 
     name, sep, path = spec.partition(":")
     tasks = load_benchmark(name, path) if sep and name in BENCHMARKS else load_tasks(spec)

@@ -128,7 +128,7 @@ def test_nested_configs_are_nested_mappings(tmp_path):
     config = load_config(EvalConfig, path)
     assert (config.n, config.selector_options) == (4, SelectorOptions(0.9, 0.01, 0.25, "calls"))
     path.write_text("selector_options:\n  weight: 1\n")
-    with pytest.raises(ConfigError, match="unknown key 'selector_options.weight'"):
+    with pytest.raises(ConfigError, match=r"unknown key 'selector_options\.weight'"):
         load_config(EvalConfig, path)
 
 

@@ -2,35 +2,24 @@
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/long_render.py [--budgets 4096,8192,16384]
 
-Renders the cases of `tests/test_long_orchestrations.py` (every parsed record with a long
-thinking of real gpt-oss reasoning traces, a chain of agents per task and per file, and one
-long question) with `render_for_rm` at each budget, counted by the offline MiniLM's fast
-tokenizer (`render_budget`: special tokens left out) and by characters. Prints, per counter
-and budget: texts rendered a second (best of `--repeat` runs), tokens a second of input,
-mean and max tokens before and after the cut, how many texts were cut, the share of the
-thinking kept (its tokens after the cut over its tokens before, over all texts), and how
-much text the counter was given to read over the texts' own length (the work, which does
-not depend on the machine or its load).
+Renders the cases of `long_cases.py`, those `tests/test_long_orchestrations.py` checks
+(every parsed record with a long thinking of real gpt-oss reasoning traces, a chain of
+agents per task and per file, and one long question) with `render_for_rm` at each budget,
+counted by the offline MiniLM's fast tokenizer (`render_budget`: special tokens left out)
+and by characters. Prints, per counter and budget: texts rendered a second (best of
+`--repeat` runs), tokens a second of input, mean and max tokens before and after the cut,
+how many texts were cut, the share of the thinking kept (its tokens after the cut over its
+tokens before, over all texts), and how much text the counter was given to read over the
+texts' own length (the work, which does not depend on the machine or its load).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-# The cases live with the test; the repository root is on the path for them.
-from tests.test_long_orchestrations import (
-    COUNTERS,
-    LongCase,
-    budget_of,
-    count_many,
-    full_text,
-)
-from tests.test_long_orchestrations import long_cases as build_cases
+from long_cases import COUNTERS, LongCase, budget_of, count_many, full_text
+from long_cases import long_cases as build_cases
 
 
 def thinking_of(text: str) -> str:

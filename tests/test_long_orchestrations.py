@@ -8,125 +8,41 @@ by the offline MiniLM's fast tokenizer (`render_budget`) and by characters, the 
 fit, stay whole when it fits, lose thinking first and keep the structure and the question
 as the rules say; the work is linear in the text; and `orchrm pairs export` cuts texts to
 exactly the token counts the trainer (`orchrm.training.data.tokenize`) reads.
-`benchmarks/long_render.py` prints the same renders' speed and sizes.
+The cases and counters live in `benchmarks/long_cases.py`; `benchmarks/long_render.py`
+prints the same renders' speed and sizes.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
-from pathlib import Path
 
 import pytest
 
+from benchmarks.long_cases import (
+    COUNTERS,
+    WHOLE,
+    LongCase,
+    budget_of,
+    count_many,
+    full_text,
+    long_cases,
+)
 from orchrm.orchestration import (
     Agent,
-    DoM,
-    Edge,
     Orchestration,
     render_for_rm,
     rm_completion,
     rm_prompt,
 )
 from orchrm.orchestration.rm_text import QUESTION_SHARE, TokenCounter
-from orchrm.parse import ParseError, parse_record, read_records
 from tests.samples import DATA
 
 BUDGETS = (4096, 8192, 16384)
-COUNTERS = ("minilm", "chars")
-WIDTHS = (1, 2, 5, 17)
-"""How many reasoning traces make one record's long thinking, in turn over the records:
-about 1k, 2k, 5k and 17k MiniLM tokens, so each budget sees texts below and above it."""
-LONG_QUESTION_TRACES = 20
-"""Traces appended to one question to make it longer than half of the largest budget."""
 RECORD_CASES = 53
 """Records of the two files that `parse_record` reads (22 + 31, as tests/test_parse.py
 counts them); the other 31 have no agents to render."""
-WHOLE = 10**9
-"""A budget nothing reaches: the text as it is before any cut."""
-
-
-@dataclass(frozen=True)
-class LongCase:
-    """One (question, orchestration) to render; `record` and `orchestrator` (the file's
-    name) are set for a case made from one record."""
-
-    name: str
-    question: str
-    orchestration: Orchestration
-    record: dict | None = None
-    orchestrator: str = ""
-
-
-def _parsed(record: object) -> Orchestration | None:
-    try:
-        return parse_record(record)
-    except ParseError:
-        return None
-
-
-def _chain(question: str, group: list[tuple[dict, Orchestration]]) -> Orchestration:
-    """One graph of every agent of `group`, in a chain: each checks the one before it
-    against the question, so inputs are as long as the question; the thinking is every
-    record's trace."""
-    agents: list[Agent] = []
-    for k, (_, o) in enumerate(group):
-        a = o.agents[0]
-        wired = f"Check ${{{agents[-1].id}}} against the task: {question}" if agents else ""
-        agents.append(Agent(f"{a.id}_{k}", a.type, a.description, wired, a.debate_roles))
-    edges = tuple(Edge(x.id, y.id) for x, y in itertools.pairwise(agents))
-    thinking = "\n\n".join(r.get("thinking") or "" for r, _ in group)
-    return Orchestration(tuple(agents), edges, DoM.HIGH, thinking)
-
-
-def long_cases(data: Path = DATA) -> list[LongCase]:
-    """Every parsed record with a long thinking (`WIDTHS`), a chain per task and per file,
-    and one question of `LONG_QUESTION_TRACES` traces."""
-    cases: list[LongCase] = []
-    all_traces: list[str] = []
-    for path in sorted(data.glob("*.jsonl")):
-        rows = [(line, r, _parsed(r)) for line, r in read_records(path)]
-        traces = [r.get("thinking") or "" for _, r, _ in rows]
-        all_traces += traces
-        for i, (line, r, o) in enumerate(rows):
-            if o is None:
-                continue
-            width = WIDTHS[i % len(WIDTHS)]
-            thinking = "\n\n".join(traces[(i + k) % len(traces)] for k in range(width))
-            long = replace(o, thinking=thinking)
-            name = f"{path.stem}:{line} x{width}"
-            cases.append(LongCase(name, r["question"], long, r, path.stem))
-        parsed = [(r, o) for _, r, o in rows if o is not None]
-        tasks: dict[str, list[tuple[dict, Orchestration]]] = {}
-        for r, o in parsed:
-            tasks.setdefault(r["question"], []).append((r, o))
-        for n, (question, group) in enumerate(tasks.items()):
-            name = f"{path.stem} task {n}: chain of {len(group)}"
-            cases.append(LongCase(name, question, _chain(question, group)))
-        question = parsed[0][0]["question"]
-        name = f"{path.stem}: chain of all {len(parsed)}"
-        cases.append(LongCase(name, question, _chain(question, parsed)))
-    first = cases[0]
-    question = " ".join([first.question, *all_traces[:LONG_QUESTION_TRACES]])
-    cases.append(LongCase("question of 20 traces", question, first.orchestration))
-    return cases
-
-
-def budget_of(name: str, budget: int, tokenizer) -> tuple[int, TokenCounter]:
-    """(max_tokens, count_tokens) for `render_for_rm`: the MiniLM tokenizer's budget
-    (special tokens left out, as the trainer and `OrchRM.render` count), or characters."""
-    from orchrm.scoring.backbone import render_budget
-
-    return render_budget(tokenizer, budget) if name == "minilm" else (budget, len)
-
-
-def count_many(name: str, texts: list[str], tokenizer) -> list[int]:
-    """Each text's count by counter `name`; the tokenizer's in one batch."""
-    if name == "chars":
-        return [len(t) for t in texts]
-    return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
 
 @dataclass(frozen=True)
@@ -155,11 +71,6 @@ def render_cases(
     ]
 
 
-def full_text(case: LongCase) -> str:
-    """The text with nothing cut (the layout does not depend on the counter)."""
-    return render_for_rm(case.question, case.orchestration, WHOLE)
-
-
 # --------------------------------------------------------------------------- fixtures
 
 
@@ -176,7 +87,7 @@ def tokenizer():
 def cases() -> list[LongCase]:
     if not DATA.exists():
         pytest.skip(f"{DATA} is absent: the shared data folder is not beside this checkout")
-    return long_cases()
+    return long_cases(DATA)
 
 
 @pytest.fixture(scope="module")

@@ -464,6 +464,11 @@ def test_rl_command_sets_each_method_config(tmp_path, monkeypatch):
     assert (config.dpo.lr, config.dpo.beta) == (1e-4, 0.2)
     assert (config.grpo.beta, config.grpo.reward) == (0.05, "execution")
     assert config.rft.samples == 2 and config.tiny_policy == TinyPolicyConfig()
+    # OUT/config.yaml repeats the run; an option given beside it wins.
+    again = ["rl", "--config", str(tmp_path / "config.yaml"), "--rft-rounds", "3", "--quiet"]
+    result = CliRunner().invoke(app, again)
+    assert result.exit_code == 0, result.output
+    assert seen[1] == replace(config, rft=replace(config.rft, rounds=3))
 
 
 def test_the_rl_library_imports_no_world_experiment_or_store():

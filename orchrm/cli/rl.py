@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import typer
 
 from orchrm.cli.console import console, csv_values
 from orchrm.cli.options import config_options
+from orchrm.configs import dump_config
 from orchrm.experiments.rl_config import RLExperimentConfig
 
 FLAGS = {
@@ -39,12 +41,14 @@ def rl_command(
 ) -> None:
     """Train the orchestrator: GRPO with Orch-RM (no sub-agent runs) or execution as the
     reward, or the RFT and DPO baselines; evaluate on held-out world tasks; write
-    OUT/<run>/report.md (or OUT/report.md with --compare), report.json and curve.png."""
+    OUT/<run>/report.md (or OUT/report.md with --compare), report.json and curve.png;
+    OUT/config.yaml holds the settings, for `--config` to repeat the run."""
     from orchrm.experiments.rl_compare import terminal_report
     from orchrm.experiments.rl_pipeline import compare as run_compare
     from orchrm.experiments.rl_pipeline import grpo_on_tasks, run
 
     config = replace(config, policy=replace(config.policy, progress=not quiet))
+    dump_config(config, Path(config.out) / "config.yaml")
     say = lambda m: console.print(m, highlight=False, markup=False)  # noqa: E731
     if config.tasks:
         report = grpo_on_tasks(config, say)

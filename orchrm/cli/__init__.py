@@ -4,12 +4,12 @@ build the config, call the library, render the result)."""
 from __future__ import annotations
 
 import typer
-from typer.core import TyperGroup
 
 from orchrm import __version__
 from orchrm.cli.bestofn import cross_validate_command, eval_command
 from orchrm.cli.console import console, fail
 from orchrm.cli.demo import demo_command
+from orchrm.cli.help import HelpCommand, HelpGroup
 from orchrm.cli.parse import parse_command
 from orchrm.cli.rl import rl_command
 from orchrm.cli.rm import calibrate_command, evaluate_rm_command, score_command, train_command
@@ -21,7 +21,7 @@ from orchrm.cli.world import world_app
 from orchrm.errors import OrchrmError
 
 
-class OrchrmGroup(TyperGroup):
+class OrchrmGroup(HelpGroup):
     """The top command: a user's error (`OrchrmError`, or an OS error about a named file)
     is one line on stderr and exit status 2; anything else is a bug and keeps its
     traceback (exit status 1)."""
@@ -94,21 +94,21 @@ def main(
         quiet_third_party()
 
 
-app.command("parse")(parse_command)
-app.command("run")(run_command)
+app.command("parse", cls=HelpCommand)(parse_command)
+app.command("run", cls=HelpCommand)(run_command)
 app.add_typer(world_app, name="world")
-app.command("ingest")(ingest_command)
+app.command("ingest", cls=HelpCommand)(ingest_command)
 app.add_typer(store_app, name="store")
 app.add_typer(pairs_app, name="pairs")
-app.command("train")(train_command)
-app.command("evaluate-rm")(evaluate_rm_command)
-app.command("score")(score_command)
-app.command("calibrate")(calibrate_command)
-app.command("eval")(eval_command)
-app.command("cross-validate")(cross_validate_command)
-app.command("demo")(demo_command)
-app.command("serve")(serve_command)
-app.command("rl")(rl_command)
-app.command("view")(view_command)
+app.command("train", cls=HelpCommand)(train_command)
+app.command("evaluate-rm", cls=HelpCommand)(evaluate_rm_command)
+app.command("score", cls=HelpCommand)(score_command)
+app.command("calibrate", cls=HelpCommand)(calibrate_command)
+app.command("eval", cls=HelpCommand)(eval_command)
+app.command("cross-validate", cls=HelpCommand)(cross_validate_command)
+app.command("demo", cls=HelpCommand)(demo_command)
+app.command("serve", cls=HelpCommand)(serve_command)
+app.command("rl", cls=HelpCommand)(rl_command)
+app.command("view", cls=HelpCommand)(view_command)
 
 __all__ = ["app"]

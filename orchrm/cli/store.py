@@ -19,6 +19,7 @@ from orchrm.cli.console import (
     print_problems,
     warn,
 )
+from orchrm.cli.help import HelpCommand, HelpGroup
 from orchrm.cli.options import config_options
 from orchrm.jsonl import printable
 from orchrm.store.config import MineConfig
@@ -118,10 +119,10 @@ def _print_ingest(summaries: list, store: Path, details: bool) -> None:
     print_problems(problems, None if details else EXAMPLES)
 
 
-store_app = typer.Typer(help="The artifact store.", no_args_is_help=True)
+store_app = typer.Typer(cls=HelpGroup, help="The artifact store.", no_args_is_help=True)
 
 
-@store_app.command("stats")
+@store_app.command("stats", cls=HelpCommand)
 def store_stats(
     store: Path = STORE_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
@@ -166,7 +167,9 @@ def store_stats(
         console.print(pairs)
 
 
-pairs_app = typer.Typer(help="Win/lose pairs: mine and export.", no_args_is_help=True)
+pairs_app = typer.Typer(
+    cls=HelpGroup, help="Win/lose pairs: mine and export.", no_args_is_help=True
+)
 
 
 def _ratio(text: str) -> dict[str, float]:
@@ -194,7 +197,7 @@ def _spell_list(values: tuple) -> str:
     return ",".join(map(str, values))
 
 
-@pairs_app.command("mine")
+@pairs_app.command("mine", cls=HelpCommand)
 @config_options(
     MineConfig,
     flags={"cap_per_task": "--cap", "allow_invalid_rejected": "--invalid-rejected"},
@@ -273,7 +276,7 @@ def _print_mined(summary, config: MineConfig) -> None:
             )
 
 
-@pairs_app.command("export")
+@pairs_app.command("export", cls=HelpCommand)
 def pairs_export(
     out: Path = typer.Option(
         ..., "--out", help="Folder (jsonl, parquet) or file (orchrm-datasets)."

@@ -9,14 +9,15 @@ import typer
 from rich.table import Table
 
 from orchrm.cli.console import console, fail
+from orchrm.cli.help import HelpCommand, HelpGroup
 from orchrm.cli.options import spelled_as
 
 world_app = typer.Typer(
-    help="The offline world: a benchmark with ground truth.", no_args_is_help=True
+    cls=HelpGroup, help="The offline world: a benchmark with ground truth.", no_args_is_help=True
 )
 
 
-@world_app.command("generate")
+@world_app.command("generate", cls=HelpCommand)
 @spelled_as({"--tasks": "--num-tasks (--tasks is a task file in `orchrm run`)"})
 def world_generate(
     preset: str = typer.Option("math", "--preset", help="math, search, multihop or science."),
@@ -40,7 +41,7 @@ def world_generate(
     )
 
 
-@world_app.command("stats")
+@world_app.command("stats", cls=HelpCommand)
 @spelled_as({"--tasks": "--num-tasks", "--n": "--samples"})
 def world_stats_command(
     presets: str = typer.Option(

@@ -8,7 +8,7 @@ a mean over tasks with a 95% bootstrap interval over tasks:
   what executing the policy's orchestration scores on average, without execution noise.
   The main comparison uses it: its intervals are several times tighter.
 - executed: each orchestration run once on the world's sub-agents, graded.
-- majority@N: the N executions vote on the answer (`orchrm.select.majority_selector`).
+- majority@N: the N executions vote on the answer (`orchrm.selection.selectors.majority_selector`).
 """
 
 from __future__ import annotations

@@ -187,7 +187,7 @@ def build_rm(config: RLExperimentConfig, logs: WorldLogs, say=print) -> Path:
 
 def dpo_rows(config: RLExperimentConfig, logs: WorldLogs) -> list[dict]:
     """DPO's preference rows in the policy's prompt format: the mined pairs' raw
-    orchestrator texts (`orchrm.pairs.export_orchrm_datasets`), `prompt` = the policy
+    orchestrator texts (`orchrm.store.pairs.export_orchrm_datasets`), `prompt` = the policy
     prompt of the question."""
     from orchrm.store.db import Store
     from orchrm.store.pairs import export_orchrm_datasets

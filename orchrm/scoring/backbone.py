@@ -66,7 +66,7 @@ def token_counter(tokenizer) -> TokenCounter:
 
 
 def render_budget(tokenizer, max_length: int) -> tuple[int, TokenCounter]:
-    """(`max_tokens`, `count_tokens`) for `render_for_rm` and `orchrm.pairs.export` so a
+    """(`max_tokens`, `count_tokens`) for `render_for_rm` and `orchrm.store.pairs.export` so a
     text plus the tokenizer's special tokens fits `max_length`: the budget `OrchRM.render`
     scores with. Pairs exported with it train on exactly the texts the model scores."""
     return max_length - tokenizer.num_special_tokens_to_add(), token_counter(tokenizer)

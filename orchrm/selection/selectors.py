@@ -105,7 +105,7 @@ def logp_selector(task: CandidateSet) -> Selection:
 def majority_selector(task: CandidateSet) -> Selection:
     """Execute all N and vote on their answers (ties: the answer seen first); the chosen
     candidate is the first one that gave the winning answer. Answers that say the same
-    thing vote together (`orchrm.grading.answer_key`: "(B)" and "The answer is B" on
+    thing vote together (`orchrm.tasks.grading.answer_key`: "(B)" and "The answer is B" on
     GPQA, "1,000" and "1000", "Paris." and "paris")."""
     answers = [answer_key(c.answer, task.domain) for c in task.candidates]
     counts = Counter(a for a in answers if a is not None)

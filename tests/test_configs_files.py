@@ -224,3 +224,17 @@ def test_cross_validate_takes_its_nested_configs_and_writes_them(monkeypatch, tm
     assert (config.train.epochs, config.train.lr, config.train.max_steps) == (5.0, 1e-4, 3)
     assert (config.mine.cap_per_task, config.mine.specialized) == (4, ("a", "b"))
     assert load_config(LotoConfig, out / "config.yaml") == config
+
+
+def test_the_memory_plan_reads_a_recipe_and_its_options_override_it(capsys):
+    import json
+
+    from orchrm.memplan.plan import main, plan_from_train_config
+
+    recipe = ROOT / "configs" / "demo-rm.yaml"
+    main(["--config", str(recipe), "--json"])
+    planned = json.loads(capsys.readouterr().out)
+    expected = plan_from_train_config(load_config(TrainConfig, recipe)).to_dict()
+    assert planned == json.loads(json.dumps(expected))
+    main(["--config", str(recipe), "--max-length", "64", "--json"])
+    assert json.loads(capsys.readouterr().out)["max_length"] == 64

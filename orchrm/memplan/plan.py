@@ -3,6 +3,7 @@
     python -m orchrm.memplan.plan BACKBONE_DIR_OR_CONFIG --max-length 4096 --micro-batch-pairs 1 \\
         --lora --gradient-checkpointing --zero-stage 3 --num-devices 8 --peak-flops H100
     python -m orchrm.memplan.plan llama-3.1-8b --max-length 4096 --lora   # a named shape
+    python -m orchrm.memplan.plan --config configs/skywork-8b-lora.yaml --peak-flops H100
 
 From the backbone's `config.json` alone (`orchrm.memplan.shapes`): parameters and
 trainable parameters; bytes per device for weights, gradients, AdamW state (two fp32
@@ -118,10 +119,6 @@ class PlanSettings:
                 f"attn_implementation must be one of {', '.join(ATTENTION)}, "
                 f"not {self.attn_implementation!r}"
             )
-
-
-
-
 
 
 def _resolve_peak(
@@ -313,11 +310,12 @@ def _dtype_of(train_config, cuda: bool) -> str:
     return resolve_dtype(dtype, torch.device("cuda" if cuda else "cpu"))
 
 
-def plan_from_train_config(train_config, num_devices: int = 1, zero_stage: int = 0) -> TrainingPlan:
-    """The plan of an `orchrm.training.config.TrainConfig`: its backbone ('' : the offline
-    MiniLM), `max_length`, `batch_size` pairs (fewer when `max_tokens_per_batch` holds
-    fewer texts of `max_length`), LoRA, precision, attention and checkpointing, each
-    left open (auto, None) resolved as `orchrm train` resolves it on this machine."""
+def train_settings(train_config) -> tuple[str, dict[str, Any]]:
+    """The backbone ('' : the offline MiniLM) and the `PlanSettings` fields an
+    `orchrm.training.config.TrainConfig` sets: `max_length`, `batch_size` pairs (fewer
+    when `max_tokens_per_batch` holds fewer texts of `max_length`), LoRA, precision,
+    attention, checkpointing and peak FLOP/s, each left open (auto, None) resolved as
+    `orchrm train` resolves it on this machine."""
     import torch
 
     from orchrm.scoring.backbone import default_backbone
@@ -334,19 +332,23 @@ def plan_from_train_config(train_config, num_devices: int = 1, zero_stage: int =
     if checkpointing is None:  # orchrm.training.build.load_for_training's rule
         big = count_parameters(_backbone(backbone)).total > 1e9
         checkpointing = cuda and (lora or big)
-    return plan_training(
-        backbone,
-        max_length=max_length,
-        micro_batch_pairs=pairs,
-        dtype=_dtype_of(train_config, cuda),
-        lora=lora,
-        lora_r=getattr(train_config, "lora_r", 32),
-        gradient_checkpointing=checkpointing,
-        attn_implementation=getattr(train_config, "attn_implementation", None) or "sdpa",
-        zero_stage=zero_stage,
-        num_devices=num_devices,
-        peak_flops=getattr(train_config, "peak_flops", None),
-    )
+    return backbone, {
+        "max_length": max_length,
+        "micro_batch_pairs": pairs,
+        "dtype": _dtype_of(train_config, cuda),
+        "lora": lora,
+        "lora_r": getattr(train_config, "lora_r", 32),
+        "gradient_checkpointing": checkpointing,
+        "attn_implementation": getattr(train_config, "attn_implementation", None) or "sdpa",
+        "peak_flops": getattr(train_config, "peak_flops", None),
+    }
+
+
+def plan_from_train_config(train_config, num_devices: int = 1, zero_stage: int = 0) -> TrainingPlan:
+    """The plan of an `orchrm.training.config.TrainConfig` (`train_settings`) over
+    `num_devices` at ZeRO stage `zero_stage`."""
+    backbone, settings = train_settings(train_config)
+    return plan_training(backbone, zero_stage=zero_stage, num_devices=num_devices, **settings)
 
 
 def _peak_flops_arg(text: str) -> float | str:
@@ -361,23 +363,42 @@ PLAN_OPTIONS = {f.name for f in fields(PlanSettings)} - {"device_memory"}
 
 
 def argument_parser() -> argparse.ArgumentParser:
-    """The command's options; a setting left out keeps `PlanSettings`' default."""
+    """The command's options; a setting left out keeps the `--config` recipe's, else
+    `PlanSettings`' default. The options that set a `TrainConfig` field take its help."""
+    from orchrm.configs import field_help
+    from orchrm.training.config import TrainConfig
+
+    helps = {k: v.replace("%", "%%") for k, v in field_help(TrainConfig).items()}
     parser = argparse.ArgumentParser(
         prog="python -m orchrm.memplan.plan",
         description="Plan a reward model's training memory and time.",
     )
-    parser.add_argument("config", help="model directory, config.json, or " + ", ".join(PRESETS))
-    parser.add_argument("--max-length", type=int, required=True, help="tokens per text")
-    parser.add_argument("--micro-batch-pairs", type=int, default=1, help="pairs per forward pass")
-    parser.add_argument("--dtype", choices=("bf16", "fp32"))
-    parser.add_argument("--lora", action=argparse.BooleanOptionalAction)
-    parser.add_argument("--lora-r", type=int)
+    parser.add_argument(
+        "config",
+        nargs="?",
+        help="model directory, config.json, or " + ", ".join(PRESETS) + " (default: the "
+        "--config recipe's backbone)",
+    )
+    parser.add_argument(
+        "--config",
+        dest="config_file",
+        metavar="FILE.yaml",
+        help="An `orchrm train` recipe (configs/*.yaml, a run's config.yaml): the plan of "
+        "that training; the options given here override it.",
+    )
+    parser.add_argument("--max-length", type=int, help=helps["max_length"])
+    parser.add_argument("--micro-batch-pairs", type=int, help="pairs per forward pass")
+    parser.add_argument("--dtype", choices=("bf16", "fp32"), help=helps["dtype"])
+    parser.add_argument("--lora", action=argparse.BooleanOptionalAction, help=helps["lora"])
+    parser.add_argument("--lora-r", type=int, help=helps["lora_r"])
     parser.add_argument(
         "--gradient-checkpointing",
         action=argparse.BooleanOptionalAction,
         help="default: on only when the peak without it does not fit the device",
     )
-    parser.add_argument("--attn-implementation", choices=ATTENTION)
+    parser.add_argument(
+        "--attn-implementation", choices=ATTENTION, help=helps["attn_implementation"]
+    )
     parser.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3))
     parser.add_argument("--num-devices", type=int)
     parser.add_argument("--mfu", type=float, help="model FLOPs utilization")
@@ -396,12 +417,26 @@ def main(argv: list[str] | None = None) -> None:
     """Print the plan (text, or JSON with --json); a bad setting: one line, exit 2."""
     import json
 
-    args = argument_parser().parse_args(argv)
+    from orchrm.configs import load_config
+    from orchrm.training.config import TrainConfig
+
+    parser = argument_parser()
+    args = parser.parse_args(argv)
     settings = {k: v for k, v in given(args).items() if k in PLAN_OPTIONS}
     if args.device_memory_gib is not None:
         settings["device_memory"] = int(args.device_memory_gib * GIB)
     try:
-        plan = plan_training(args.config, **settings)
+        backbone = args.config
+        if args.config_file is not None:
+            recipe_backbone, recipe = train_settings(load_config(TrainConfig, args.config_file))
+            backbone = backbone or recipe_backbone
+            settings = {**recipe, **settings}
+        if backbone is None:
+            parser.error("give a backbone (model directory, config.json or name) or --config")
+        if "max_length" not in settings:
+            parser.error("give --max-length (or a --config recipe)")
+        settings.setdefault("micro_batch_pairs", 1)
+        plan = plan_training(backbone, **settings)
     except OrchrmError as err:
         print(f"orchrm plan: {err}", file=sys.stderr)
         sys.exit(2)

@@ -100,6 +100,18 @@ def _field_option(
 
 
 @dataclasses.dataclass(frozen=True)
+class ConfigOptions:
+    """What `config_options` made of a config for one command."""
+
+    config: Any
+    """The defaults (an instance of the config class)."""
+    options: tuple[str, ...]
+    """The dotted path of every field that is an option."""
+    left_out: frozenset[str]
+    """Fields the command sets from its own arguments."""
+
+
+@dataclasses.dataclass(frozen=True)
 class _Entry:
     """One option a config gives: the field at `path` (names from the top config down)."""
 
@@ -123,31 +135,26 @@ class _Entry:
 
 def _entries(
     base: Any,
-    names: Iterable[str] | None,
     leave_out: set[str],
     parsed: set[str],
     path: tuple[str, ...] = (),
     panel: str | None = None,
     inside_internal: tuple[str, ...] = (),
 ) -> list[_Entry]:
-    """Every field of `base` (or those in `names`) that is an option, nested configs'
-    fields in their place; a field whose type no option spells (a mapping) is read from a
-    config file only, unless a `parser` is given for it."""
+    """Every field of `base` that is an option, nested configs' fields in their place; a
+    field whose type no option spells (a mapping) is read from a config file only, unless
+    a `parser` is given for it."""
     cls = type(base)
     hints, helps = typing.get_type_hints(cls), field_help(cls)
-    wanted = None if names is None else list(names)
     out = []
     for f in dataclasses.fields(cls):
         key = ".".join((*path, f.name))
-        if wanted is not None and f.name not in wanted:
-            continue
         if is_internal(f) or f.name in inside_internal or key in leave_out:
             continue
         inner = nested_config(hints[f.name])
-        if inner is not None and wanted is None:
+        if inner is not None:
             out += _entries(
                 getattr(base, f.name),
-                None,
                 leave_out,
                 parsed,
                 (*path, f.name),
@@ -193,7 +200,6 @@ def _panel_rank(entries: list[_Entry]) -> dict[str | None, int]:
 
 def config_options(
     config: Any,
-    names: Iterable[str] | None = None,
     *,
     into: str = "config",
     flags: Mapping[str, str] | None = None,
@@ -214,17 +220,16 @@ def config_options(
     the file), `leave_out` fields are no options (the command sets them from its own
     arguments) and `settings` adds typer.Option arguments (`envvar`, ...), among them a
     `parser` (and `spell`, its inverse for the help): the field is then given as one text
-    that the parser reads. `names` instead lists the only fields that are options (no
-    nesting, no file). Every option's field must have a help text."""
+    that the parser reads. Every option's field must have a help text."""
     base = config() if isinstance(config, type) else config
     settings = dict(settings or {})
     parsed = {k for k, s in settings.items() if "parser" in s}
-    entries = _entries(base, names, set(leave_out), parsed)
+    entries = _entries(base, set(leave_out), parsed)
     flag_of = _flags(entries, flags or {})
     rank = _panel_rank(entries)
     entries.sort(key=lambda e: rank[e.panel])
     required = set(required)
-    with_file = config_file and names is None
+    with_file = config_file
     made = [
         _field_option(
             e.param,
@@ -258,6 +263,8 @@ def config_options(
                 annotation=typing.Optional[Path],  # noqa: UP045
             ),
         )
+
+    exposed = ConfigOptions(base, tuple(e.key for e in entries), frozenset(leave_out))
 
     def wrap(command: Callable) -> Callable:
         own = inspect.signature(command)
@@ -293,6 +300,8 @@ def config_options(
 
         parameters = sorted([*kept, *made], key=lambda p: p.kind)
         run.__signature__ = own.replace(parameters=parameters)  # type: ignore[attr-defined]
+        # What the command exposes, for the test that holds every field to an option.
+        run.config_options = exposed
         run.__annotations__ = {p.name: p.annotation for p in parameters}
         return run
 

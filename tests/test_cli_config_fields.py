@@ -48,7 +48,7 @@ def test_every_config_field_of_every_command_is_reachable():
         if exposed is None:
             continue
         seen.append(" ".join(path))
-        for key, f, hint in _fields(exposed.config):
+        for key, _field, hint in _fields(exposed.config):
             if key in exposed.options or key in exposed.left_out or _file_only(hint):
                 continue
             unreachable.append(f"orchrm {' '.join(path)}: {key} ({hint})")

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
-
 import pytest
 from typer.testing import CliRunner
 
@@ -33,10 +31,8 @@ def world_log(tmp_path_factory):
     return log
 
 
-def test_the_options_default_to_what_the_line_up_builds_without_them():
-    defaults = LineupInputs()
-    for f in fields(SelectorOptions):
-        assert getattr(SelectorOptions(), f.name) == getattr(defaults, f.name), f.name
+def test_the_line_up_builds_with_the_options_defaults_when_given_none():
+    assert LineupInputs().options == SelectorOptions()
 
 
 def test_eval_options_reach_the_line_up_inputs(monkeypatch, world_log, tmp_path):
@@ -56,10 +52,13 @@ def test_eval_options_reach_the_line_up_inputs(monkeypatch, world_log, tmp_path)
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
     left_out, set_ = seen
-    assert (left_out.cost_weight, left_out.cost_measure) == (0.1, "tokens")
-    assert (left_out.adaptive_confidence, left_out.adaptive_tolerance) == (0.9, 0.01)
-    assert (set_.cost_weight, set_.cost_measure) == (0.5, "critical_path_calls")
-    assert (set_.adaptive_confidence, set_.adaptive_tolerance) == (0.75, 0.05)
+    assert left_out.options == SelectorOptions()
+    assert set_.options == SelectorOptions(
+        adaptive_confidence=0.75,
+        adaptive_tolerance=0.05,
+        cost_weight=0.5,
+        cost_measure="critical_path_calls",
+    )
 
 
 def test_the_selectors_are_built_with_the_options(world_log):
@@ -67,7 +66,7 @@ def test_the_selectors_are_built_with_the_options(world_log):
     options = SelectorOptions(
         adaptive_confidence=0.6, adaptive_tolerance=0.2, cost_weight=2.0, cost_measure="calls"
     )
-    chosen = build_lineup(tasks, rm_selector=_ready, **asdict(options)).selectors
+    chosen = build_lineup(tasks, rm_selector=_ready, options=options).selectors
     cost, adaptive = chosen["orchrm-cost"], chosen["orchrm-adaptive"]
     assert (cost.cost_weight, cost.measure) == (2.0, "calls")
     assert (adaptive.confidence, adaptive.tolerance) == (0.6, 0.2)

@@ -13,6 +13,7 @@ import pytest
 from orchrm.calibration.methods import PlattCalibration, calibration_from_metadata
 from orchrm.parse import ParseError, parse_harmony
 from orchrm.selection.cost import predict_cost
+from orchrm.selection.options import SelectorOptions
 from orchrm.selection.registry import LineupInputs, line_up
 from orchrm.selection.selectors import Candidate, CandidateSet
 from orchrm.serve.select import SERVED
@@ -55,7 +56,7 @@ def here(model, name: str, question: str, texts, answers=None, **options):
         Candidate(_plan(t), answer=a, orch_id=str(i))
         for i, (t, a) in enumerate(zip(texts, answers, strict=True))
     )
-    selector = line_up(LineupInputs(rm=model, **options))[name]
+    selector = line_up(LineupInputs(rm=model, options=SelectorOptions(**options)))[name]
     return selector(CandidateSet("t", question, candidates))
 
 

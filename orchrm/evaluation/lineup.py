@@ -9,7 +9,7 @@ expected accuracy. `evaluate_tasks` and `evaluate_logs` run a line-up at N = 1, 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from orchrm.errors import InputError
@@ -38,7 +38,7 @@ def build_lineup(
 ) -> LineUp:
     """The selectors that can run with what is given: `inputs` are `LineupInputs` fields,
     the models (`rm`, `external_rm`, `mixed_rm`, `unified_rm`, `rm_selector`), `seed`,
-    and how the selectors choose (`cost_weight`, `adaptive_confidence`, ...:
+    and how the selectors choose (`options`: an
     `orchrm.selection.options.SelectorOptions`). With `world_tasks` (the `WorldTask`s the
     logs were generated from) the world's simulated judge replaces `judge`, `bayes`
     joins, and every candidate is re-executed `reruns` times; raises ValueError naming a
@@ -208,12 +208,10 @@ def evaluate_held_out(config: EvalConfig, say=print, progress: bool = True) -> H
         judge=judge,
         world_tasks=worlds,
         reruns=config.reruns,
-        **asdict(config.selector_options),
+        options=config.selector_options,
     )
     evaluations = [
         evaluate_tasks(group, lineup.selectors, config.n, name, progress)
         for name, group in by_domain(lineup.tasks).items()
     ]
-    return HeldOut(
-        evaluations, first_candidates(lineup.tasks, config.n), offline_selectors(lineup)
-    )
+    return HeldOut(evaluations, first_candidates(lineup.tasks, config.n), offline_selectors(lineup))

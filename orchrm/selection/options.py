@@ -13,8 +13,9 @@ from orchrm.selection.cost import MEASURES
 
 @dataclass(frozen=True)
 class SelectorOptions:
-    """The settings of `orchrm-adaptive` and `orchrm-cost` (`orchrm.selection.registry.
-    LineupInputs` fields of the same names)."""
+    """The settings of `orchrm-adaptive` and `orchrm-cost`, declared here once: `orchrm
+    eval`'s options, `orchrm serve`'s `selector_options` and the line-up's
+    `LineupInputs.options` all read them."""
 
     adaptive_confidence: float = setting(0.9, min=0.0, max=1.0)
     """orchrm-adaptive on a model without a calibration: stop drawing candidates once

@@ -11,10 +11,11 @@ scores, so each plan is scored once for all of them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from orchrm.scoring.base import ModelInfo
 from orchrm.selection.judges import llm_judge
+from orchrm.selection.options import SelectorOptions
 from orchrm.selection.selectors import (
     AdaptiveSelector,
     CostAwareSelector,
@@ -54,16 +55,8 @@ class LineupInputs:
     """The candidates carry the world's true success probabilities (`bayes`)."""
     seed: int = 0
     """Seeds `random`."""
-    adaptive_confidence: float = 0.9
-    """`orchrm-adaptive` on a model without a calibration: stops drawing once the chance
-    that a later draw scores above its best so far is at most 1 - this."""
-    adaptive_tolerance: float = 0.01
-    """`orchrm-adaptive` on a calibrated model: stops drawing once the accuracy it
-    expects to lose by stopping is at most this."""
-    cost_weight: float = 0.1
-    """`orchrm-cost`: reward spreads a doubling of the predicted cost is worth."""
-    cost_measure: str = "tokens"
-    """`orchrm-cost`: the predicted cost it weighs (tokens, calls, critical_path_calls)."""
+    options: SelectorOptions = field(default_factory=SelectorOptions)
+    """How `orchrm-adaptive` and `orchrm-cost` choose."""
     cost_model: object | None = None
     """`orchrm-cost`: an `orchrm.selection.cost.CostModel` fitted on logs (None: its
     defaults)."""
@@ -119,8 +112,8 @@ def _adaptive(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
     return AdaptiveSelector(
         built["orchrm"],
         _info(inputs),
-        inputs.adaptive_confidence,
-        tolerance=inputs.adaptive_tolerance,
+        inputs.options.adaptive_confidence,
+        tolerance=inputs.options.adaptive_tolerance,
     )
 
 
@@ -128,8 +121,8 @@ def _cost(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
     return CostAwareSelector(
         built["orchrm"],
         _info(inputs),
-        cost_weight=inputs.cost_weight,
-        measure=inputs.cost_measure,
+        cost_weight=inputs.options.cost_weight,
+        measure=inputs.options.cost_measure,
         run_config=inputs.run_config,
         cost_model=inputs.cost_model,
     )

@@ -217,8 +217,7 @@ def select_job(body: SelectBody, results: list[Scored], metadata: dict) -> Selec
 def choose(job: SelectJob) -> Choice:
     """Run the job's selector, from the registry, on the scores (a prepare worker's job)."""
     base = _ServedScores(list(job.scores), list(job.tokens))
-    options = dataclasses.asdict(job.options)
-    inputs = LineupInputs(rm_info=ModelInfo(job.metadata), rm_selector=base, **options)
+    inputs = LineupInputs(rm_info=ModelInfo(job.metadata), rm_selector=base, options=job.options)
     chosen = BY_NAME[job.selector].build(inputs, {"orchrm": base})(job.task)
     drawn = chosen.drawn if chosen.drawn is not None else len(job.task.candidates)
     return Choice(chosen.index, tuple(chosen.scores), tuple(chosen.executed), drawn)

@@ -71,3 +71,14 @@ def orchrm_cli() -> Callable[..., subprocess.CompletedProcess]:
         )
 
     return run
+
+
+def every_command(command, path=()):
+    """Every command under `command` with its path, groups included."""
+    import typer
+
+    yield path, command
+    if hasattr(command, "list_commands"):
+        ctx = typer.Context(command)
+        for name in command.list_commands(ctx):
+            yield from every_command(command.get_command(ctx, name), (*path, name))

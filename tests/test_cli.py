@@ -59,25 +59,15 @@ def test_parse_missing_file_fails_clearly_and_the_others_are_still_counted(tmp_p
     ]
 
 
-def _commands(command, path=()):
-    """Every command under `command` with its path, groups included."""
-    import typer
-
-    yield path, command
-    if hasattr(command, "list_commands"):
-        ctx = typer.Context(command)
-        for name in command.list_commands(ctx):
-            yield from _commands(command.get_command(ctx, name), (*path, name))
-
-
 def test_every_option_of_every_command_has_a_help_text():
     from typer.main import get_command
 
     from orchrm.cli import app
+    from tests.conftest import every_command
 
     missing = [
         f"{' '.join(path)} {param.opts[0]}"
-        for path, command in _commands(get_command(app))
+        for path, command in every_command(get_command(app))
         for param in command.params
         if param.param_type_name == "option" and not param.hidden and not (param.help or "").strip()
     ]

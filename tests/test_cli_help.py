@@ -12,20 +12,9 @@ from typer.testing import CliRunner
 
 from orchrm.cli import app
 from orchrm.cli.help import first_sentence
+from tests.conftest import every_command
 
-
-def _commands(command, path=()):
-    """Every command under `command` with its path, groups included."""
-    import typer
-
-    yield path, command
-    if hasattr(command, "list_commands"):
-        ctx = typer.Context(command)
-        for name in command.list_commands(ctx):
-            yield from _commands(command.get_command(ctx, name), (*path, name))
-
-
-COMMANDS = list(_commands(get_command(app)))
+COMMANDS = list(every_command(get_command(app)))
 
 
 @pytest.mark.parametrize(

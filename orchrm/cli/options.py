@@ -198,6 +198,61 @@ def _panel_rank(entries: list[_Entry]) -> dict[str | None, int]:
     return {p: i for i, p in enumerate(order)}
 
 
+FILE_PARAM, CONTEXT_PARAM = "config_file__", "context__"
+
+
+def _parameters(
+    entries: list[_Entry],
+    flag_of: Mapping[str, str],
+    required: set[str],
+    settings: Mapping[str, Mapping[str, Any]],
+) -> list[inspect.Parameter]:
+    """The `--config` parameter, one typer option per entry, and the command's context,
+    which tells an option given on the command line from one left at its default."""
+    made = [
+        _field_option(
+            e.param,
+            None if e.key in required and not e.default else e.default,
+            _with_choices(e.hint, e.field.metadata),
+            help=e.help,
+            flag=flag_of[e.key],
+            settings={
+                **_bounds(e.field.metadata),
+                **({"rich_help_panel": e.panel} if e.panel else {}),
+                **settings.get(e.key, {}),
+            },
+        )
+        for e in entries
+    ]
+    config_file = inspect.Parameter(
+        FILE_PARAM,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=typer.Option(
+            None, "--config", metavar="FILE.yaml", help=CONFIG_HELP, dir_okay=False
+        ),
+        annotation=typing.Optional[Path],  # noqa: UP045
+    )
+    context = inspect.Parameter(
+        CONTEXT_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context
+    )
+    return [config_file, *made, context]
+
+
+def _given(entries: list[_Entry], values: dict[str, Any], ctx, parsed: set[str]) -> dict:
+    """The options the command line (or an environment variable) gave, by dotted path;
+    `values` loses every entry's parameter."""
+    given = {}
+    for e in entries:
+        value = values.pop(e.param)
+        source = ctx.get_parameter_source(e.param)
+        if getattr(source, "name", None) in _LEFT_OUT:
+            continue  # left out: the file's value, else the config's
+        if value is None and (e.key in parsed or _repeated(e.hint)):
+            continue
+        given[e.key] = tuple(value) if _repeated(e.hint) and e.key not in parsed else value
+    return given
+
+
 def config_options(
     config: Any,
     *,
@@ -206,7 +261,6 @@ def config_options(
     required: Iterable[str] = (),
     settings: Mapping[str, Mapping[str, Any]] | None = None,
     leave_out: Iterable[str] = (),
-    config_file: bool = True,
 ) -> Callable[[Callable], Callable]:
     """Give a command one option per field of the dataclass `config` (a class, or an
     instance whose values are the defaults) that the code does not set, and one per field
@@ -229,41 +283,7 @@ def config_options(
     rank = _panel_rank(entries)
     entries.sort(key=lambda e: rank[e.panel])
     required = set(required)
-    with_file = config_file
-    made = [
-        _field_option(
-            e.param,
-            None if e.key in required and not e.default else e.default,
-            _with_choices(e.hint, e.field.metadata),
-            help=e.help,
-            flag=flag_of[e.key],
-            settings={
-                **_bounds(e.field.metadata),
-                **({"rich_help_panel": e.panel} if e.panel else {}),
-                **settings.get(e.key, {}),
-            },
-        )
-        for e in entries
-    ]
-    file_param, context_param = "config_file__", "context__"
-    # The command's context tells an option given on the command line from one left at
-    # its default.
-    made.append(
-        inspect.Parameter(context_param, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
-    )
-    if with_file:
-        made.insert(
-            0,
-            inspect.Parameter(
-                file_param,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=typer.Option(
-                    None, "--config", metavar="FILE.yaml", help=CONFIG_HELP, dir_okay=False
-                ),
-                annotation=typing.Optional[Path],  # noqa: UP045
-            ),
-        )
-
+    made = _parameters(entries, flag_of, required, settings)
     exposed = ConfigOptions(base, tuple(e.key for e in entries), frozenset(leave_out))
 
     def wrap(command: Callable) -> Callable:
@@ -277,25 +297,13 @@ def config_options(
 
         @functools.wraps(command)
         def run(**values: Any) -> Any:
-            ctx = values.pop(context_param)
-            path = values.pop(file_param, None) if with_file else None
-            given = {}
-            for e in entries:
-                value = values.pop(e.param)
-                source = ctx.get_parameter_source(e.param)
-                if getattr(source, "name", None) in _LEFT_OUT:
-                    continue  # left out: the file's value, else the config's
-                if value is None and (e.key in parsed or _repeated(e.hint)):
-                    continue
-                given[e.key] = tuple(value) if _repeated(e.hint) and e.key not in parsed else value
+            ctx, path = values.pop(CONTEXT_PARAM), values.pop(FILE_PARAM, None)
+            given = _given(entries, values, ctx, parsed)
             built = load_config(base, path) if path is not None else base
             built = with_values(built, given)
             for key in sorted(required):
                 if not _get(built, key):
-                    raise ConfigError(
-                        f"give {flag_of[key]}"
-                        + (f" (or {key}: in the --config file)" if with_file else "")
-                    )
+                    raise ConfigError(f"give {flag_of[key]} (or {key}: in the --config file)")
             return command(**{into: built}, **values)
 
         parameters = sorted([*kept, *made], key=lambda p: p.kind)

@@ -8,7 +8,7 @@ import dataclasses
 import typing
 
 from orchrm.cli import app
-from orchrm.configs import is_internal, nested_config
+from orchrm.configs import internal_inside, is_internal, nested_config
 
 
 def _commands(typer_app, prefix=()):
@@ -29,7 +29,7 @@ def _fields(config, path=()):
         key = ".".join((*path, f.name))
         inner = nested_config(hints[f.name])
         if inner is not None:
-            inside = f.metadata.get("internal", ())
+            inside = internal_inside(f)
             for sub in _fields(getattr(config, f.name), (*path, f.name)):
                 if sub[0].split(".")[len(path) + 1] not in inside:
                     yield sub
@@ -38,7 +38,8 @@ def _fields(config, path=()):
 
 
 def _file_only(hint) -> bool:
-    return typing.get_origin(hint) is dict or hint is dict or "Mapping" in str(hint)
+    """A mapping: no option spells one, a config file does."""
+    return hint is dict or typing.get_origin(hint) is dict
 
 
 def test_every_config_field_of_every_command_is_reachable():

@@ -161,9 +161,7 @@ def _rows(rows: list[tuple[str, str]], columns: int) -> list[str]:
         # Only a word wider than the whole column (a long link) is cut.
         wrapped = textwrap.wrap(text, help_width, break_on_hyphens=False)
         wrapped = [w.replace(NO_BREAK, " ") for w in wrapped]
-        if len(name) > name_width:
-            lines.append(f"  {name}")
-        elif wrapped:
+        if wrapped and len(name) <= name_width:
             lines.append(f"  {name.ljust(name_width)}  {wrapped.pop(0)}")
         else:
             lines.append(f"  {name}")

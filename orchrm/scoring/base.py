@@ -145,16 +145,10 @@ class RenderingScorer:
         """The model's `orchrm.json` and rendering budget."""
         return ModelInfo(self.metadata, self.budget)
 
-    @property
-    def reads_domain(self) -> bool:
-        """Whether the model was trained on texts with the domain line (one model of
-        every domain), and so is given it."""
-        return bool(self.metadata.get("domain_in_text"))
-
     def render(self, question: str, orchestration: Orchestration, domain: str = "") -> str:
         """The text the model reads, cut to its budget by its own tokenizer; the domain
-        line only for a model that reads it."""
-        domain = domain if self.reads_domain else ""
+        line only for a model that reads it (`ModelInfo.reads_domain`)."""
+        domain = domain if ModelInfo(self.metadata).reads_domain else ""
         return render_for_rm(question, orchestration, *self.budget, domain=domain)
 
     def score(self, items: Sequence[Item]) -> list[Scored]:

@@ -291,8 +291,8 @@ def test_grading_degenerate_answers_takes_linear_time():
     assert gpqa_letter("the answer is (b)") == "B"
     for make in (repeat("", "\\boxed{"), repeat("answer", " "), repeat("answer is", "\t")):
         for size in (10_000, 1_000_000):
+            text = make(size)
             with hard_cap(HARD_CAP_S):
                 start = time.perf_counter()
-                as_number(make(size))
-                gpqa_letter(make(size))
+                assert as_number(text) is None and gpqa_letter(text) is None
                 assert time.perf_counter() - start < max(1.0, size / 1_000_000)

@@ -26,7 +26,7 @@ class Task:
 def load_tasks(path: str | Path, limit: int | None = None) -> list[Task]:
     """Tasks from JSONL: a question (`question`/`problem`/`prompt`), an optional answer
     (`answer`/`ground_truth`/`solution`), an optional `id` (default `<file>:<line>`) and
-    `domain`. A bad line raises ValueError naming the file and line."""
+    `domain`. A bad line raises InputError naming the file and line."""
     tasks: list[Task] = []
     for line_no, record in read_jsonl(path):
         if not isinstance(record, dict):

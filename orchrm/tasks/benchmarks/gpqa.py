@@ -16,8 +16,13 @@ from orchrm.tasks.benchmarks.base import Benchmark
 from orchrm.tasks.task import Task
 
 INSTRUCTION = "Give the letter (A, B, C or D) of the correct option as the final answer."
-COLUMNS = ("Question", "Correct Answer", "Incorrect Answer 1")
-COLUMNS += ("Incorrect Answer 2", "Incorrect Answer 3")
+COLUMNS = (
+    "Question",
+    "Correct Answer",
+    "Incorrect Answer 1",
+    "Incorrect Answer 2",
+    "Incorrect Answer 3",
+)
 
 
 def load(path: Path, seed: int = 0, context: str = "question") -> Iterator[Task]:

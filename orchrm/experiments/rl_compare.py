@@ -358,10 +358,7 @@ def write_report(runs: list[RunReport], out: str | Path, title: str, extra: dict
     (out / "report.md").write_text(text, encoding="utf-8")
     payload = {
         "title": title,
-        "runs": [
-            {**asdict(r), "training_tokens": r.training_tokens, "final": asdict(r.final)}
-            for r in runs
-        ],
+        "runs": [{**asdict(r), "training_tokens": r.training_tokens} for r in runs],
         **extra,
     }
     (out / "report.json").write_text(json.dumps(payload, indent=2))
@@ -369,18 +366,13 @@ def write_report(runs: list[RunReport], out: str | Path, title: str, extra: dict
     return out / "report.md"
 
 
-class CurveCallback:
-    """A `transformers.TrainerCallback` that evaluates the policy being trained on
-    held-out tasks at chosen steps (expected and executed accuracy, no vote) and keeps
-    the points. Built by `curve_callback` so this module imports without transformers."""
-
-
 def curve_callback(tokenizer, tasks, config: RLExperimentConfig, at_steps: set[int], say=print):
-    """A callback that appends a `PolicyEval` (`evaluate_policy` with `config`, no vote) to
-    its `points` at each step in `at_steps`."""
+    """A `transformers.TrainerCallback` that appends a `PolicyEval` (`evaluate_policy` with
+    `config`, no vote) to its `points` at each step in `at_steps`; transformers is
+    imported here, so this module imports without it."""
     from transformers import TrainerCallback
 
-    class _Curve(TrainerCallback, CurveCallback):
+    class _Curve(TrainerCallback):
         def __init__(self):
             self.points: list[PolicyEval] = []
 

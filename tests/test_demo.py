@@ -72,7 +72,7 @@ def test_demo_writes_the_report_with_every_selector(tmp_path):
         assert by_name["judge-traj"]["expected_accuracy"] is None
 
 
-def test_demo_command_leaves_defaults_to_demo_config_and_shows_them(monkeypatch):
+def test_demo_command_leaves_defaults_to_demo_config_and_shows_them(monkeypatch, tmp_path):
     """The CLI shows DemoConfig's defaults and sets only the options given."""
     import dataclasses
     import re
@@ -81,12 +81,15 @@ def test_demo_command_leaves_defaults_to_demo_config_and_shows_them(monkeypatch)
 
     import orchrm.demo
     from orchrm.cli import app
+    from orchrm.configs import load_config
 
     seen = []
     monkeypatch.setattr(orchrm.demo, "run_demo", lambda config, say: seen.append(config))
+    monkeypatch.chdir(tmp_path)  # the command writes x/config.yaml
     runner = CliRunner(env={"COLUMNS": "200"})
     assert runner.invoke(app, ["demo", "--out", "x", "--steps", "7"]).exit_code == 0
     assert seen == [DemoConfig(out="x", steps=7)]
+    assert load_config(DemoConfig, tmp_path / "x" / "config.yaml") == seen[0]
     shown = runner.invoke(app, ["demo", "--help"]).output
     defaults = {f.name: f.default for f in dataclasses.fields(DemoConfig)}
     for option, name in (

@@ -1,11 +1,15 @@
 """A reward model's backbone and saved form: loading any Hugging Face
-`AutoModelForSequenceClassification` with one label, the default MiniLM, the
-`orchrm.json` metadata file, token counting and the render budget, padding.
+`AutoModelForSequenceClassification` with one label (from a model directory, a hub id
+available locally, or a GGUF file), the default MiniLM, the `orchrm.json` metadata
+file, token counting and the render budget, padding.
 
 A reward model is any Hugging Face `AutoModelForSequenceClassification` with one label.
 Encoders (the offline MiniLM) read the [CLS] position; decoders (Llama, Qwen, as in
 Skywork-Reward) read the last non-pad token, which Hugging Face does once the pad token
-is set in the config, so `load_backbone` always sets it. A saved orchrm reward model is
+is set in the config, so `load_backbone` always sets it. A backbone named by a `.gguf`
+file (llama.cpp's format) is read by transformers' GGUF loader, model and tokenizer, its
+weights dequantized to the precision asked for; the model trained from it is saved like
+any other, so nothing reads the GGUF again. A saved orchrm reward model is
 a standard directory (safetensors weights, config, tokenizer) plus `orchrm.json`: the
 rendering version its texts used (checked at load), the pair-data hash, metrics, and the
 mean and spread of its rewards (for normalized rewards).
@@ -13,19 +17,77 @@ mean and spread of its rewards (for normalized rewards).
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from orchrm.errors import OrchrmError
+from orchrm.errors import ConfigError, OrchrmError
 from orchrm.orchestration import TokenCounter
 
 METADATA = "orchrm.json"
+GGUF_INSTALL = 'pip install "orchrm[local-llm]"'
+"""How to install the `gguf` package that transformers reads GGUF files with."""
+LOAD_ERRORS = (OSError, ValueError, ImportError, NotImplementedError)
+"""What transformers raises for a backbone it cannot load (a missing file, an unknown
+architecture, a missing package)."""
 
 
 class ModelError(OrchrmError):
     """A reward model cannot be loaded or used as asked."""
+
+
+def is_gguf(name: str | Path) -> bool:
+    """Whether a backbone name is a GGUF file (it ends in `.gguf`)."""
+    return str(name).lower().endswith(".gguf")
+
+
+def _pretrained_source(name: str) -> tuple[str, dict]:
+    """(what `from_pretrained` reads, its extra keyword arguments) for a backbone: a model
+    directory or hub id as it is; a GGUF file as its folder and `gguf_file`, once the file
+    and the `gguf` package are known to be there (ConfigError otherwise)."""
+    if not is_gguf(name):
+        return name, {}
+    path = Path(name)
+    if not path.is_file():
+        what = "a directory" if path.is_dir() else "no such file"
+        raise ConfigError(f"backbone {name}: {what}; a GGUF backbone is a .gguf file")
+    if importlib.util.find_spec("gguf") is None:
+        raise ConfigError(
+            f"backbone {name}: reading a GGUF file needs the gguf package: {GGUF_INSTALL}"
+        )
+    return str(path.absolute().parent), {"gguf_file": path.name}
+
+
+def _dequantized() -> dict:
+    """The `from_pretrained` argument that unpacks every GGUF weight into a dense tensor
+    (transformers can keep some architectures' blocks packed, which trains and saves
+    nothing). Transformers without `GgufConfig` always unpacks them."""
+    try:
+        from transformers import GgufConfig
+    except ImportError:
+        return {}
+    return {"quantization_config": GgufConfig(dequantize=True)}
+
+
+def _load_error(name: str, what: str, err: Exception) -> OrchrmError:
+    """The error for `what` of a backbone that did not load (the tokenizer, the model): a
+    ConfigError with the first line of transformers' message for a GGUF file, a
+    ModelError otherwise."""
+    if is_gguf(name):
+        detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return ConfigError(f"cannot load {what} of the GGUF backbone {name}: {detail}")
+    return ModelError(f"cannot load {what} of {name!r}: {err}")
+
+
+def _load_tokenizer(name: str, trust_remote_code: bool):
+    """The tokenizer of a backbone (`_pretrained_source`); `_load_error` when it fails."""
+    source, extra = _pretrained_source(name)
+    try:
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **extra)
+    except LOAD_ERRORS as err:
+        raise _load_error(name, "the tokenizer", err) from None
 
 
 def default_backbone() -> str:
@@ -75,15 +137,9 @@ def render_budget(tokenizer, max_length: int) -> tuple[int, TokenCounter]:
 def backbone_budget(
     backbone: str, max_length: int, trust_remote_code: bool = False
 ) -> tuple[int, TokenCounter]:
-    """`render_budget` of a backbone by name or directory ('': the default MiniLM), for
-    cutting pairs before a model of it exists; loads only the tokenizer."""
-    from orchrm.scoring.backbone import default_backbone
-
-    name = backbone or default_backbone()
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as err:
-        raise ModelError(f"cannot load the tokenizer of {name!r}: {err}") from None
+    """`render_budget` of a backbone by name, directory or GGUF file ('': the default
+    MiniLM), for cutting pairs before a model of it exists; loads only the tokenizer."""
+    tokenizer = _load_tokenizer(backbone or default_backbone(), trust_remote_code)
     return render_budget(tokenizer, max_length)
 
 
@@ -94,22 +150,25 @@ def load_backbone(
     dtype: torch.dtype = torch.float32,
     attn_implementation: str | None = None,
 ):
-    """(model, tokenizer) with one output label and a pad token set; safetensors only.
+    """(model, tokenizer) with one output label and a pad token set, from a model
+    directory or hub id (safetensors only) or a GGUF file (`is_gguf`: dequantized).
     Weights are loaded in `dtype`; `attn_implementation` picks the attention kernel
     (sdpa, flash_attention_2, eager; None: the model's default)."""
     chosen = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
+    source, extra = _pretrained_source(name)
+    weights = {**extra, **_dequantized()} if extra else {"use_safetensors": True}
+    tokenizer = _load_tokenizer(name, trust_remote_code)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
         model = AutoModelForSequenceClassification.from_pretrained(
-            name,
+            source,
             num_labels=1,
             trust_remote_code=trust_remote_code,
-            use_safetensors=True,
             dtype=dtype,
+            **weights,
             **chosen,
         )
-    except (OSError, ValueError, ImportError) as err:
-        raise ModelError(f"cannot load backbone {name!r}: {err}") from None
+    except LOAD_ERRORS as err:
+        raise _load_error(name, "the model", err) from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     rows = model.get_input_embeddings().num_embeddings

@@ -29,7 +29,9 @@ class TrainConfig:
     """Where the model (a Hugging Face directory) and checkpoints are written."""
     backbone: str = setting("", panel="Model")
     """Any Hugging Face sequence-classification model directory or hub id available
-    locally; empty: the offline MiniLM (see `default_backbone`)."""
+    locally, or a `.gguf` file of an architecture transformers reads from GGUF (Llama,
+    Qwen2/3, Mistral, Gemma, ...; dequantized to the training precision; needs the `gguf`
+    package); empty: the offline MiniLM (see `default_backbone`)."""
     max_length: int = setting(256, min=2, panel="Data")
     """Tokens per orchestration text; longer ones are truncated from the end (the
     rendering puts the thinking last), never dropped. Count them in the export with

@@ -46,7 +46,8 @@ class Completion:
     """One completion and what it cost, as the backend counted it.
 
     `logprob` is the sum of the sampled tokens' log-probabilities when requested and
-    available, else None.
+    available, else None. `finish_reason` is the server's (`stop`, `length`, ...; empty
+    when it gave none).
     """
 
     text: str
@@ -54,6 +55,7 @@ class Completion:
     completion_tokens: int
     logprob: float | None = None
     model: str = ""
+    finish_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,12 +75,22 @@ DEFAULT_SAMPLING = Sampling()
 
 class BackendError(OrchrmError):
     """A backend call failed. `transient` errors (timeouts, 5xx, 429, lost connections)
-    are worth retrying; others (bad request, auth, malformed reply) are not."""
+    are worth retrying; others (bad request, auth, malformed reply) are not.
 
-    def __init__(self, message: str, transient: bool, status: int | None = None):
+    `completion` is what the server returned when it answered but the answer is unusable
+    (cut short by its context), so the tokens it spent are still counted."""
+
+    def __init__(
+        self,
+        message: str,
+        transient: bool,
+        status: int | None = None,
+        completion: Completion | None = None,
+    ):
         super().__init__(message)
         self.transient = transient
         self.status = status
+        self.completion = completion
 
 
 class ChatBackend(Protocol):

@@ -29,10 +29,10 @@ async def call(
 ) -> Completion:
     """Complete `messages` on `backend`, retrying transient errors with exponential
     backoff (`config.retry`), each try limited to `config.call_timeout_s`. Appends a
-    `CallRecord` to `trace` (also for a call that failed) and raises `CallFailed` when it
-    gives up."""
+    `CallRecord` to `trace` (also for a call that failed, with the tokens of a reply the
+    server sent but that could not be used) and raises `CallFailed` when it gives up."""
     start, policy, sampling = time.perf_counter(), config.retry, config.sampling(logprobs)
-    attempt, last_error = 0, ""
+    attempt, last_error, spent = 0, "", None
     while True:
         attempt += 1
         try:
@@ -43,12 +43,13 @@ async def call(
         except TimeoutError:
             transient, last_error = True, f"timed out after {policy.timeout_s:g} s"
         except BackendError as err:
-            transient, last_error = err.transient, str(err)
+            transient, last_error, spent = err.transient, str(err), err.completion or spent
         else:
             _record(trace, info, messages, completion, start, attempt, None)
             return completion
         if not transient or attempt > policy.retries:
-            _record(trace, info, messages, None, start, attempt, last_error)
+            # A reply the server sent but that cannot be used still cost its tokens.
+            _record(trace, info, messages, spent, start, attempt, last_error)
             raise CallFailed(f"{info.step} call failed after {attempt} attempt(s): {last_error}")
         await asyncio.sleep(policy.wait(attempt - 1))
 
@@ -69,5 +70,6 @@ def _record(trace, info, messages, completion, start, attempts, error) -> None:
             latency_s=time.perf_counter() - start,
             attempts=attempts,
             error=error,
+            finish_reason=completion.finish_reason if completion else "",
         )
     )

@@ -16,7 +16,10 @@ class RunConfig:
     temperature: float = Sampling.temperature
     """Sampling temperature of every sub-agent call."""
     max_tokens: int | None = None
-    """Completion-length cap per call; None leaves it to the server."""
+    """Completion-length cap per sub-agent call; None leaves it to the server."""
+    orchestrator_max_tokens: int | None = None
+    """Completion-length cap of each plan the orchestrator writes; None leaves it to the
+    server."""
     call_timeout_s: float = 300.0
     """Wall-clock limit of one backend call; a call past it counts as a transient error."""
     max_retries: int = 3

@@ -6,6 +6,18 @@ Every failure leaves as a `BackendError` that names the server and the model and
 whether retrying can help; the client itself never retries, because the executor does,
 with backoff, and two layers of retries multiply.
 
+What real servers do that the protocol's documentation does not say, and how it is met
+here (tests/test_real_llm.py runs them against llama.cpp):
+- A request longer than the context per request is refused with HTTP 400 (llama.cpp's
+  `exceed_context_size_error`, vLLM's "maximum context length"): a permanent error that
+  names both sizes.
+- A prompt that fits but leaves too little room stops at the context's end with
+  `finish_reason: length` before `max_tokens`: that reply is cut, so it is an error too
+  (its tokens still counted), never an answer read from a truncated text.
+- `logprobs` alone makes llama.cpp return 20 alternatives per token and `top_logprobs: 0`
+  makes it return none, so one alternative is asked for.
+- With `n > 1`, llama.cpp counts one choice in `usage`, so each sample is its own request.
+
     async with OpenAIBackend(OpenAIConfig(models={"judge": "Qwen/Qwen3-32B"})) as backend:
         completion = await backend.complete(messages, CallInfo(role="judge"))
 """
@@ -63,6 +75,10 @@ class OpenAIBackend:
     close it with `close()` or use it as an async context manager.
     """
 
+    context_size: int | None = None
+    """Context tokens per request that the server listed for the model (`preflight`
+    reads llama.cpp's `meta.n_ctx` or vLLM's `max_model_len`); None when unknown."""
+
     def __init__(self, config: OpenAIConfig | None = None):
         self.config = config or OpenAIConfig()
         self.client = openai.AsyncOpenAI(
@@ -86,6 +102,7 @@ class OpenAIBackend:
             options["max_tokens"] = sampling.max_tokens
         if sampling.logprobs:
             options["logprobs"] = True
+            options["top_logprobs"] = 1
         try:
             reply = await self.client.chat.completions.create(
                 model=model,
@@ -96,7 +113,9 @@ class OpenAIBackend:
         # The client parses a JSON content type without catching a broken body.
         except (openai.OpenAIError, json.JSONDecodeError) as e:
             raise backend_error(e, where, self.config.timeout_s) from e
-        return parse_reply(reply, where, sampling.logprobs)
+        completion = parse_reply(reply, where, sampling.logprobs)
+        check_not_cut(completion, sampling.max_tokens, where, self.context_size)
+        return completion
 
     async def preflight(self, roles: tuple[str, ...] = ("orchestrator", "subagent")) -> list[str]:
         """The models the server lists (`GET /models`), after checking that it answers and
@@ -104,7 +123,7 @@ class OpenAIBackend:
         says which, before any task is spent on a server that is not there."""
         where = self.config.base_url
         try:
-            listed = [m.id async for m in self.client.models.list()]
+            cards = [m async for m in self.client.models.list()]
         except openai.APIConnectionError as e:
             raise BackendError(
                 f"cannot reach the LLM server at {where}: {e.__cause__ or e}; start it, or "
@@ -122,6 +141,7 @@ class OpenAIBackend:
             return []  # a server without the listing route can still complete
         except openai.OpenAIError:
             return []
+        listed = [m.id for m in cards]
         wanted = {self.config.model_for(role) for role in roles}
         missing = sorted(m for m in wanted if listed and m not in listed)
         if missing:
@@ -130,6 +150,8 @@ class OpenAIBackend:
                 f"{', '.join(listed[:10])}{' ...' if len(listed) > 10 else ''} (--model)",
                 transient=False,
             )
+        sizes = [context_of(m) for m in cards if m.id in wanted]
+        self.context_size = min((n for n in sizes if n), default=None)
         return listed
 
     async def close(self) -> None:
@@ -143,6 +165,67 @@ class OpenAIBackend:
         await self.close()
 
 
+def context_of(card: object) -> int | None:
+    """The context tokens per request a `/models` entry states: vLLM's `max_model_len`,
+    llama.cpp's `meta.n_ctx` (each slot's share); None when it states none."""
+    extra = getattr(card, "model_extra", None) or {}
+    meta = extra.get("meta")
+    n_ctx = meta.get("n_ctx") if isinstance(meta, dict) else None
+    for value in (extra.get("max_model_len"), n_ctx):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+CONTEXT_ADVICE = (
+    "shorten the input, lower --max-tokens, or serve the model with a longer context "
+    "(vLLM: --max-model-len; llama.cpp: --ctx-size, which its --parallel slots share)"
+)
+
+
+def context_exceeded(status: int, body: object, text: str) -> str | None:
+    """The message for a request the server refused as longer than its context (llama.cpp's
+    `exceed_context_size_error` with `n_prompt_tokens` and `n_ctx`, vLLM's "maximum
+    context length" 400), or None for any other refusal."""
+    error = body.get("error", body) if isinstance(body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    if status == 400 and kind == "exceed_context_size_error":
+        asked, limit = error.get("n_prompt_tokens"), error.get("n_ctx")
+        return (
+            f"the request ({asked} tokens) is longer than the server's context per request "
+            f"({limit} tokens): {CONTEXT_ADVICE}"
+        )
+    if status == 400 and "maximum context length" in text:
+        return f"the request is longer than the server's context: {text[:300]}: {CONTEXT_ADVICE}"
+    return None
+
+
+def check_not_cut(
+    completion: Completion, max_tokens: int | None, where: str, context: int | None
+) -> None:
+    """Raise a permanent `BackendError` carrying `completion` when the server stopped it
+    for want of context (`finish_reason` `length` short of `max_tokens`): a cut reply is
+    not an answer. A reply that reached `max_tokens` was cut as asked and stands."""
+    if completion.finish_reason != "length":
+        return
+    if max_tokens is not None and completion.completion_tokens >= max_tokens:
+        return
+    used = completion.prompt_tokens + completion.completion_tokens
+    limit = (
+        f"the server's context per request ({context} tokens)"
+        if context
+        else ("the server's context")
+    )
+    cap = f"before max_tokens {max_tokens}" if max_tokens is not None else "with no max_tokens set"
+    raise BackendError(
+        f"{where}: the reply was cut at {completion.completion_tokens} tokens {cap}: the "
+        f"prompt ({completion.prompt_tokens} tokens) and the reply filled {limit} at {used} "
+        f"tokens; {CONTEXT_ADVICE}",
+        transient=False,
+        completion=completion,
+    )
+
+
 def backend_error(e: Exception, where: str, timeout_s: float) -> BackendError:
     """The `BackendError` for what the OpenAI client raised: transient for a timeout, a
     lost connection, 5xx, 408 and 429; not for a refused request or a malformed reply."""
@@ -153,6 +236,9 @@ def backend_error(e: Exception, where: str, timeout_s: float) -> BackendError:
     if isinstance(e, openai.APIStatusError):
         status = e.status_code
         detail = e.body.get("message") if isinstance(e.body, dict) else None
+        too_long = context_exceeded(status, e.body, e.response.text)
+        if too_long:
+            return BackendError(f"{where}: HTTP {status}: {too_long}", False, status)
         return BackendError(
             f"{where}: HTTP {status}: {detail or e.response.text[:200]}",
             transient=status >= 500 or status in TRANSIENT_STATUSES,
@@ -199,4 +285,5 @@ def parse_reply(reply: object, where: str, logprobs: bool) -> Completion:
         completion_tokens=usage.completion_tokens,
         logprob=logprob,
         model=reply.model or "",
+        finish_reason=choice.finish_reason or "",
     )

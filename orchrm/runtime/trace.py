@@ -10,7 +10,8 @@ class CallRecord:
     """One backend call: who made it, what it sent and got, what it cost.
 
     Token counts are the backend's own (`usage`), never estimates. `attempts` counts
-    tries including retries; `error` is set when every try failed.
+    tries including retries; `error` is set when every try failed. `finish_reason` is the
+    server's (`stop`, `length`: cut at the completion cap).
     """
 
     agent_id: str
@@ -24,6 +25,7 @@ class CallRecord:
     latency_s: float
     attempts: int = 1
     error: str | None = None
+    finish_reason: str = ""
 
 
 @dataclass

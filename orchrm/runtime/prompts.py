@@ -179,12 +179,56 @@ edge X -> that agent, and every edge X -> Y requires ${{X}} in Y's input; an emp
 <agent_input> means the original task. A single agent with an empty <edge></edge> is fine."""
 
 
-def orchestrator(question: str, dom: str) -> list[dict]:
-    """The orchestrator prompt for a low- or high-DoM plan of `question`."""
+EXAMPLE_TASK = "A shop sells pens at 3 dollars each. How much do 14 pens cost?"
+"""The task of the worked example `orchestrator(..., example=True)` shows."""
+
+_EXAMPLE_PLANS = {
+    "low": """<thinking>One calculation suffices; several tries voting catch a slip.</thinking>
+<agent>
+  <agent_name>SCAgent</agent_name>
+  <agent_description>Multiply the price by the number of pens.</agent_description>
+  <required_arguments>
+    <agent_input></agent_input>
+  </required_arguments>
+  <agent_output_id>total</agent_output_id>
+</agent>
+<answer>total</answer>""",
+    "high": """<thinking>Compute the cost, then have a critic check the multiplication.</thinking>
+<agent>
+  <agent_id>compute</agent_id>
+  <agent_name>CoTAgent</agent_name>
+  <agent_description>Multiply the price by the number of pens.</agent_description>
+  <required_arguments>
+    <agent_input>Compute 14 times 3 dollars.</agent_input>
+  </required_arguments>
+</agent>
+<agent>
+  <agent_id>check</agent_id>
+  <agent_name>ReflexionAgent</agent_name>
+  <agent_description>Check the product and give the final cost.</agent_description>
+  <required_arguments>
+    <agent_input>Check this result and give the final cost: ${compute}</agent_input>
+  </required_arguments>
+</agent>
+<edge>
+  <from>compute</from><to>check</to>
+</edge>""",
+}
+
+
+def orchestrator(question: str, dom: str, example: bool = False) -> list[dict]:
+    """The orchestrator prompt for a low- or high-DoM plan of `question`. With `example`,
+    one worked exchange (`EXAMPLE_TASK` and a plan for it) comes before the task: small
+    models follow the format from an example far more often than from its description."""
     if dom not in ("low", "high"):
         raise ConfigError(f"dom must be 'low' or 'high', got {dom!r}")
+    shown = [
+        {"role": "user", "content": f"Task:\n{EXAMPLE_TASK}"},
+        {"role": "assistant", "content": _EXAMPLE_PLANS[dom]},
+    ]
     return [
         {"role": "system", "content": _LOW_DOM if dom == "low" else _HIGH_DOM},
+        *(shown if example else []),
         {"role": "user", "content": f"Task:\n{question}"},
     ]
 

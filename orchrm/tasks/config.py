@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from orchrm.configs import check, setting
 from orchrm.runtime.config import RunConfig
+from orchrm.runtime.local_llm import LocalLLMConfig
 from orchrm.tasks.benchmarks.registry import BENCHMARK_NAMES
 
 
@@ -34,6 +35,9 @@ class SampleRunConfig:
     """Orchestrations sampled per task (the N of best-of-N)."""
     dom: str = setting("high", choices=("low", "high"), panel="Data")
     """Degree of multi-agent structure the orchestrator is asked for."""
+    example: bool = setting(False, panel="Data")
+    """Show the orchestrator one worked example (a task and its plan) before each task:
+    small models follow the format far more often with it."""
     limit: int | None = setting(None, min=1, panel="Data")
     """Use only the first N tasks."""
     corpus: str | None = setting(None, panel="Data")
@@ -49,6 +53,13 @@ class SampleRunConfig:
     preflight: bool = setting(True, panel="Server")
     """Ask the server for its models before sampling, and stop at once when it cannot be
     reached or does not serve a model named here."""
+    local: bool = setting(False, panel="Server")
+    """Serve a GGUF model (default: the bundled SmolLM2-135M) with llama.cpp on loopback
+    for this run: for trying the pipeline, not for results."""
+    local_llm: LocalLLMConfig = field(
+        default_factory=LocalLLMConfig, metadata={"panel": "Local model"}
+    )
+    """The model --local serves and how (context per slot, slots, threads)."""
     run: RunConfig = field(default_factory=RunConfig, metadata={"panel": "Execution"})
     """How each orchestration is executed (temperature, timeouts, retries, concurrency)."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from orchrm.errors import ConfigError
 from orchrm.jsonl import write_jsonl
 from orchrm.tasks.config import SampleRunConfig
 
@@ -31,15 +32,28 @@ def read_job_tasks(config: SampleRunConfig):
 def run_job(config: SampleRunConfig, progress: bool = True) -> list[dict]:
     """Run what `config` says and write its log to `config.out`; returns the records. The
     server is asked for its models first (`preflight`), so a server that is not there or
-    a model it does not serve stops the run before any task is sampled."""
+    a model it does not serve stops the run before any task is sampled. With `local`,
+    llama.cpp serves `config.local_llm`'s model on loopback for the run's duration."""
+    from orchrm.runtime.local_llm import LocalLLM
+
+    tasks, retriever = read_job_tasks(config)
+    if not config.local:
+        return _run(config, tasks, retriever, None, progress)
+    if config.base_url:
+        raise ConfigError("--local serves its own model: drop --base-url, or drop --local")
+    with LocalLLM(config.local_llm) as llm:
+        return _run(config, tasks, retriever, llm, progress)
+
+
+def _run(config: SampleRunConfig, tasks, retriever, llm, progress: bool) -> list[dict]:
     from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
     from orchrm.tasks.run import run_tasks
 
-    tasks, retriever = read_job_tasks(config)
     models = {"orchestrator": config.orchestrator_model, "subagent": config.subagent_model}
-    client_config = OpenAIConfig(model=config.model, models={k: v for k, v in models.items() if v})
-    if config.base_url:
-        client_config.base_url = config.base_url
+    model = llm.model if llm and config.model == "default" else config.model
+    client_config = OpenAIConfig(model=model, models={k: v for k, v in models.items() if v})
+    if config.base_url or llm:
+        client_config.base_url = llm.base_url if llm else config.base_url
     if config.api_key:
         client_config.api_key = config.api_key
     client_config.timeout_s = config.run.call_timeout_s
@@ -57,6 +71,7 @@ def run_job(config: SampleRunConfig, progress: bool = True) -> list[dict]:
                 config=config.run,
                 retriever=retriever,
                 progress=progress,
+                example=config.example,
             )
 
     records = asyncio.run(go())

@@ -10,6 +10,7 @@ reads one format.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from orchrm.orchestration import Orchestration, validate
 from orchrm.parse import ParseError, parse_harmony
@@ -98,11 +99,18 @@ def make_record(
 
 
 async def sample_orchestrations(
-    backend: ChatBackend, task: Task, samples: int, dom: str, config: RunConfig
+    backend: ChatBackend,
+    task: Task,
+    samples: int,
+    dom: str,
+    config: RunConfig,
+    example: bool = False,
 ) -> list[Completion | CallFailed]:
-    """`samples` orchestrator completions for `task` (concurrently, with logprobs); a
-    sample whose call failed for good is returned as its `CallFailed`."""
-    messages = prompts.orchestrator(task.question, dom)
+    """`samples` orchestrator completions for `task` (concurrently, with logprobs; each
+    its own request, so each is counted by the server); a sample whose call failed for
+    good is returned as its `CallFailed`. `example`: show one worked plan first."""
+    messages = prompts.orchestrator(task.question, dom, example)
+    config = replace(config, max_tokens=config.orchestrator_max_tokens)
 
     async def one(i: int) -> Completion | CallFailed:
         info = CallInfo(
@@ -126,8 +134,10 @@ async def run_tasks(
     config: RunConfig | None = None,
     retriever: Retriever | None = None,
     progress: bool = True,
+    example: bool = False,
 ) -> list[dict]:
     """Sample, parse, execute and grade: one record per (task, sample), in task order.
+    `example` shows the orchestrator one worked plan before each task.
 
     Unparseable or invalid orchestrations are recorded (with their reason) and not run;
     a sample whose orchestrator call failed is recorded with reason `orchestrator_failed`.
@@ -139,7 +149,7 @@ async def run_tasks(
 
         async def sample(task: Task):
             async with limit:
-                result = await sample_orchestrations(backend, task, samples, dom, config)
+                result = await sample_orchestrations(backend, task, samples, dom, config, example)
             bar.advance(tracker)
             return result
 

@@ -11,11 +11,14 @@ directed graph whose single sink produces the final answer. Everything downstrea
   writes (`parse_harmony` reads it back to an equal object);
 - `rm_text`: `render_for_rm(question, o)`, the one text the reward model reads, in
   training, scoring, serving and GRPO alike. Its layout is versioned by
-  `RM_RENDER_VERSION`, which reward-model checkpoints record and check at load time.
+  `RM_RENDER_VERSION`, which reward-model checkpoints record and check at load time;
+- `edits`: `EDITS`, the kinds of edit that keep a plan valid (retype, add a checker,
+  insert a step, remove, split, merge), and `neighbours(o)`, every plan one edit away.
 
 Import the names from `orchrm.orchestration`; the submodules are its layout.
 """
 
+from orchrm.orchestration.edits import EDITS, Edit, neighbours
 from orchrm.orchestration.harmony_xml import FINAL_MARKERS, HARMONY_TAGS, harmony_tags, to_harmony
 from orchrm.orchestration.model import (
     AGENT_TYPES,
@@ -45,6 +48,7 @@ from orchrm.orchestration.validation import Rule, Violation, validate
 
 __all__ = [
     "AGENT_TYPES",
+    "EDITS",
     "FINAL_MARKERS",
     "HARMONY_TAGS",
     "ID_PATTERN",
@@ -56,6 +60,7 @@ __all__ = [
     "Agent",
     "DoM",
     "Edge",
+    "Edit",
     "OffsetTokenCounter",
     "Orchestration",
     "Rule",
@@ -63,6 +68,7 @@ __all__ = [
     "Violation",
     "approx_token_count",
     "harmony_tags",
+    "neighbours",
     "reference_spans",
     "render_for_rm",
     "replace_references",

@@ -234,13 +234,21 @@ def server_stats(port: int) -> dict[str, float]:
     return {name: float(value) for name, value in lines}
 
 
+def orchrm_command() -> list[str]:
+    """The installed `orchrm` command beside this Python, else `python -m orchrm` (orchrm
+    on the path without its console script, as on a machine that reads it from a
+    checkout)."""
+    script = Path(sys.executable).with_name("orchrm")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "orchrm"]
+
+
 def start_server(args, rm: Path, mode: str, log) -> tuple[subprocess.Popen, int]:
     """`orchrm serve` for `mode` on a free port, once /healthz answers."""
     batch, wait = MODES[mode]
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    command = [str(Path(sys.executable).with_name("orchrm")), "serve", "--rm", str(rm)]
+    command = [*orchrm_command(), "serve", "--rm", str(rm)]
     command += ["--port", str(port), "--max-batch-size", str(batch), "--max-wait-ms", str(wait)]
     command += ["--max-items", str(max(args.per_request, 1024))]
     if args.threads:

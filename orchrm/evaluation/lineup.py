@@ -41,14 +41,16 @@ def build_lineup(
     and how the selectors choose (`options`: an
     `orchrm.selection.options.SelectorOptions`). With `world_tasks` (the `WorldTask`s the
     logs were generated from) the world's simulated judge replaces `judge`, `bayes`
-    joins, and every candidate is re-executed `reruns` times; raises ValueError naming a
+    joins, every candidate is re-executed `reruns` times, and the world runs the plans
+    `orchrm-search` makes (`world_outcome`), so it joins too; raises ValueError naming a
     task the world does not know."""
     if world_tasks:
-        from orchrm.evaluation.reruns import with_reruns
+        from orchrm.evaluation.reruns import with_reruns, world_outcome
         from orchrm.world.backend import WorldBackend
 
         judge = WorldBackend(list(world_tasks))
         tasks = with_reruns(tasks, list(world_tasks), reruns)
+        inputs.setdefault("plan_outcome", world_outcome(list(world_tasks)))
     inputs = LineupInputs(judge=judge, world=bool(world_tasks), **inputs)
     return LineUp(tasks, line_up(inputs))
 

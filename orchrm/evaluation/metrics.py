@@ -170,8 +170,9 @@ class SelectorResult:
     expected_accuracy: float | None = None
     """World logs: the selector's expected accuracy, far less noisy than its sampled
     one. A selector that executes one candidate: that candidate's true success
-    probability. A vote or the oracle (`RERUN_SELECTORS`): its accuracy averaged over
-    the candidates' re-executions (`Candidate.reruns`). None when neither is known."""
+    probability (or that of the plan it made in their place, `Selection.plan`). A vote
+    or the oracle (`RERUN_SELECTORS`): its accuracy averaged over the candidates'
+    re-executions (`Candidate.reruns`). None when neither is known."""
     expected_accuracy_ci: tuple[float, float] | None = None
     vs_baseline: float | None = None
     """Accuracy minus the baseline selector's (`Evaluation.baseline`) on the same tasks;
@@ -255,7 +256,8 @@ def _task_row(name: str, select: Selector, subs: list[CandidateSet]) -> tuple[fl
     rows = []
     for t in subs:
         chosen = select(t)
-        answer = t.candidates[chosen.index]  # the execution that gives the answer
+        # the execution that gives the answer: a plan the selector made, or a candidate
+        answer = chosen.plan if chosen.plan is not None else t.candidates[chosen.index]
         single = len(chosen.executed) <= 1 and answer.p_success is not None
         if name in RERUN_SELECTORS:
             expected = _rerun_expected(select, t)

@@ -8,25 +8,78 @@ the (answer, correct) pairs in `Candidate.reruns`. `orchrm.evaluation.metrics` t
 vote on each of the K runs. With K = 20 the vote's expected accuracy on a task is known
 to within about +-0.1, and the noise of its mean over 100 tasks is dominated by the
 choice of tasks, as for the other selectors.
+
+A plan no candidate is (`orchrm-search`'s edit) was never logged: `world_outcome` gives
+its true success probability and runs it once, so it is measured as a logged candidate.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 
 from orchrm.errors import InputError
-from orchrm.orchestration import validate
+from orchrm.orchestration import Orchestration, validate
 from orchrm.runtime.executor import RunItem, execute_many
-from orchrm.selection.selectors import CandidateSet
+from orchrm.selection.selectors import Candidate, CandidateSet
 from orchrm.tasks.grading import grade
 from orchrm.world.backend import WorldBackend
 from orchrm.world.generate import world_config
+from orchrm.world.model import success_probability
 from orchrm.world.tasks import WorldTask
 
 RERUN_SEED = 1_000_003
 """First backend seed of the re-executions; run k uses RERUN_SEED + k (logs are written
 with small seeds, so the re-executions never replay the logged one)."""
+
+
+PLAN_SEED = RERUN_SEED - 1
+"""Backend seed of the one execution `world_outcome` gives a plan no candidate is."""
+
+
+def world_outcome(
+    world_tasks: list[WorldTask],
+) -> Callable[[CandidateSet, Orchestration], Candidate]:
+    """What the world gives for a plan none of a task's candidates is (a search's edit):
+    a `Candidate` with the plan's true success probability (`success_probability`), and
+    its answer, correctness and tokens from one execution on the world (seed
+    `PLAN_SEED`), as a logged candidate has them. Each (task, plan) is run once. Raises
+    InputError naming a task the world does not know."""
+    world = {t.id: t for t in world_tasks}
+    config = world_config()
+    backend = WorldBackend(list(world_tasks), PLAN_SEED, None, config)
+    done: dict[tuple[str, Orchestration], Candidate] = {}
+
+    def outcome(task: CandidateSet, plan: Orchestration) -> Candidate:
+        key = (task.task_id, plan)
+        if key in done:
+            return done[key]
+        truth = world.get(task.task_id)
+        if truth is None:
+            raise InputError(
+                f"task {task.task_id} is not in the world task files: pass the "
+                "PRESET.tasks.jsonl the logs were generated with"
+            )
+        p = success_probability(truth, plan, config)
+        if validate(plan):
+            done[key] = replace(Candidate(plan), p_success=p)
+            return done[key]
+        item = RunItem(plan, task.question, task.task_id, 0)
+        (result,) = asyncio.run(execute_many([item], backend, config, progress=False))
+        answer = result.answer
+        right = answer is not None and bool(grade(answer, truth.answer, truth.domain))
+        done[key] = Candidate(
+            plan,
+            answer=answer,
+            correct=right,
+            execution_tokens=result.total_tokens,
+            p_success=p,
+            orch_id="edited",
+        )
+        return done[key]
+
+    return outcome
 
 
 def with_reruns(

@@ -13,9 +13,9 @@ from orchrm.selection.cost import MEASURES
 
 @dataclass(frozen=True)
 class SelectorOptions:
-    """The settings of `orchrm-adaptive` and `orchrm-cost`, declared here once: `orchrm
-    eval`'s options, `orchrm serve`'s `selector_options` and the line-up's
-    `LineupInputs.options` all read them."""
+    """The settings of `orchrm-adaptive`, `orchrm-cost` and `orchrm-search`, declared
+    here once: `orchrm eval`'s options, `orchrm serve`'s `selector_options` and the
+    line-up's `LineupInputs.options` all read them."""
 
     adaptive_confidence: float = setting(0.9, min=0.0, max=1.0)
     """orchrm-adaptive on a model without a calibration: stop drawing candidates once
@@ -25,11 +25,20 @@ class SelectorOptions:
     """orchrm-adaptive on a calibrated model (`orchrm calibrate`): stop drawing once the
     accuracy it expects to lose by stopping is at most this (below 1)."""
     cost_weight: float = setting(0.1, min=0.0)
-    """orchrm-cost: what a doubling of the predicted cost is worth, in reward spreads
-    (0: plain argmax)."""
+    """orchrm-cost and orchrm-search: what a doubling of the predicted cost is worth, in
+    reward spreads (0: the score alone)."""
     cost_measure: str = setting("tokens", choices=MEASURES)
-    """orchrm-cost: the cost it predicts from the plan and weighs: tokens, calls, or
-    critical_path_calls (the latency)."""
+    """orchrm-cost and orchrm-search: the cost predicted from the plan and weighed:
+    tokens, calls, or critical_path_calls (the latency)."""
+    search_budget: int = setting(16, min=0)
+    """orchrm-search: edited plans the reward model scores per task (0: the cost-aware
+    argmax of N)."""
+    search_max_edits: int = setting(2, min=1)
+    """orchrm-search: the leash, how many edits a plan may be from a sampled one."""
+    search_distance_penalty: float = setting(0.0, min=0.0)
+    """orchrm-search: taken off a plan's objective per edit, in reward spreads."""
+    search_beam: int = setting(2, min=1)
+    """orchrm-search: plans expanded per round of the search (1: hill-climbing)."""
 
     def __post_init__(self) -> None:
         check(self)

@@ -4,8 +4,8 @@ A selector is one function or class (in `selectors` or `judges`) plus one `Selec
 in `REGISTRY`. Eval, the demo and cross-validation build their line-ups from it
 (`line_up`), `metrics` reads which selectors replay re-executions, and the report reads
 each one's label and colour. The entries' order is the line-up's order: the selectors
-built on `orchrm`'s scores (top-k vote, adaptive, cost-aware) follow it and share its
-scores, so each plan is scored once for all of them.
+built on `orchrm`'s scores (top-k vote, adaptive, cost-aware, the search over edits)
+follow it and share its scores, so each plan is scored once for all of them.
 """
 
 from __future__ import annotations
@@ -58,10 +58,16 @@ class LineupInputs:
     options: SelectorOptions = field(default_factory=SelectorOptions)
     """How `orchrm-adaptive` and `orchrm-cost` choose."""
     cost_model: object | None = None
-    """`orchrm-cost`: an `orchrm.selection.cost.CostModel` fitted on logs (None: its
-    defaults)."""
+    """`orchrm-cost` and `orchrm-search`: an `orchrm.selection.cost.CostModel` fitted on
+    logs (None: its defaults)."""
     run_config: object | None = None
-    """`orchrm-cost`: the `RunConfig` the plans would run under (None: the defaults)."""
+    """`orchrm-cost` and `orchrm-search`: the `RunConfig` the plans would run under
+    (None: the defaults)."""
+    plan_outcome: object | None = None
+    """`orchrm-search`: what executing a plan none of the candidates is gives (an
+    `orchrm.selection.search.PlanOutcome`; the world's in an evaluation on world logs).
+    Without it an evaluation could not measure the plans the search makes, so the line-up
+    leaves `orchrm-search` out."""
 
 
 Build = Callable[[LineupInputs, dict[str, Selector]], Selector]
@@ -82,6 +88,8 @@ class SelectorEntry:
     needs: tuple[str, ...] = ()
     """`LineupInputs` fields of which it needs one (none: it runs on logs alone); without
     them it is left out of the line-up."""
+    needs_all: tuple[str, ...] = ()
+    """`LineupInputs` fields it needs every one of, besides one of `needs`."""
     replays_reruns: bool = False
     """It reads the executed answers (votes) or their correctness (the oracle), and only
     those, so its expected accuracy comes from replaying it on re-executions
@@ -128,6 +136,29 @@ def _cost(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
     )
 
 
+def _search(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
+    from orchrm.selection.search import PlanSearch, SearchSelector
+
+    base = built.get("orchrm")
+    if not isinstance(base, RewardModelSelector) or base.rm is not inputs.rm:
+        base = RewardModelSelector(inputs.rm)
+    options = inputs.options
+    search = PlanSearch(
+        [base],
+        [_info(inputs)],
+        budget=options.search_budget,
+        max_edits=options.search_max_edits,
+        beam=options.search_beam,
+        distance_penalty=options.search_distance_penalty,
+        cost_weight=options.cost_weight,
+        measure=options.cost_measure,
+        run_config=inputs.run_config,
+        cost_model=inputs.cost_model,
+        seed=inputs.seed,
+    )
+    return SearchSelector(search, inputs.plan_outcome)
+
+
 def _judge(level: str) -> Build:
     return lambda inputs, built: llm_judge(inputs.judge, level)
 
@@ -171,6 +202,14 @@ REGISTRY: tuple[SelectorEntry, ...] = (
     ),
     SelectorEntry("orchrm-cost", "orchrm-cost", "#393b79", _cost, needs=("rm_selector", "rm")),
     SelectorEntry(
+        "orchrm-search",
+        "orchrm-search",
+        "#637939",
+        _search,
+        needs=("rm",),
+        needs_all=("plan_outcome",),
+    ),
+    SelectorEntry(
         "majority", "majority", "#1f77b4", _always(majority_selector), replays_reruns=True
     ),
     SelectorEntry(
@@ -205,7 +244,8 @@ def line_up(inputs: LineupInputs) -> dict[str, Selector]:
     """Every registered selector whose needs `inputs` meets, in registry order."""
     built: dict[str, Selector] = {}
     for entry in REGISTRY:
-        if not entry.needs or any(_given(getattr(inputs, need)) for need in entry.needs):
+        some = not entry.needs or any(_given(getattr(inputs, need)) for need in entry.needs)
+        if some and all(_given(getattr(inputs, need)) for need in entry.needs_all):
             built[entry.name] = entry.build(inputs, built)
     return built
 

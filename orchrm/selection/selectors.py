@@ -12,6 +12,8 @@ candidates drawn + verification + the execution that produces the answer, report
 Beyond the argmax of N, on the `orchrm` selector's scores: `TopKVoteSelector` executes
 the k best and votes; `AdaptiveSelector` stops drawing candidates once the model is
 confident; `CostAwareSelector` trades score against the cost predicted from the plan.
+Beyond choosing, `orchrm.selection.search.SearchSelector` edits the N plans and may
+return a better edit than any of them (`Selection.plan`).
 """
 
 from __future__ import annotations
@@ -73,6 +75,14 @@ class Selection:
     """Candidates drawn from the orchestrator, the first ones in sample order (None: all
     N); a selector that stops drawing early (`AdaptiveSelector`) saves the orchestrator
     tokens of the rest."""
+    plan: Candidate | None = None
+    """A plan none of the candidates is, executed in their place (`orchrm-search`'s edit
+    of candidate `index`): its orchestration and, where the selector could run it, what
+    executing it gave; None: the answer is candidate `index`'s."""
+    edits: tuple[str, ...] = ()
+    """The edits that made `plan` from candidate `index`, in order."""
+    plan_score: float | None = None
+    """What the selector ranked `plan` by, as `scores` for the candidates."""
 
 
 Selector = Callable[[CandidateSet], Selection]
@@ -169,15 +179,18 @@ class RewardModelSelector:
         plans = [(t, c.orchestration) for t in tasks for c in t.candidates if c.orchestration]
         self._score_new([(t.question, o) for t, o in plans], [t.domain for t, _ in plans])
 
-    def _score(self, task: CandidateSet, plans: list[Orchestration]) -> list[tuple[int, float]]:
-        """(input tokens, score) per plan; each (question, plan) is scored once, however
-        many subsets of N it appears in (the tokens still count at every selection)."""
+    def score_plans(
+        self, task: CandidateSet, plans: list[Orchestration]
+    ) -> list[tuple[int, float]]:
+        """(input tokens, score) per plan of `task`, in one batch; each (question, plan)
+        is scored once, however many subsets of N (or searches) it appears in (the
+        tokens still count at every selection)."""
         self._score_new([(task.question, o) for o in plans], [task.domain] * len(plans))
         return [self._seen[(task.question, o)] for o in plans]
 
     def __call__(self, task: CandidateSet) -> Selection:
         where = [i for i, c in enumerate(task.candidates) if c.orchestration is not None]
-        scored = self._score(task, [task.candidates[i].orchestration for i in where])
+        scored = self.score_plans(task, [task.candidates[i].orchestration for i in where])
         tokens = sum(t for t, _ in scored)
         scores: list[float | None] = [None] * len(task.candidates)
         for i, (_, s) in zip(where, scored, strict=True):

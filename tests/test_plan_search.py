@@ -114,6 +114,22 @@ def test_the_objective_weighs_cost_distance_and_the_ensembles_spread(world):
     assert found.tokens == 2 * 10 * (8 + found.scored)
 
 
+def test_one_search_gives_every_smaller_budgets_result(world):
+    world_tasks, tasks = world
+    full = [_search(world_tasks, budget=40, seed=2)(t) for t in tasks[:6]]
+    for budget in (0, 1, 3, 7, 20):
+        small = [_search(world_tasks, budget=budget, seed=2)(t) for t in tasks[:6]]
+        assert [f.best_within(budget) for f in full] == [s.best for s in small]
+        assert all(s.history == f.history[:budget] for s, f in zip(small, full, strict=True))
+
+
+def test_stand_ins_of_other_seeds_err_independently(world):
+    world_tasks, tasks = world
+    item = [(tasks[0].question, tasks[0].candidates[0].orchestration)]
+    same = [WorldScorer(world_tasks, 1.0, seed=s).score(item)[0].score for s in (0, 0, 1, 2)]
+    assert same[0] == same[1] and len(set(same[1:])) == 3
+
+
 def test_the_search_is_deterministic(world):
     world_tasks, tasks = world
     first = [_search(world_tasks, budget=9, seed=1)(t).best for t in tasks]

@@ -15,12 +15,20 @@ from orchrm.world.model import success_probability
 
 class WorldScorer:
     """An `orchrm.scoring.base.Scorer` over plans, never texts: score = `scale` x (log-odds
-    + N(0, `noise`), seeded by the plan) + `shift`; 10 input tokens a plan; a reward
-    spread of 2 for `ModelInfo.normalize`."""
+    + N(0, `noise`), seeded by the plan and `seed`) + `shift`; 10 input tokens a plan; a
+    reward spread of 2 for `ModelInfo.normalize`. Stand-ins of other seeds err
+    independently: an ensemble of them."""
 
-    def __init__(self, world_tasks, noise: float = 0.5, scale: float = 1.0, shift: float = 0.0):
+    def __init__(
+        self,
+        world_tasks,
+        noise: float = 0.5,
+        scale: float = 1.0,
+        shift: float = 0.0,
+        seed: int = 0,
+    ):
         self.by_question = {t.question: t for t in world_tasks}
-        self.noise, self.scale, self.shift = noise, scale, shift
+        self.noise, self.scale, self.shift, self.seed = noise, scale, shift, seed
         self.metadata = {"reward_mean": 0.0, "reward_std": 2.0}
         self.config = world_config()
 
@@ -36,7 +44,8 @@ class WorldScorer:
             question, o = item[0], item[1]
             p = success_probability(self.by_question[question], o, self.config)
             p = min(max(p, 1e-4), 1 - 1e-4)
-            seed = hashlib.md5(repr((question, o)).encode()).hexdigest()
+            key = (question, o) if not self.seed else (self.seed, question, o)
+            seed = hashlib.md5(repr(key).encode()).hexdigest()
             z = math.log(p / (1 - p)) + random.Random(seed).gauss(0, self.noise)
             out.append(Scored(self.scale * z + self.shift, 10))
         return out

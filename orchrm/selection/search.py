@@ -83,6 +83,15 @@ class SearchResult:
     """Edited plans scored (at most the budget)."""
     tokens: int
     """Input tokens every model read: the N candidates and every scored edit."""
+    history: tuple[Node, ...] = ()
+    """Every edited plan scored, in the order scored. A search of the same settings and
+    seed with a smaller budget b scores exactly the first b of them, so one search
+    gives every smaller budget's result (`best_within`)."""
+
+    def best_within(self, budget: int) -> Node:
+        """The plan the same search returns with a budget of `budget` edited plans."""
+        nodes = [n for n in self.candidates if n is not None] + list(self.history[:budget])
+        return max(nodes, key=lambda n: n.objective)
 
 
 class PlanSearch:
@@ -192,8 +201,8 @@ class PlanSearch:
             seen.setdefault(node.plan, node)
         expanded: set[Orchestration] = set()
         order = random.Random(f"{self.seed}:{task.task_id}")
-        scored = 0
-        while scored < self.budget:
+        history: list[Node] = []
+        while len(history) < self.budget:
             open_ = [
                 n
                 for n in seen.values()
@@ -210,16 +219,16 @@ class PlanSearch:
                         made[edit.plan] = (edit.plan, node.origin, (*node.edits, edit.what))
             todo = list(made.values())
             order.shuffle(todo)
-            todo = todo[: self.budget - scored]
+            todo = todo[: self.budget - len(history)]
             if not todo:
                 continue
             nodes, spent = self._scored(task, todo)
             tokens += spent
-            scored += len(nodes)
+            history += nodes
             for node in nodes:
                 seen[node.plan] = node
         best = max(seen.values(), key=lambda n: n.objective)  # max keeps the first of ties
-        return SearchResult(best, tuple(candidates), scored, tokens)
+        return SearchResult(best, tuple(candidates), len(history), tokens, tuple(history))
 
 
 class SearchSelector:

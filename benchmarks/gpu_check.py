@@ -203,7 +203,7 @@ def cell(value: float | None) -> str:
 
 
 def print_row(row: Row) -> None:
-    print(f"{row.part:<6} {row.what:<34} {cell(row.value):>10}  {row.note}", flush=True)
+    print(f"{row.part:<6} {row.what:<34} {cell(row.value):>10}  {row.note}".rstrip(), flush=True)
 
 
 def sync(cuda: bool) -> None:

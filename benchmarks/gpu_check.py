@@ -4,8 +4,8 @@ orchestrator training, in one command that prints one table.
     python3 benchmarks/gpu_check.py [--tiny] [--dtype bf16|fp32] [--parts train,trl,...]
         [--work DIR] [--json FILE]
 
-Five parts, each guarded (one that fails prints its error as a row and the others still
-run), in this order:
+Five parts, each guarded (one that fails prints its error as a row, its traceback on
+stderr, and the others still run; the exit status is then 1), in this order:
 
 - `train`: a random-initialized sequence classifier with Llama-3.1-8B's published shape
   (`orchrm.memplan.plan.PRESETS`, rope theta 500,000) and a byte-level BPE tokenizer
@@ -801,6 +801,9 @@ def main() -> None:
         payload = {"header": header(work), "sizes": asdict(work.sizes), "dtype": dtype,
                    "rows": [asdict(r) for r in rows], "results": work.results}  # fmt: skip
         args.json.write_text(json.dumps(payload, indent=2, default=str))
+    failed = [r.part for r in rows if r.what == "error"]
+    if failed:
+        sys.exit(f"gpu_check: {', '.join(failed)} failed (tracebacks above, on stderr)")
 
 
 if __name__ == "__main__":

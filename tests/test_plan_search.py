@@ -224,3 +224,40 @@ def test_the_search_scores_through_a_real_reward_model_in_fp32(world, tmp_path: 
     parsed = sum(c.orchestration is not None for c in task.candidates)
     assert found.scored == 5 and len(base._seen) == parsed + 5
     assert found.tokens == sum(tokens for tokens, _ in base._seen.values()) > 0
+
+
+def test_the_page_draws_each_edited_plan_beside_the_candidate_it_came_from(world, tmp_path):
+    from orchrm.viewer.graph import esc
+    from orchrm.viewer.html import summary_rows
+    from orchrm.viewer.json_form import read_view_json
+    from orchrm.viewer.page import selections, write_evaluation_view
+
+    world_tasks, tasks = world
+    options = SelectorOptions(search_budget=12, cost_weight=0.0)
+    lineup = build_lineup(
+        tasks, rm=WorldScorer(world_tasks, 0.5), world_tasks=world_tasks, options=options
+    )
+    chosen = {k: lineup.selectors[k] for k in ("orchrm", "orchrm-search", "bayes")}
+    picks = selections(lineup.tasks, chosen)
+    page = write_evaluation_view(tmp_path, lineup.tasks, picks).read_text()
+    pairs = list(zip(lineup.tasks, (p["orchrm-search"] for p in picks), strict=True))
+    made = [(t, s) for t, s in pairs if s.plan is not None]
+    assert made and page.count('data-edited="orchrm-search"') == len(made)
+    task, first = made[0]
+    section = page[page.index(f">{task.task_id}</h2>") :]
+    section = section[: section.index("</section>")]
+    source = section.index(f'data-index="{first.index}"')
+    edited = section.index('data-edited="orchrm-search"')
+    following = section.find(f'data-index="{first.index + 1}"')
+    assert source < edited and (following < 0 or edited < following)
+    assert all(esc(step, 200) in section for step in first.edits)
+    assert "an edit of #" in section
+    views = read_view_json(tmp_path / "view.json")
+    back = next(v for v in views if v.task.task_id == task.task_id).edited["orchrm-search"]
+    assert (back.source, back.edits) == (first.index, first.edits)
+    assert back.plan.orchestration == first.plan.orchestration
+    assert back.plan.p_success == first.plan.p_success
+    rows = {name: p for name, _, _, p in summary_rows(views)}
+    executed = [s.plan or t.candidates[s.index] for t, s in pairs]
+    expected = sum(c.p_success for c in executed) / len(executed)
+    assert rows["orchrm-search"] == pytest.approx(expected)

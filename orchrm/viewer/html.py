@@ -4,7 +4,9 @@ The page loads nothing: a Content-Security-Policy allows no source at all but it
 script (by hash) and inline styles, so even a text that escaped escaping could neither
 run nor fetch anything. Every text from a log goes through `view_graph.esc`. Each task
 is a `<section class="task">` whose `data-*` attributes hold what the page sorts and
-filters on; the script only reorders and hides sections, and reports on
+filters on; a plan a selector made in place of the candidates (`orchrm-search`'s edit)
+is an `<article class="cand edited">` right after the candidate it came from, with the
+edits that made it. The script only reorders and hides sections, and reports on
 `#view-status` (`data-state="ready"` once it ran, `data-errors` with any error it met,
 `data-shown`: the tasks the filters let through). The filters can be set from the
 link: `view.html#domain=math&wrong=1&disagree=1&sort=share&q=text`.
@@ -45,6 +47,8 @@ article.cand{border:2px solid #bbb;border-radius:6px;padding:6px;width:352px;max
 box-sizing:border-box;background:#fafafa}
 article.cand.right{border-color:#3a9a3a}
 article.cand.wrong{border-color:#c03a3a}
+article.cand.edited{border-style:dashed;background:#f3f7ee}
+ol.edits{font-size:12px;margin:2px 0;padding-left:18px;overflow-wrap:anywhere}
 article.cand header{font-size:13px}
 .verdict.right{color:#2a7a2a;font-weight:600}.verdict.wrong{color:#b02a2a;font-weight:600}
 .facts{font-size:12px;color:#333;margin:2px 0;overflow-wrap:anywhere}
@@ -160,10 +164,8 @@ def _badge(name: str, extra: str = "") -> str:
 
 
 def _chosen_answer(view, name: str) -> str | None:
-    index = view.picks.get(name)
-    if index is None:
-        return None
-    return answer_key(view.task.candidates[index].answer, view.task.domain)
+    chosen = view.chosen(name)
+    return None if chosen is None else answer_key(chosen.answer, view.task.domain)
 
 
 def task_flags(view) -> dict[str, str]:
@@ -206,9 +208,38 @@ def _facts(view, i: int, c) -> str:
     return '<p class="facts">' + " · ".join(facts) + "</p>"
 
 
+def _ran(c) -> bool:
+    """Whether the plan has an outcome (a logged candidate, or an edit the world ran)."""
+    return c.answer is not None or c.correct or c.execution_tokens > 0
+
+
+def _edited(view, name: str, e) -> str:
+    """The plan selector `name` made from candidate `e.source`, drawn beside it."""
+    c = e.plan
+    verdict = ("right" if c.correct else "wrong") if _ran(c) else "unrun"
+    said = {"right": "✓ right", "wrong": "✗ wrong", "unrun": "not executed"}[verdict]
+    facts = [f"answer: <b>{esc(c.answer, 80)}</b>" if c.answer is not None else "no answer"]
+    if c.p_success is not None:
+        facts.append(f"p(success) {c.p_success:.2f}")
+    if e.score is not None:
+        facts.append(f"objective {e.score:.3f}")
+    if c.execution_tokens:
+        facts.append(f"{c.execution_tokens:,} tokens")
+    steps = "".join(f"<li>{esc(step, 200)}</li>" for step in e.edits)
+    return (
+        f'<article class="cand edited {verdict}" data-edited="{esc(name)}" '
+        f'data-from="{e.source}" data-correct="{int(c.correct)}">'
+        f"<header><b>edit of #{e.source}</b> "
+        f'<span class="verdict {verdict}">{said}</span></header>'
+        f'<div class="picks">{_badge(name)}</div>'
+        f'<p class="facts">{" · ".join(facts)}</p>'
+        f'<ol class="edits">{steps}</ol>{svg(c.orchestration)}</article>'
+    )
+
+
 def _candidate(view, i: int, c) -> str:
     verdict = "right" if c.correct else "wrong"
-    pickers = [name for name, index in view.picks.items() if index == i]
+    pickers = [n for n, index in view.picks.items() if index == i and n not in view.edited]
     parts = [
         f'<article class="cand {verdict}" data-index="{i}" data-correct="{int(c.correct)}">',
         f"<header><b>#{i}</b> {esc(view.label(i), 60)} "
@@ -238,8 +269,13 @@ def _task(view, order: int) -> str:
     cands = view.task.candidates
     picks = []
     for name, index in view.picks.items():
-        mark = "✓" if cands[index].correct else "✗"
-        picks.append(_badge(name, f" → #{index} {mark}"))
+        mark = "✓" if view.chosen(name).correct else "✗"
+        where = f"an edit of #{index}" if name in view.edited else f"#{index}"
+        picks.append(_badge(name, f" → {where} {mark}"))
+    drawn = []
+    for i, c in enumerate(cands):
+        drawn.append(_candidate(view, i, c))
+        drawn += [_edited(view, name, e) for name, e in view.edited.items() if e.source == i]
     truth = f" · reference answer: <b>{esc(view.ground_truth, 80)}</b>" if view.ground_truth else ""
     right = sum(c.correct for c in cands)
     return (
@@ -248,7 +284,7 @@ def _task(view, order: int) -> str:
         f"{right} right{truth}</p>"
         f'<p class="q" title="{esc(view.task.question, 4000)}">{esc(view.task.question, 600)}</p>'
         f'<div class="picks">picked: {"".join(picks) or "nothing"}</div>'
-        f'<div class="cands">{"".join(_candidate(view, i, c) for i, c in enumerate(cands))}</div>'
+        f'<div class="cands">{"".join(drawn)}</div>'
         "</section>"
     )
 
@@ -262,7 +298,7 @@ def summary_rows(tasks) -> list[tuple[str, int, int, float | None]]:
     )
     rows = []
     for name in ordered:
-        chosen = [v.task.candidates[v.picks[name]] for v in tasks if name in v.picks]
+        chosen = [v.chosen(name) for v in tasks if name in v.picks]
         ps = [c.p_success for c in chosen]
         p = sum(ps) / len(ps) if ps and all(x is not None for x in ps) else None
         rows.append((name, len(chosen), sum(c.correct for c in chosen), p))

@@ -1,6 +1,7 @@
 """`view.json`: an evaluation's tasks as `orchrm view` shows them (candidates with their
 orchestrations, answers, correctness, true success probabilities, reward-model scores,
-and each selector's pick), written beside the report so the page can be rebuilt from the
+each selector's pick, and the plans a selector made in their place with the edits that
+made them), written beside the report so the page can be rebuilt from the
 report folder alone. Reading checks every field and names the one that is wrong."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 from orchrm.errors import InputError
 from orchrm.parse import ParseError, from_dict
 from orchrm.selection.selectors import Candidate, CandidateSet
-from orchrm.viewer.task import VIEW_FORMAT, VIEW_JSON, ViewTask
+from orchrm.viewer.task import VIEW_FORMAT, VIEW_JSON, EditedPick, ViewTask
 
 
 def view_json(views: list[ViewTask]) -> dict:
@@ -26,6 +27,7 @@ def view_json(views: list[ViewTask]) -> dict:
                 "ground_truth": v.ground_truth,
                 "picks": v.picks,
                 "candidates": [_candidate(v, i, c) for i, c in enumerate(v.task.candidates)],
+                "edited": {name: _edited(e) for name, e in v.edited.items()},
             }
             for v in views
         ],
@@ -43,6 +45,20 @@ def _candidate(v: ViewTask, i: int, c: Candidate) -> dict:
         "logprob": c.logprob,
         "execution_tokens": c.execution_tokens,
         "score": v.score(i),
+    }
+
+
+def _edited(e: EditedPick) -> dict:
+    c = e.plan
+    return {
+        "from": e.source,
+        "edits": list(e.edits),
+        "score": e.score,
+        "orchestration": c.orchestration.to_dict() if c.orchestration else None,
+        "answer": c.answer,
+        "correct": c.correct,
+        "p_success": c.p_success,
+        "execution_tokens": c.execution_tokens,
     }
 
 
@@ -144,6 +160,20 @@ def _read_task(t: object, where: str, n: int | None) -> ViewTask:
             raise InputError(f"{where}.picks.{name} is {index!r}, not a candidate's index")
         if n is None or index < n:  # a pick among candidates cut by n is no pick
             kept[name] = index
+    edited = {}
+    for name, e in _field(t, "edited", dict, where, {}).items():
+        at = f"{where}.edited.{name}"
+        candidate, _, _, score = _read_candidate(e, at)
+        source = e.get("from")
+        if not isinstance(source, int) or isinstance(source, bool) or not 0 <= source < len(items):
+            raise InputError(f"{at}.from is {source!r}, not a candidate's index")
+        if candidate.orchestration is None:
+            raise InputError(f"{at}.orchestration is missing: an edited plan has one")
+        steps = _field(e, "edits", list, at, [])
+        if not all(isinstance(x, str) for x in steps):
+            raise InputError(f"{at}.edits holds something other than strings")
+        if n is None or source < n:  # the plan of a candidate cut by n is left out too
+            edited[name] = EditedPick(candidate, source, tuple(steps), score)
     task = CandidateSet(
         str(_field(t, "task_id", str, where, "?")),
         str(_field(t, "question", str, where, "")),
@@ -158,6 +188,7 @@ def _read_task(t: object, where: str, n: int | None) -> ViewTask:
         problems=tuple(p for _, _, p, _ in made),
         scores=scores if any(s is not None for s in scores) else (),
         picks=kept,
+        edited=edited,
     )
 
 

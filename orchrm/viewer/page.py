@@ -8,7 +8,9 @@ the logs (majority, random, logp, oracle, and bayes on world logs) and, given a 
 model, orchrm and orchrm-weighted; their picks and the model's scores are on the page.
 
 - `read_sources`: the tasks of the given files, with what could not be read;
-- `selections`: every selector's choice on every task (the report keeps only means);
+- `selections`: every selector's choice on every task (the report keeps only means); a
+  plan a selector made in their place (`orchrm-search`'s edit) is drawn beside the
+  candidate it came from;
 - `build_view` / `write_view`: the page; `write_evaluation_view`: the page and its
   `view.json` from an evaluation's tasks and line-up.
 
@@ -24,7 +26,7 @@ from pathlib import Path
 from orchrm.errors import InputError
 from orchrm.parse import ParseError, parse_record, read_records
 from orchrm.selection.selectors import Candidate, CandidateSet, Selection, Selector, first_max
-from orchrm.viewer.task import VIEW_HTML, VIEW_JSON, ViewTask
+from orchrm.viewer.task import VIEW_HTML, VIEW_JSON, EditedPick, ViewTask
 
 
 @dataclass
@@ -169,7 +171,15 @@ def _with_selections(view: ViewTask, chosen: dict[str, Selection]) -> ViewTask:
     orchrm = chosen.get("orchrm")
     scores = tuple(orchrm.scores) if orchrm and orchrm.scores else view.scores
     picks = {**view.picks, **{name: s.index for name, s in chosen.items()}}
-    return replace(view, scores=scores, picks=picks)
+    edited = {
+        **view.edited,
+        **{
+            name: EditedPick(s.plan, s.index, s.edits, s.plan_score)
+            for name, s in chosen.items()
+            if s.plan is not None
+        },
+    }
+    return replace(view, scores=scores, picks=picks, edited=edited)
 
 
 def pick_all(tasks: list[ViewTask], rm=None) -> list[ViewTask]:

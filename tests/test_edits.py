@@ -137,6 +137,7 @@ def test_neighbours_are_distinct_within_the_size_and_none_for_an_invalid_plan():
     every = neighbours(o)
     assert len({e.plan for e in every}) == len(every) and o not in {e.plan for e in every}
     assert all(len(e.plan.agents) <= 3 for e in neighbours(o, max_agents=3))
+    assert neighbours(o, max_agents=2) == []  # already beyond the size: left as it is
     assert {e.kind for e in neighbours(o, ("retype",))} == {"retype"}
     broken = Orchestration((Agent("A", "CoTAgent", input="${B}"),))
     assert neighbours(broken) == []

@@ -85,8 +85,10 @@ def neighbours(
 ) -> list[Edit]:
     """Every plan one edit of `kinds` (all of `EDITS` when None) makes of `o`, in
     registry order, each plan once, none equal to `o` and none with more than
-    `max_agents` agents. A plan that breaks a graph rule, or answers directly, has none."""
-    if not o.agents or validate(o):
+    `max_agents` agents. A plan that breaks a graph rule, answers directly or already
+    has more than `max_agents` agents has none (so the work stays small whatever the
+    plan's size)."""
+    if not o.agents or len(o.agents) > max_agents or validate(o):
         return []
     seen = {o}
     out = []

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
 from orchrm.errors import ConfigError
@@ -94,15 +94,23 @@ class SearchResult:
         return max(nodes, key=lambda n: n.objective)
 
 
+Scores = list[list[tuple[int, float]]]
+"""Per reward model, (input tokens, raw score) of each plan asked for, in order."""
+
+
 class PlanSearch:
     """Best-first beam search over edits of a task's candidates, scored by `models`
     (`RewardModelSelector`s, whose caches keep each (question, plan) scored once; the
     first is `orchrm`'s, so the candidates' scores are argmax's). See the module
-    docstring for the objective."""
+    docstring for the objective.
+
+    The search itself is `steps`, which asks for scores and never scores: calling the
+    search drives it with `models`; `orchrm serve`'s `/select` drives it with its own
+    micro-batched model (then `models` is empty and `infos` says how many models score)."""
 
     def __init__(
         self,
-        models: Sequence[RewardModelSelector],
+        models: Sequence[RewardModelSelector] = (),
         infos: Sequence[ModelInfo | None] = (),
         *,
         budget: int = 16,
@@ -118,7 +126,7 @@ class PlanSearch:
         cost_model=None,
         seed: int = 0,
     ):
-        if not models:
+        if not models and not infos:
             raise ConfigError("orchrm-search: give at least one reward model to score plans")
         for name, value in (("budget", budget), ("max_edits", max_edits), ("beam", beam)):
             if value < (0 if name == "budget" else 1):
@@ -138,6 +146,10 @@ class PlanSearch:
             )
         self.models = tuple(models)
         self.infos = tuple(infos) + (None,) * (len(self.models) - len(infos))
+        if self.models and len(self.infos) != len(self.models):
+            raise ConfigError(
+                f"orchrm-search: {len(self.infos)} model infos for {len(self.models)} models"
+            )
         self.budget, self.max_edits, self.beam = budget, max_edits, beam
         self.distance_penalty, self.cost_weight = distance_penalty, cost_weight
         self.spread_weight, self.measure = spread_weight, measure
@@ -157,17 +169,19 @@ class PlanSearch:
         for model in self.models:
             model.warm(tasks)
 
-    def _scored(
-        self, task: CandidateSet, made: list[tuple[Orchestration, int, tuple[str, ...]]]
+    def _nodes(
+        self, made: list[tuple[Orchestration, int, tuple[str, ...]]], scores: Scores
     ) -> tuple[list[Node], int]:
-        """Each (plan, origin, edits) scored by every model in one batch each, and the
+        """Each (plan, origin, edits) as a node from every model's scores of it, and the
         input tokens read."""
-        plans = [plan for plan, _, _ in made]
+        if len(scores) != len(self.infos) or any(len(c) != len(made) for c in scores):
+            raise ValueError(
+                f"orchrm-search: asked {len(self.infos)} models for {len(made)} scores each"
+            )
         columns, tokens = [], 0
-        for model, info in zip(self.models, self.infos, strict=True):
-            scored = model.score_plans(task, plans)
-            tokens += sum(t for t, _ in scored)
-            raw = [s for _, s in scored]
+        for column, info in zip(scores, self.infos, strict=True):
+            tokens += sum(t for t, _ in column)
+            raw = [s for _, s in column]
             columns.append(info.normalize(raw) if info is not None else raw)
         nodes = []
         for n, (plan, origin, edits) in enumerate(made):
@@ -184,51 +198,65 @@ class PlanSearch:
             nodes.append(Node(plan, origin, edits, score, spread, cost, objective))
         return nodes, tokens
 
-    def __call__(self, task: CandidateSet) -> SearchResult | None:
-        """The best plan of `task`'s candidates and their edits (None: no candidate
-        parses)."""
+    def steps(
+        self, task: CandidateSet
+    ) -> Generator[list[Orchestration], Scores, SearchResult | None]:
+        """The search of `task` as a generator: it yields the plans it needs scored (the
+        parsed candidates first, then each round's edits) and is sent their `Scores`;
+        it returns the `SearchResult` (None: no candidate parses)."""
         where = [i for i, c in enumerate(task.candidates) if c.orchestration is not None]
         if not where:
             return None
-        starts, tokens = self._scored(
-            task, [(task.candidates[i].orchestration, i, ()) for i in where]
-        )
+        made = [(task.candidates[i].orchestration, i, ()) for i in where]
+        starts, tokens = self._nodes(made, (yield [plan for plan, _, _ in made]))
         candidates: list[Node | None] = [None] * len(task.candidates)
         for i, node in zip(where, starts, strict=True):
             candidates[i] = node
         seen: dict[Orchestration, Node] = {}
         for node in starts:  # a plan sampled twice keeps its first place
             seen.setdefault(node.plan, node)
-        expanded: set[Orchestration] = set()
+        # an edit of a valid plan is valid: only the sampled plans need checking
+        expanded = {n.plan for n in starts if validate(n.plan)}
         order = random.Random(f"{self.seed}:{task.task_id}")
         history: list[Node] = []
         while len(history) < self.budget:
             open_ = [
-                n
-                for n in seen.values()
-                if n.plan not in expanded and n.depth < self.max_edits and not validate(n.plan)
+                n for n in seen.values() if n.plan not in expanded and n.depth < self.max_edits
             ]
             if not open_:
                 break
             frontier = sorted(open_, key=lambda n: -n.objective)[: self.beam]
-            made: dict[Orchestration, tuple[Orchestration, int, tuple[str, ...]]] = {}
+            made_now: dict[Orchestration, tuple[Orchestration, int, tuple[str, ...]]] = {}
             for node in frontier:
                 expanded.add(node.plan)
                 for edit in neighbours(node.plan, self.kinds, self.max_agents):
-                    if edit.plan not in seen and edit.plan not in made:
-                        made[edit.plan] = (edit.plan, node.origin, (*node.edits, edit.what))
-            todo = list(made.values())
+                    if edit.plan not in seen and edit.plan not in made_now:
+                        made_now[edit.plan] = (edit.plan, node.origin, (*node.edits, edit.what))
+            todo = list(made_now.values())
             order.shuffle(todo)
             todo = todo[: self.budget - len(history)]
             if not todo:
                 continue
-            nodes, spent = self._scored(task, todo)
+            nodes, spent = self._nodes(todo, (yield [plan for plan, _, _ in todo]))
             tokens += spent
             history += nodes
             for node in nodes:
                 seen[node.plan] = node
         best = max(seen.values(), key=lambda n: n.objective)  # max keeps the first of ties
         return SearchResult(best, tuple(candidates), len(history), tokens, tuple(history))
+
+    def __call__(self, task: CandidateSet) -> SearchResult | None:
+        """The best plan of `task`'s candidates and their edits, scored by `models` in
+        one batch a round each (None: no candidate parses)."""
+        if not self.models:
+            raise ConfigError("orchrm-search: no reward model to score with here")
+        steps = self.steps(task)
+        try:
+            plans = next(steps)
+            while True:
+                plans = steps.send([m.score_plans(task, plans) for m in self.models])
+        except StopIteration as done:
+            return done.value
 
 
 class SearchSelector:

@@ -9,8 +9,9 @@ Routes (JSON in and out):
   the model's calibrated P(correct) (`orchrm calibrate`; null without a calibration).
 - `POST /select` (the same body, with `selector`, `answers`, `selector_options`):
   best-of-N by a selector of the registry (`orchrm.serve.select`), `{"selector",
-  "chosen", "scores", "selection_scores", "executed", "drawn", "results", "tokens"}`;
-  `chosen` is null when no orchestration parses.
+  "chosen", "scores", "selection_scores", "executed", "drawn", "results", "tokens",
+  "plan", "edits"}`; `chosen` is null when no orchestration parses; `plan` is the edit
+  `orchrm-search` found, to execute in place of `chosen` (null for the others).
 - `POST /get_reward`: OpenRLHF's remote reward model (`orchrm.serve.openrlhf`).
 - `POST /classify`: vLLM's classification route for rendered texts, in vLLM's shape
   (`orchrm.serve.classify`), under the same limits and budget as `/score`.
@@ -59,13 +60,18 @@ from orchrm.serve.prepare import (
     install_tokenizer,
     over_budget,
     prepare_request,
+    render_plans,
     tokenizer_spec,
 )
 from orchrm.serve.select import (
+    SEARCHES,
     SelectBody,
+    candidate_scores,
     choose,
     nothing_parses,
     prepare_select,
+    search_choice,
+    search_of,
     select_answer,
     select_job,
 )
@@ -135,11 +141,47 @@ class _Scoring:
         return body, await self._scored(body.items, deadline), deadline
 
     async def choose(self, body: SelectBody, results: list[Scored], deadline: float):
-        """The `/select` choice, made in a prepare worker by the request's deadline."""
+        """The `/select` choice, made in a prepare worker by the request's deadline (a
+        search's rounds: edits rendered in a worker, scored in the batcher)."""
         if all(r.status == "unparseable" for r in results):
             return nothing_parses(body)
         job = select_job(body, results, self.metadata)
+        if body.selector in SEARCHES:
+            return await self._search(body, job, deadline)
         return await self._in_worker(deadline, "to choose", choose, job)
+
+    async def _search(self, body: SelectBody, job, deadline: float):
+        """`orchrm-search` on a request: each round's edits rendered in a prepare worker
+        and scored by the batcher, until the search returns."""
+        steps = search_of(job).steps(job.task)
+        next(steps)  # the orchestrations themselves: scored already
+        scores = candidate_scores(job)
+        try:
+            while True:
+                plans = steps.send(scores)
+                texts = await self._in_worker(
+                    deadline,
+                    "to be searched",
+                    render_plans,
+                    body.question,
+                    plans,
+                    self.limits,
+                    deadline,
+                    body.domain,
+                )
+                scores = [[(r.tokens, r.score) for r in await self._score_texts(texts, deadline)]]
+        except StopIteration as done:
+            return search_choice(job, done.value)
+
+    async def _score_texts(self, texts: list[str], deadline: float) -> list:
+        """The batcher's results for `texts`, by `deadline`."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self.batcher.submit(texts)
+        except TimeoutError:
+            raise over_budget(self.config.max_request_seconds, "with its forward passes") from None
+        except BatcherClosed as err:
+            raise ApiError(503, "shutting_down", str(err)) from None
 
     async def classified(self, request: Request) -> tuple[list[Scored], bool]:
         """The scored texts of a `/classify` body and whether it asks for the sigmoid."""
@@ -149,13 +191,7 @@ class _Scoring:
     async def _scored(self, items: list, deadline: float) -> list[Scored]:
         """Each prepared item scored by the batcher (by `deadline`), in input order."""
         texts = [item.text for item in items if isinstance(item, Rendered)]
-        try:
-            async with asyncio.timeout_at(deadline):
-                scores = iter(await self.batcher.submit(texts))
-        except TimeoutError:
-            raise over_budget(self.config.max_request_seconds, "with its forward passes") from None
-        except BatcherClosed as err:
-            raise ApiError(503, "shutting_down", str(err)) from None
+        scores = iter(await self._score_texts(texts, deadline))
         results = []
         for item in items:
             if isinstance(item, Rendered):

@@ -188,6 +188,26 @@ def prepare_items(
     return out
 
 
+def render_plans(
+    question: str,
+    plans: list[Orchestration],
+    limits: Limits,
+    deadline: float,
+    domain: str = "",
+) -> list[str]:
+    """The text the model reads of each plan a request does not hold (`/select`'s search
+    over edits of its orchestrations), rendered as `prepare_item` renders. 503
+    `over_budget` past `deadline`, checked between plans."""
+    if _TOKENS is None:
+        raise RuntimeError("install_tokenizer has not run in this process")
+    out = []
+    for i, o in enumerate(plans):
+        if time.monotonic() > deadline:
+            raise over_budget(limits.max_request_seconds, f"searching ({i} edits rendered)")
+        out.append(render_for_rm(question, o, limits.max_tokens, _TOKENS.counter, domain))
+    return out
+
+
 def over_budget(seconds: float, where: str) -> ApiError:
     """The refusal of a request that ran past `max_request_seconds`."""
     return ApiError(

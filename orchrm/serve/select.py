@@ -14,6 +14,12 @@ Request `{"question", "orchestrations", "selector", "answers", "selector_options
   per orchestration; required by the votes, read by no other selector.
 - `selector_options`: any `orchrm.selection.options.SelectorOptions` field (a wrong name,
   type or value is a 422 naming it); the others keep their defaults.
+- `orchrm-search` (`SEARCHES`) goes beyond choosing: it edits the orchestrations, has
+  the model score the edits (rendered in a prepare worker, scored in the micro-batcher,
+  round by round, at most `search_budget` of them, itself at most `max_items`), and
+  answers with the plan to execute: `plan`, the edit of orchestration `chosen` as harmony
+  XML, with `edits` naming each edit (null and [] when an orchestration itself is best);
+  `tokens` counts every edit scored.
 
 The body is read in a prepare worker (`prepare_select`), its plans scored in the
 micro-batcher, and the choice made in a prepare worker again (`choose`): the cost a plan
@@ -28,9 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchrm.errors import ConfigError
+from orchrm.orchestration import to_harmony
 from orchrm.scoring.base import ModelInfo
 from orchrm.selection.options import SelectorOptions
 from orchrm.selection.registry import BY_NAME, RERUN_SELECTORS, LineupInputs
+from orchrm.selection.search import PlanSearch, Scores, SearchResult
 from orchrm.selection.selectors import Candidate, CandidateSet, Selection, first_max
 from orchrm.serve.prepare import (
     ApiError,
@@ -46,7 +54,11 @@ from orchrm.serve.prepare import (
 )
 
 SERVED = ("orchrm", "orchrm-top2-vote", "orchrm-top3-vote", "orchrm-adaptive", "orchrm-cost")
-"""The selectors `/select` runs: those built on the `orchrm` selector's scores alone."""
+"""The selectors `/select` runs on the `orchrm` selector's scores alone."""
+SEARCHES = ("orchrm-search",)
+"""The selectors `/select` runs by scoring plans the request does not hold: edits of its
+orchestrations, rendered in a prepare worker and scored in the micro-batcher, round by
+round (`orchrm.selection.search.PlanSearch.steps`)."""
 VOTES = tuple(name for name in SERVED if name in RERUN_SELECTORS)
 """The served selectors that read executed answers (`answers` required)."""
 
@@ -61,6 +73,9 @@ class SelectBody:
     selector: str
     answers: tuple[str | None, ...] | None
     options: SelectorOptions
+    domain: str = ""
+    """The task's domain, as the request's orchestrations were rendered with it (a
+    search renders its edits the same way)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,14 @@ class Choice:
     """The orchestrations whose executions the choice reads (the k best for a vote)."""
     drawn: int
     """How many orchestrations, the first ones, the selector read."""
+    plan: str | None = None
+    """`orchrm-search`: the edit of orchestration `index` to execute in its place, as
+    harmony XML (None: execute orchestration `index` itself)."""
+    edits: tuple[str, ...] = ()
+    """The edits that made `plan`, in order."""
+    tokens: int | None = None
+    """`orchrm-search`: the input tokens the model read for the orchestrations and every
+    edit scored (None: the orchestrations' alone)."""
 
 
 def prepare_select(body: bytes, limits: Limits, deadline: float) -> SelectBody:
@@ -94,9 +117,18 @@ def prepare_select(body: bytes, limits: Limits, deadline: float) -> SelectBody:
             "answers",
         )
     options = options_of(value.get("selector_options"))
+    if selector in SEARCHES and options.search_budget > limits.max_items:
+        raise ApiError(
+            422,
+            "invalid_value",
+            f"search_budget {options.search_budget} is over max_items ({limits.max_items}), "
+            "the most orchestrations one request may have scored",
+            "selector_options.search_budget",
+        )
     pairs = [(question, t) for t in texts]
-    items = prepare_items(pairs, limits, deadline, keep_plans=True, domain=domain_of(value, limits))
-    return SelectBody(question, items, selector, answers, options)
+    domain = domain_of(value, limits)
+    items = prepare_items(pairs, limits, deadline, keep_plans=True, domain=domain)
+    return SelectBody(question, items, selector, answers, options, domain)
 
 
 def selector_name(name: Any) -> str:
@@ -105,9 +137,9 @@ def selector_name(name: Any) -> str:
         raise ApiError(
             422, "wrong_type", f"selector must be a string, got {kind(name)}", "selector"
         )
-    if name in SERVED:
+    if name in SERVED or name in SEARCHES:
         return name
-    served = ", ".join(SERVED)
+    served = ", ".join(SERVED + SEARCHES)
     if name in BY_NAME:
         message = (
             f"selector {name!r} needs more than the reward model and the orchestrations "
@@ -160,6 +192,10 @@ def options_of(value: Any) -> SelectorOptions:
             raise ApiError(422, "wrong_type", f"{field} must be a number, got {kind(given)}", field)
         if known[name] is str and not isinstance(given, str):
             raise ApiError(422, "wrong_type", f"{field} must be a string, got {kind(given)}", field)
+        whole = isinstance(given, int) and not isinstance(given, bool)
+        if known[name] is int and not whole:
+            message = f"{field} must be a whole number, got {kind(given)}"
+            raise ApiError(422, "wrong_type", message, field)
     try:
         return SelectorOptions(**value)
     except ConfigError as err:
@@ -223,6 +259,45 @@ def choose(job: SelectJob) -> Choice:
     return Choice(chosen.index, tuple(chosen.scores), tuple(chosen.executed), drawn)
 
 
+def search_of(job: SelectJob) -> PlanSearch:
+    """The search `orchrm-search` runs on a request: its options, the served model's
+    reward statistics, and no model of its own (the service scores what it asks for)."""
+    o = job.options
+    return PlanSearch(
+        infos=[ModelInfo(job.metadata)],
+        budget=o.search_budget,
+        max_edits=o.search_max_edits,
+        beam=o.search_beam,
+        distance_penalty=o.search_distance_penalty,
+        cost_weight=o.cost_weight,
+        measure=o.cost_measure,
+    )
+
+
+def candidate_scores(job: SelectJob) -> Scores:
+    """The scores a search asks for first: its parsed orchestrations', already known."""
+    parsed = [i for i, c in enumerate(job.task.candidates) if c.orchestration is not None]
+    return [[(job.tokens[i], job.scores[i]) for i in parsed]]
+
+
+def search_choice(job: SelectJob, found: SearchResult) -> Choice:
+    """The `/select` choice of a finished search."""
+    scores = tuple(None if n is None else n.objective for n in found.candidates)
+    best = found.best
+    if not best.edits:
+        index = first_max(scores)
+        return Choice(index, scores, (index,), len(scores), tokens=found.tokens)
+    return Choice(
+        best.origin,
+        scores,
+        (),
+        len(scores),
+        plan=to_harmony(best.plan),
+        edits=best.edits,
+        tokens=found.tokens,
+    )
+
+
 def nothing_parses(body: SelectBody) -> Choice:
     """The choice when no orchestration parses: none."""
     return Choice(None, (None,) * len(body.items), (), len(body.items))
@@ -238,5 +313,7 @@ def select_answer(body: SelectBody, results: list[Scored], choice: Choice) -> di
         "executed": list(choice.executed),
         "drawn": choice.drawn,
         "results": [dataclasses.asdict(r) for r in results],
-        "tokens": sum(r.tokens for r in results),
+        "tokens": sum(r.tokens for r in results) if choice.tokens is None else choice.tokens,
+        "plan": choice.plan,
+        "edits": list(choice.edits),
     }

@@ -30,7 +30,7 @@ class SelectorOptions:
     cost_measure: str = setting("tokens", choices=MEASURES)
     """orchrm-cost and orchrm-search: the cost predicted from the plan and weighed:
     tokens, calls, or critical_path_calls (the latency)."""
-    search_budget: int = setting(16, min=0)
+    search_budget: int = setting(8, min=0)
     """orchrm-search: edited plans the reward model scores per task (0: the cost-aware
     argmax of N)."""
     search_max_edits: int = setting(2, min=1)

@@ -113,7 +113,7 @@ class PlanSearch:
         models: Sequence[RewardModelSelector] = (),
         infos: Sequence[ModelInfo | None] = (),
         *,
-        budget: int = 16,
+        budget: int = 8,
         max_edits: int = 2,
         beam: int = 2,
         distance_penalty: float = 0.0,

@@ -51,7 +51,12 @@ def ingest_command(
         "auto", "--adapter", help="auto, orchrm, diagram, steps, preference or generic."
     ),
     strict: bool = typer.Option(False, "--strict", help="A malformed record keeps a file out."),
-    domain: str = typer.Option(None, "--domain", help="Domain of records that name none."),
+    domain: str = typer.Option(
+        None,
+        "--domain",
+        help="Domain of records that name none (diagram: pages whose name says none; "
+        "else masbench).",
+    ),
     orchestrator: str = typer.Option(None, "--orchestrator", help="Orchestrator id (steps)."),
     mapping: list[str] = typer.Option(
         None, "--map", help="generic: FIELD=COLUMN, e.g. question=prompt (repeatable)."

@@ -1,10 +1,11 @@
 """Log formats -> `LogRecord`s: one adapter per format, each naming what is malformed.
 
 `orchrm` (orchrm's run and world logs), `diagram` (MAS-Orchestra diagram-browser
-records), `steps` (MAS-Orchestra training-step folders: generated code joined with
-responses), `preference` (OrchRM-datasets records), `generic` (any JSONL, with a field
-mapping). An adapter yields `(line, LogRecord | Malformed)` for every input record
-(and `BLANK` for a blank line), so every line of a file is accounted for.
+records, each in the domain its page's name says: `diagram_domain`), `steps`
+(MAS-Orchestra training-step folders: generated code joined with responses),
+`preference` (OrchRM-datasets records), `generic` (any JSONL, with a field mapping).
+An adapter yields `(line, LogRecord | Malformed)` for every input record (and `BLANK`
+for a blank line), so every line of a file is accounted for.
 
 Lines are read by `orchrm.jsonl` (bytes split by hand, each line decoded and checked on
 its own) and every field by `orchrm.store.fields`, so a record reaches the store only
@@ -72,6 +73,17 @@ GENERIC_FIELDS = (
 )
 """Fields a generic record can map (`--map field=column`); `question` and
 `orchestration` are required."""
+DIAGRAM_DOMAINS = (
+    (re.compile(r"aime\d*"), "aime"),
+    (re.compile(r"hotpot(qa)?"), "hotpotqa"),
+    (re.compile(r"browsecomp\w*"), "browsecomp-plus"),
+    (re.compile(r"gpqa\w*"), "gpqa"),
+    (re.compile(r"masbench\w*"), "masbench"),
+)
+"""A word of a diagram page's name -> the domain it names (the benchmark names of
+`orchrm.tasks.benchmarks`): MAS-Orchestra publishes AIME24, HotpotQA and BrowseComp+ runs
+beside MASBench ones in the same format, e.g. `harmony_grpo_7b_120b_aime24.html`."""
+DIAGRAM_DEFAULT_DOMAIN = "masbench"
 
 
 @dataclass
@@ -228,7 +240,7 @@ def _orchrm(r: dict, path: Path, options: dict) -> list[LogRecord | Malformed]:
             orchestrator=text(r.get("orchestrator"), "orchestrator", required=True, numbers=True),
             task_id=text(r.get("task_id"), "task_id", numbers=True),
             truth=_stripped(text(r.get("ground_truth"), "ground_truth", numbers=True)),
-            domain=text(r.get("domain"), "domain") or "",
+            domain=text(r.get("domain"), "domain") or options.get("domain") or "",
             raw=text(r.get("raw"), "raw") or "",
             step=integer(r.get("step"), "step"),
             sample_index=integer(r.get("sample_index"), "sample_index"),
@@ -275,7 +287,7 @@ def _diagram(r: dict, path: Path, options: dict) -> list[LogRecord | Malformed]:
             orchestration=parsed,
             orchestrator=Path(text(r.get("source"), "source") or path.name).stem,
             truth=_stripped(text(r.get("ground_truth"), "ground_truth", numbers=True)),
-            domain=options.get("domain") or "masbench",
+            domain=diagram_domain(text(r.get("source"), "source"), path, options),
             raw=thinking or code or "",
             step=integer(r.get("step"), "step"),
             sample_index=integer(r.get("row"), "row"),
@@ -283,6 +295,25 @@ def _diagram(r: dict, path: Path, options: dict) -> list[LogRecord | Malformed]:
             answer=_stripped(text(output, "execution_output", numbers=True)),
         )
     ]
+
+
+def diagram_domain(source: str | None, path: Path, options: dict) -> str:
+    """A diagram record's domain: the one its page's name (`source`) names, else
+    `--domain`, else the one the file's name names, else MASBench's."""
+    for name in (source, None, path.name):
+        found = options.get("domain") if name is None else _named_domain(name)
+        if found:
+            return found
+    return DIAGRAM_DEFAULT_DOMAIN
+
+
+def _named_domain(name: str) -> str | None:
+    """The domain a page or file name names (a word of it, in `DIAGRAM_DOMAINS`), or None."""
+    for word in re.split(r"[^a-z0-9]+", name.lower()):
+        for pattern, domain in DIAGRAM_DOMAINS:
+            if pattern.fullmatch(word):
+                return domain
+    return None
 
 
 def _preference(r: dict, path: Path, options: dict) -> list[LogRecord | Malformed]:

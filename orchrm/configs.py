@@ -14,8 +14,6 @@ import ast
 import dataclasses
 import inspect
 import itertools
-import os
-import tempfile
 import textwrap
 import types
 import typing
@@ -202,14 +200,12 @@ def dump_config(config: Any, path: str | Path) -> Path:
     whole new one), such that `load_config(type(config), path)` gives it back."""
     import yaml
 
+    from orchrm.jsonl import atomic_file
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(config_dict(config), sort_keys=False, default_flow_style=False)
-    with tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
-    ) as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, path)
+    with atomic_file(path) as f:
+        f.write(text)
     return path
 
 

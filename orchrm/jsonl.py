@@ -1,4 +1,5 @@
-"""JSONL files: read as bytes with every line accounted for, write atomically.
+"""JSONL files: read as bytes with every line accounted for, write atomically (any
+output file: `atomic_file`, with the mode the umask gives).
 
 A file is untrusted: it is read as bytes and split on `\\n` here (a `\\r` before it is
 dropped, a missing final newline is fine, a UTF-8 byte-order mark at the start is
@@ -17,17 +18,20 @@ Every check runs in time linear in the line's size.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from orchrm.errors import InputError
+from orchrm.errors import InputError, OutputError
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """Longest JSONL line read, in bytes without its end of line; a longer line is counted
@@ -299,16 +303,91 @@ def printable(text: str | Path) -> str:
 
 
 def write_jsonl(records: Iterable[dict], path: str | Path) -> None:
-    """Write one JSON value per line, atomically: a temporary file in the same folder,
-    renamed at the end, so an interrupted write never leaves a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write one JSON value per line, atomically (`atomic_file`): an interrupted write
+    never leaves a half-written file."""
+    with atomic_file(path) as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def process_umask() -> int:
+    """The process umask, read from /proc/self/status where Linux shows it (nothing
+    changes); elsewhere set to 0o077 and restored at once, under a lock."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for record in records:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        old = os.umask(0o077)
+        os.umask(old)
+    return old
+
+
+def follow_umask(path: str | Path, folder: bool = False) -> None:
+    """Give `path` the mode a plain `open` (or `mkdir`) would have given it: 0o666 (a
+    folder 0o777) less the process umask. Temporary files and folders are created 0o600
+    and 0o700, which an atomic write would otherwise keep."""
+    os.chmod(path, (0o777 if folder else 0o666) & ~process_umask())
+
+
+def follow_umask_tree(folder: str | Path) -> None:
+    """`follow_umask` for `folder` and everything under it: a folder written into a
+    temporary one, where some writers (safetensors) also create their files 0o600."""
+    for path in [Path(folder), *Path(folder).rglob("*")]:
+        if not path.is_symlink():
+            follow_umask(path, folder=path.is_dir())
+
+
+def output_error(path: str | Path, err: OSError) -> OutputError:
+    """The one-line error for an output that cannot be written, naming the user's
+    `path` (not a temporary file beside it) and what to do."""
+    shown = printable(path)
+    if isinstance(err, IsADirectoryError) or Path(path).is_dir():
+        return OutputError(f"{shown} is a folder: give the path of a file to write")
+    if isinstance(err, (FileExistsError, NotADirectoryError)) and err.filename:
+        return OutputError(
+            f"cannot write {shown}: {printable(err.filename)} is a file, where a folder "
+            "must be: give a path in a folder"
+        )
+    reason = err.strerror or str(err)
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return OutputError(f"cannot write {shown}: {reason}: free space or give another disk")
+    return OutputError(f"cannot write {shown}: {reason}: give a path in a writable folder")
+
+
+@contextmanager
+def atomic_file(path: str | Path, mode: str = "w") -> Iterator:
+    """An open temporary file beside `path`, renamed onto it when the block ends: a
+    reader sees the old file or the whole new one. The file gets the mode a plain
+    `open` would give (an existing file's mode, else 0o666 less the umask). An OS error
+    while writing becomes an `OutputError` naming `path`; the temporary file is removed
+    whatever happens."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise output_error(path, err) from None
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            yield f
+        try:
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        except FileNotFoundError:
+            follow_umask(tmp)
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OutputError) or err.filename not in (None, tmp, str(path)):
+            raise  # another output's, or another file the block read: not this one's
+        raise output_error(path, err) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchrm.errors import ConfigError, InputError
-from orchrm.jsonl import write_jsonl
+from orchrm.jsonl import atomic_file, write_jsonl
 from orchrm.orchestration import approx_token_count, rm_completion, rm_prompt, to_harmony
 from orchrm.parse import ParseError, from_dict, parse_harmony
 from orchrm.store.config import MineConfig
@@ -276,9 +276,8 @@ def export(
         if fmt == "jsonl":
             write_jsonl(part_rows, path)
         else:
-            tmp = path.with_name(f".{path.name}.tmp")
-            pq.write_table(pa.Table.from_pylist(part_rows), tmp)
-            tmp.replace(path)
+            with atomic_file(path, "wb") as f:
+                pq.write_table(pa.Table.from_pylist(part_rows), f)
         written[part] = path
     return written
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from orchrm.errors import ConfigError
+from orchrm.jsonl import follow_umask_tree, output_error
 from orchrm.orchestration import RM_RENDER_VERSION
 from orchrm.scoring.backbone import METADATA, load_backbone
 from orchrm.scoring.last_layer import read_first_position_only
@@ -107,13 +108,17 @@ def save_model(
     out.parent.mkdir(parents=True, exist_ok=True)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    except OSError as err:
+        raise output_error(out, err) from None
     try:
         model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
         tokenizer.save_pretrained(tmp)
         (tmp / METADATA).write_text(
             json.dumps({"render_version": RM_RENDER_VERSION, **metadata}, indent=2)
         )
+        follow_umask_tree(tmp)  # mkdtemp's 0o700 (and safetensors' 0o600) keep it private
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)

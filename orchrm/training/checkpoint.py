@@ -26,6 +26,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from orchrm.jsonl import follow_umask_tree
 from orchrm.scoring.backbone import ModelError
 
 FILES = ("model.safetensors", "optimizer.pt", "scheduler.json", "state.json")
@@ -140,6 +141,7 @@ def save_checkpoint(
     (tmp / "state.json").write_text(json.dumps(asdict(state)))
     for name in FILES:
         _fsync(tmp / name)
+    follow_umask_tree(tmp)  # mkdtemp's 0o700 and safetensors' 0o600 would keep it private
     _fsync(tmp)
     final = folder / f"step-{state.step}"
     aside = None

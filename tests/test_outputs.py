@@ -1,0 +1,166 @@
+"""What orchrm writes, as another account and the shell see it: every file and folder
+follows the process umask (atomic writes included), and an output that cannot be
+written is named as the user gave it, never as the temporary file beside it."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from orchrm.configs import dump_config
+from orchrm.errors import OutputError
+from orchrm.jsonl import atomic_file, process_umask, write_jsonl
+from orchrm.store.config import MineConfig
+from orchrm.training.build import save_model
+from orchrm.training.checkpoint import TrainState, save_checkpoint
+
+UMASKS = (0o022, 0o077)
+
+
+@pytest.fixture(params=UMASKS, ids=lambda m: f"umask{m:03o}")
+def umask(request):
+    """Run the test under this process umask, restored after."""
+    old = os.umask(request.param)
+    yield request.param
+    os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def assert_follows(umask: int, *paths: Path) -> None:
+    """Files are 0o666 less the umask, folders 0o777 less it, everything under them too."""
+    for top in paths:
+        for path in [top, *(top.rglob("*") if top.is_dir() else [])]:
+            want = (0o777 if path.is_dir() else 0o666) & ~umask
+            assert mode(path) == want, f"{path}: {mode(path):o}, want {want:o}"
+
+
+def test_the_umask_is_read_without_changing_it(umask):
+    assert process_umask() == umask
+    assert os.umask(umask) == umask  # still set as it was
+
+
+def test_atomic_writes_follow_the_umask(tmp_path, umask):
+    write_jsonl([{"a": 1}], tmp_path / "scores.jsonl")
+    with atomic_file(tmp_path / "deep" / "x.parquet", "wb") as f:
+        f.write(b"PAR1")
+    dump_config(MineConfig(), tmp_path / "config.yaml")
+    assert_follows(umask, tmp_path / "scores.jsonl", tmp_path / "deep", tmp_path / "config.yaml")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [
+        "config.yaml",
+        "deep",
+        "scores.jsonl",
+        "x.parquet",
+    ]
+
+
+def test_rewriting_a_file_keeps_its_mode(tmp_path, umask):
+    path = tmp_path / "shared.jsonl"
+    path.write_text("")
+    path.chmod(0o640)
+    write_jsonl([{"a": 1}], path)
+    assert mode(path) == 0o640
+
+
+class _Saves:
+    """Stands in for a model or tokenizer: `save_pretrained` writes one file."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def save_pretrained(self, folder, **_):
+        (Path(folder) / self.name).write_text("{}")
+
+
+def test_a_saved_model_and_checkpoint_follow_the_umask(tmp_path, umask):
+    out = save_model(_Saves("config.json"), _Saves("tokenizer.json"), tmp_path / "rm" / "model", {})
+    assert_follows(umask, tmp_path / "rm")
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "orchrm.json", "tokenizer.json"]
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    saved = save_checkpoint(
+        tmp_path / "run", model, optimizer, scheduler, state=TrainState(step=1), keep=2
+    )
+    assert saved.name == "step-1"
+    assert_follows(umask, tmp_path / "run")
+
+
+@pytest.mark.parametrize("umask", UMASKS, ids=lambda m: f"umask{m:03o}")
+def test_world_logs_and_exported_pairs_follow_the_umask(tmp_path, umask):
+    """The quickstart's first outputs, through the command as a user runs it."""
+    command = [str(Path(sys.executable).with_name("orchrm"))]
+
+    def run(*args):
+        done = subprocess.run(
+            [*command, *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+            preexec_fn=lambda: os.umask(umask),
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    run("world", "generate", "--num-tasks", "8", "--samples", "4", "--out", "world")
+    run("ingest", "--store", "s.duckdb", "world/math.jsonl")
+    run("pairs", "mine", "--store", "s.duckdb")
+    run("pairs", "export", "--store", "s.duckdb", "--out", "pairs")
+    run("pairs", "export", "--store", "s.duckdb", "--out", "pq", "--format", "parquet")
+    assert (tmp_path / "pairs" / "train.jsonl").exists()
+    assert (tmp_path / "pq" / "train.parquet").exists()
+    assert_follows(umask, tmp_path / "world", tmp_path / "pairs", tmp_path / "pq")
+
+
+def test_an_output_that_is_a_folder_is_named_as_given(tmp_path):
+    with pytest.raises(OutputError) as caught:
+        write_jsonl([{"a": 1}], tmp_path)
+    assert str(caught.value) == f"{tmp_path} is a folder: give the path of a file to write"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_read_only_folder_is_named_as_given(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(OutputError) as caught:
+            write_jsonl([{"a": 1}], folder / "s.jsonl")
+    finally:
+        folder.chmod(0o755)
+    assert str(caught.value) == (
+        f"cannot write {folder / 's.jsonl'}: Permission denied: give a path in a writable folder"
+    )
+
+
+def test_a_failed_write_names_the_output_and_leaves_nothing(tmp_path, monkeypatch):
+    """A full disk (ENOSPC while writing) is said of the user's path; no temporary file
+    is left beside it."""
+
+    def full(*_):
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OutputError) as caught, atomic_file(tmp_path / "s.jsonl") as f:
+        monkeypatch.setattr(f, "write", full)
+        f.write("x")
+    assert str(caught.value) == (
+        f"cannot write {tmp_path / 's.jsonl'}: No space left on device: free space or give "
+        "another disk"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_where_the_folder_goes_is_named(tmp_path):
+    (tmp_path / "a").write_text("")
+    with pytest.raises(OutputError, match="a is a file, where a folder must be"):
+        write_jsonl([], tmp_path / "a" / "b.jsonl")

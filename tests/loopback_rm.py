@@ -7,7 +7,10 @@ with a real reward model (`OrchRM.score_texts`, one lock around it):
 - `vllm`: `POST /classify` `{"model", "input", "use_activation"}` -> `{"data": [{"index",
   "label", "probs", "num_classes"}], "usage": {"prompt_tokens", ...}}`; the sigmoid is
   applied (in float32, as a GPU server computes it) unless `use_activation` is false, and
-  always when `legacy` (a vLLM without the per-request field);
+  always when `legacy` (a vLLM without the per-request field, which it ignores as vLLM
+  before 0.11.1 does) unless `pooler_activation` is false (a server started with the
+  activation off for every request); `GET /version` answers `{"version": version}` when
+  one is given;
 - `sglang`: SGLang's native `POST /classify` `{"text": [...]}` -> `[{"text", "embedding":
   [score], "meta_info": {"prompt_tokens", "id"}}, ...]`;
 - `openrlhf`: `POST /get_reward` `{"query": [...]}` -> `{"rewards": [...]}`.
@@ -57,8 +60,11 @@ class LoopbackRM(LoopbackServer):
         delay_s: float = 0.0,
         labels: int = 1,
         extra_tokens: int = 0,
+        version: str | None = None,
+        pooler_activation: bool = True,
     ):
         self.rm, self.kind, self.legacy, self.labels = rm, kind, legacy, labels
+        self.version, self.pooler_activation = version, pooler_activation
         self.extra_tokens = extra_tokens
         self.fail_first, self.fail_status, self.retry_after = fail_first, fail_status, retry_after
         self.delay_s = delay_s
@@ -92,7 +98,8 @@ class LoopbackRM(LoopbackServer):
         return 200, {}, getattr(self, f"_{self.kind}")(request, texts, scores, tokens)
 
     def _vllm(self, request, texts, scores, tokens) -> dict:
-        raw = request.get("use_activation") is False and not self.legacy
+        asked = None if self.legacy else request.get("use_activation")
+        raw = not (self.pooler_activation if asked is None else asked)
         data = [
             {
                 "index": i,
@@ -126,6 +133,13 @@ class LoopbackRM(LoopbackServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as real servers answer
     server_rm: LoopbackRM
+
+    def do_GET(self) -> None:
+        version = self.server_rm.version
+        if self.path == "/version" and version is not None:
+            self._send(200, {}, {"version": version})
+        else:
+            self._send(404, {}, {"detail": "Not Found"})
 
     def do_POST(self) -> None:
         self.server_rm.connections.add(self.client_address)

@@ -19,7 +19,7 @@ import uvicorn
 from orchrm.errors import ConfigError, OrchrmError
 from orchrm.parse import parse_harmony
 from orchrm.scoring.backbone import default_backbone, load_backbone
-from orchrm.scoring.base import Scorer
+from orchrm.scoring.base import Scored, Scorer
 from orchrm.scoring.load import load_scorer
 from orchrm.scoring.local import OrchRM
 from orchrm.scoring.remote_http import RemoteError
@@ -119,15 +119,69 @@ def test_a_token_total_is_split_per_text_in_proportion(rm, rm_dir, items, local)
     assert apportion(5, [2, 3]) == [2, 3] and apportion(0, []) == []
 
 
+class FixedRM:
+    """A stand-in model whose scores all lie in (0, 1), as probabilities do."""
+
+    def score_texts(self, texts: list[str]) -> list[Scored]:
+        return [Scored(0.1 + 0.8 * (len(t) % 9) / 9, 4) for t in texts]
+
+
+def test_an_old_vllm_that_ignores_use_activation_is_caught(rm, rm_dir, items, local):
+    """vLLM before 0.11.1 drops `use_activation` and returns sigmoid probabilities: the
+    first batch's scores all lie in (0, 1), the probe with `use_activation: true` gets
+    the same numbers back, and the scorer refuses, naming the server's version."""
+    texts = [rm.render(*item) for item in items[:4]]
+    with LoopbackRM(rm, "vllm", legacy=True, version="0.10.1") as server:
+        with pytest.raises(RemoteError) as caught:
+            load_scorer(rm_dir, server.url).score(items)
+        unchecked = load_scorer(rm_dir, server.url, check_activation=False)
+        probabilities = [r.score for r in unchecked.score_texts(texts)]
+    message = str(caught.value)
+    assert f"{server.url} (vLLM 0.10.1) ignores use_activation" in message
+    assert "server_activation=sigmoid" in message and "--pooler-config" in message
+    assert [r.get("use_activation") for r in server.requests[:2]] == [False, True]
+    assert len(server.requests) == 3  # the first batch and its probe; nothing more was sent
+    assert all(0 < p < 1 for p in probabilities)
+    assert close([logit(p, "test") for p in probabilities], local[0][:4]) < TOLERANCE
+    no_version = r"\(its /version does not answer\) ignores"
+    with (
+        LoopbackRM(FixedRM(), "vllm", legacy=True) as server,
+        pytest.raises(RemoteError, match=no_version),
+    ):
+        load_scorer(rm_dir, server.url).score_texts(texts)
+
+
+def test_servers_that_give_raw_scores_pass_the_activation_check(rm_dir, items):
+    """Raw scores all inside (0, 1) from a server that reads `use_activation` pass after
+    one probe; raw scores outside (0, 1) need no probe; a server started with the
+    activation off and ignoring the field passes unless all its scores lie in (0, 1)."""
+    texts = ["a", "bb", "ccc", "dddd"]
+    expected = [r.score for r in FixedRM().score_texts(texts)]
+    with LoopbackRM(FixedRM(), "vllm", version="0.11.1") as server:
+        scorer = load_scorer(rm_dir, server.url, batch_size=2)
+        assert close([r.score for r in scorer.score_texts(texts)], expected) < 1e-6
+        scorer.score_texts(texts)  # checked once per scorer
+    asked = [(r["input"], r["use_activation"]) for r in server.requests]
+    assert asked[:2] == [(texts[:2], False), (texts[:1], True)] and len(asked) == 5
+    spread = type(
+        "SpreadRM", (), {"score_texts": lambda _, t: [Scored(len(x) - 2.5, 4) for x in t]}
+    )
+    with LoopbackRM(spread(), "vllm", legacy=True, pooler_activation=False) as server:
+        scores = [r.score for r in load_scorer(rm_dir, server.url).score_texts(texts)]
+    assert close(scores, [-1.5, -0.5, 0.5, 1.5]) < 1e-6 and len(server.requests) == 1
+    with LoopbackRM(FixedRM(), "vllm", legacy=True, pooler_activation=False) as server:
+        with pytest.raises(RemoteError, match="check_activation=false keeps scores that are raw"):
+            load_scorer(rm_dir, server.url).score_texts(texts)
+        kept = load_scorer(rm_dir, server.url, check_activation=False).score_texts(texts)
+    assert close([r.score for r in kept], expected) < 1e-6
+
+
 def test_a_server_that_returns_only_probabilities_is_read_through_logit(rm, rm_dir, items, local):
     with LoopbackRM(rm, "vllm", legacy=True) as server:
-        remote = load_scorer(rm_dir, server.url)
-        probabilities = [r.score for r in remote.score_texts([rm.render(*items[0])])]
         scorer = load_scorer(rm_dir, server.url, server_activation="sigmoid")
         scores, _ = scores_and_tokens(scorer, items)
-    assert 0 < probabilities[0] < 1 and abs(probabilities[0] - local[0][0]) > 1e-3
     assert close(scores, local[0]) < TOLERANCE
-    assert "use_activation" not in server.requests[-1]
+    assert all("use_activation" not in r for r in server.requests)  # no probe either
     # float32 probabilities keep ever fewer digits of a score as it grows, none past ~17
     error = {s: abs(logit(sigmoid32(s), "test") - s) for s in (0.5, 5.0, 10.0, 15.0)}
     assert error[0.5] < 1e-6 and error[5.0] < 1e-4 and error[15.0] > 1e-2

@@ -17,6 +17,7 @@ when a tokenizer is loaded.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,6 +54,10 @@ API_KEY_ENV = "ORCHRM_API_KEY"
 METADATA = "orchrm.json"
 DEFAULT_MAX_LENGTH = 512
 """Tokens per text when nothing says otherwise (as `OrchRM.max_length`)."""
+ACTIVATION_TOLERANCE = 1e-6
+"""How close a score asked for with and without the activation must be for the server
+to count as ignoring `use_activation` (float32 rounding; sigmoid moves any score in
+(0, 1) other than its fixed point near 0.659 by more)."""
 
 
 @dataclass
@@ -83,6 +88,10 @@ class RemoteConfig(RetryPolicy):
     """What a `/classify` server applies to the score: `none` (the raw score, asked for
     with `use_activation: false`) or `sigmoid` (the server can only return a probability
     p, read back as logit(p), which loses resolution as scores grow)."""
+    check_activation: bool = True
+    """With `server_activation` none, probe a vLLM `/classify` server whose first scores
+    all lie in (0, 1) and refuse one that ignores `use_activation: false`
+    (`RemoteScorer.check_activation`)."""
     batch_size: int = 32
     """Texts per request."""
     concurrency: int = 4
@@ -159,6 +168,12 @@ class RemoteScorer(RenderingScorer):
         if self.protocol == "orchrm":
             self._read_health()
         self._pool = ThreadPoolExecutor(config.concurrency, thread_name_prefix="orchrm-remote")
+        self._activation_lock = threading.Lock()
+        self._activation_checked = not (
+            self.protocol == "vllm"
+            and config.server_activation == "none"
+            and config.check_activation
+        )
 
     @property
     def url(self) -> str:
@@ -284,10 +299,58 @@ class RemoteScorer(RenderingScorer):
         clean = [replace_surrogates(t) for t in texts]  # JSON cannot carry lone surrogates
         chunks = [clean[i : i + self.batch_size] for i in range(0, len(clean), self.batch_size)]
         out = []
-        for chunk, reply in zip(chunks, self._pool.map(self._post_texts, chunks), strict=True):
+        for chunk, reply in zip(chunks, self._replies(chunks), strict=True):
             tokens = reply.tokens or self._local_tokens(chunk, reply)
             out += [Scored(s, t) for s, t in zip(reply.scores, tokens, strict=True)]
         return out
+
+    def _replies(self, chunks: list[list[str]]) -> list[Reply]:
+        """Each chunk's reply; the first chunk a scorer sends goes alone, and its scores
+        are checked (`check_activation`) before the others go."""
+        with self._activation_lock:
+            if not self._activation_checked:
+                first = self._pool.submit(self._checked_reply, chunks[0]).result()
+                self._activation_checked = True
+                return [first, *self._pool.map(self._post_texts, chunks[1:])]
+        return list(self._pool.map(self._post_texts, chunks))
+
+    def _checked_reply(self, texts: list[str]) -> Reply:
+        """One chunk's reply, checked (on a request thread, keeping its connection)."""
+        reply = self._post_texts(texts)
+        self.check_activation(texts[0], reply.scores)
+        return reply
+
+    def check_activation(self, text: str, scores: list[float]) -> None:
+        """Refuse a vLLM `/classify` server that ignores `use_activation: false` (vLLM
+        before 0.11.1 drops request fields it does not know) and so returns sigmoid
+        probabilities where raw scores were asked for. A raw score outside (0, 1) settles
+        it; when every score of the first batch lies inside, the first text is sent again
+        with `use_activation: true`: a server that reads the field answers sigmoid(score),
+        one that ignores it the same number. Raises RemoteError naming the server's
+        version (its `/version`) and the fixes."""
+        if not all(0.0 < s < 1.0 for s in scores):
+            return
+        body = {**classify_body([text], self.config.model, "none"), "use_activation": True}
+        activated = read_classify(self.client.post(self.url, body), 1, "none", self.url)
+        if abs(activated.scores[0] - scores[0]) > ACTIVATION_TOLERANCE:
+            return
+        raise RemoteError(
+            f"{self.url} ({self._server_version()}) ignores use_activation and returns "
+            "probabilities, not raw scores: serve with vLLM 0.11.1 or later, or start it with "
+            "--pooler-config '{\"use_activation\": false}' (0.12 on) or "
+            "--override-pooler-config '{\"activation\": false}' (0.10.1 to 0.11.x), or set "
+            "server_activation=sigmoid to read probabilities back as logits "
+            "(docs/remote-scoring.md); check_activation=false keeps scores that are raw"
+        )
+
+    def _server_version(self) -> str:
+        """`vLLM X` from the server's `/version`, or what stands in for it."""
+        try:
+            answer = self.client.get(self._route("version"))
+        except RemoteError:
+            return "its /version does not answer"
+        version = answer.get("version") if isinstance(answer, dict) else None
+        return f"vLLM {version}" if isinstance(version, str) else "its /version names none"
 
     def _post_texts(self, texts: list[str]) -> Reply:
         """One request of rendered texts, in the server's protocol."""

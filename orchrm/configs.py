@@ -214,12 +214,14 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     file when it cannot be read or holds something else."""
     import yaml
 
-    from orchrm.errors import ConfigError
+    from orchrm.errors import ConfigError, UnreadableConfig
 
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
-        raise ConfigError(f"{path}: cannot read the config file: {err.strerror or err}") from None
+        raise UnreadableConfig(
+            f"{path}: cannot read the config file: {err.strerror or err}"
+        ) from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: the config file is not UTF-8 text") from None
     try:

@@ -1,6 +1,7 @@
 """The one error model: every error orchrm raises for bad input or a bad setting derives
 from `OrchrmError`, so the `orchrm` command can tell a user's mistake (one line on
-stderr, exit status 2) from a bug (its traceback, exit status 1)."""
+stderr, the exit status of its kind: 2, 3 or 4) from a bug (its traceback, exit status
+1). The kinds and their statuses are tabled in docs/robustness.md#exit-status."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ class MissingInput(InputError):
     folder where a file is expected (or the other way round), or is not readable."""
 
     exit_code = 3
+
+
+class UnreadableConfig(ConfigError, MissingInput):
+    """A config file the user named that cannot be read (a `ConfigError`, exit status 3)."""
 
 
 class OutputError(OrchrmError, OSError):

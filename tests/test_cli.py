@@ -51,7 +51,7 @@ def test_parse_missing_file_fails_clearly_and_the_others_are_still_counted(tmp_p
     log = tmp_path / "log.jsonl"
     log.write_text(json.dumps({"full_response": HIGH_DOM}) + "\n")
     result = orchrm_cli("parse", str(tmp_path / "nope.jsonl"), str(log), "--json")
-    assert result.returncode == 1 and "no such file" in result.stderr
+    assert result.returncode == 3 and "no such file" in result.stderr
     out = json.loads(result.stdout)
     assert [(s["path"], s["valid"]) for s in out["files"]] == [(str(log), 1)]
     assert out["unreadable"] == [
@@ -106,7 +106,7 @@ def test_a_user_error_is_one_line_on_stderr_with_exit_status_2(tmp_path, orchrm_
     ]
     missing = tmp_path / "no-tasks.jsonl"
     no_file = orchrm_cli("run", "--tasks", str(missing), "--out", str(tmp_path / "run.jsonl"))
-    assert no_file.returncode == 2 and "Traceback" not in no_file.stderr
+    assert no_file.returncode == 3 and "Traceback" not in no_file.stderr
     assert no_file.stderr.splitlines() == [f"error: {missing}: No such file or directory"]
 
 
@@ -184,10 +184,10 @@ def test_a_store_typo_is_refused_and_a_small_mine_warns_of_an_empty_split(tmp_pa
     typo = tmp_path / "typo.duckdb"
     for args in (("pairs", "mine"), ("store", "stats"), ("pairs", "export", "--out", "x")):
         done = orchrm_cli(*args, "--store", str(typo))
-        assert done.returncode == 2 and "no store at" in done.stderr, args
+        assert done.returncode == 3 and "no store at" in done.stderr, args
         assert not typo.exists()
     done = orchrm_cli("ingest", str(tmp_path / "missing.jsonl"), "--store", str(typo))
-    assert done.returncode == 2 and "no such file" in done.stderr
+    assert done.returncode == 3 and "no such file" in done.stderr
     assert not typo.exists()
     world = str(tmp_path / "world")
     orchrm_cli("world", "generate", "--num-tasks", "4", "--samples", "4", "--out", world)
@@ -220,9 +220,9 @@ def test_a_wrong_model_path_says_what_is_there(tmp_path, orchrm_cli):
     log = tmp_path / "log.jsonl"
     log.write_text("")
     done = orchrm_cli("score", str(log), "--rm", str(tmp_path / "nope"))
-    assert done.returncode == 2 and "no reward model at" in done.stderr
+    assert done.returncode == 3 and "no reward model at" in done.stderr
     done = orchrm_cli("train", "--pairs", str(tmp_path / "missing"), "--out", str(tmp_path / "o"))
-    assert done.returncode == 2 and "no pairs at" in done.stderr
+    assert done.returncode == 3 and "no pairs at" in done.stderr
 
 
 def test_train_plan_prints_the_plan_without_pairs(orchrm_cli, tmp_path):

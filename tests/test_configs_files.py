@@ -174,7 +174,7 @@ def test_a_bad_config_file_is_one_line_and_exit_status_2(tmp_path, orchrm_cli):
         f"error: {bad}: epochs and lr must be above 0, got 0.0, 5e-05"
     ]
     missing = orchrm_cli("train", "--config", str(tmp_path / "none.yaml"))
-    assert missing.returncode == 2 and "none.yaml: cannot read the config file" in missing.stderr
+    assert missing.returncode == 3 and "none.yaml: cannot read the config file" in missing.stderr
 
 
 def test_the_accelerate_entry_point_reads_the_file_too(monkeypatch, tmp_path):

@@ -136,7 +136,7 @@ def test_a_bad_file_before_a_good_one_does_not_stop_ingest(tmp_path, orchrm_cli)
     done = orchrm_cli(
         "ingest", "--store", store, "--json", missing, str(folder), str(unknown), str(good)
     )
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 3, done.stderr
     assert "Traceback" not in done.stderr
     summaries = json.loads(done.stdout)
     assert [s["path"] for s in summaries] == [missing, str(folder), str(unknown), str(good)]
@@ -144,7 +144,7 @@ def test_a_bad_file_before_a_good_one_does_not_stop_ingest(tmp_path, orchrm_cli)
     assert (summaries[3]["records"], summaries[3]["added"]) == (8, 8)
     assert "3 file(s) not ingested" in done.stderr
     table = orchrm_cli("ingest", "--store", store, "--adapter", "orchrm", str(folder), str(good))
-    assert table.returncode == 1 and "cannot read" in table.stderr
+    assert table.returncode == 3 and "cannot read" in table.stderr
     assert "Is a directory" in table.stderr and "good.jsonl" in table.stdout
 
 
@@ -156,13 +156,13 @@ def test_a_file_without_read_permission_is_reported(tmp_path, orchrm_cli):
     done = orchrm_cli(
         "ingest", "--store", str(tmp_path / "s.duckdb"), "--adapter", "orchrm", str(locked)
     )
-    assert done.returncode == 1 and "Permission denied" in done.stderr
+    assert done.returncode == 3 and "Permission denied" in done.stderr
 
 
 def test_parse_and_ingest_print_counts_by_reason_and_the_first_examples(tmp_path, orchrm_cli):
     path = hostile_file(tmp_path / "hostile.jsonl")
     parsed = orchrm_cli("parse", str(tmp_path / "absent.jsonl"), str(path))
-    assert parsed.returncode == 1 and "no such file" in parsed.stderr
+    assert parsed.returncode == 3 and "no such file" in parsed.stderr
     assert "Traceback" not in parsed.stderr
     assert "first 5 of 9 problem(s)" in parsed.stdout
     assert f"{path}:2: unparseable not_utf8: line: not_utf8 at offset 0" in parsed.stdout
@@ -181,7 +181,7 @@ def test_score_command_scores_the_good_lines_and_summarizes_the_rest(tmp_path, o
         "score", str(path), str(tmp_path / "absent.jsonl"), "--rm", default_backbone(),
         "--dtype", "fp32",
     )  # fmt: skip
-    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.returncode == 3, done.stderr[-2000:]
     rows = [json.loads(x) for x in done.stdout.splitlines()]
     assert len(rows) == 18
     assert [r["line"] for r in rows if r["score"] is not None] == [1, 7, 8, 9, 10, 12, 17, 18]

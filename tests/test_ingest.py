@@ -271,7 +271,7 @@ def test_ingest_command_reports_every_file(tmp_path):
         text=True,
         timeout=120,
     )
-    assert failed.returncode == 1 and "nothing ingested" in failed.stdout
+    assert failed.returncode == 3 and "nothing ingested" in failed.stdout
 
 
 # --------------------------------------------------------------------------- hostile fields

@@ -160,7 +160,7 @@ def test_eval_says_which_domains_and_sample_counts_there_are(tmp_path, orchrm_cl
     assert done.returncode == 2
     assert "has 9 samples (the most any has: 8); lower --samples" in done.stderr
     done = orchrm_cli("eval", "--store", str(tmp_path / "typo.duckdb"))
-    assert done.returncode == 2 and "does not exist" in done.stderr
+    assert done.returncode == 3 and "does not exist" in done.stderr
     assert not (tmp_path / "typo.duckdb").exists()
     done = orchrm_cli("eval", str(log), "--store", str(tmp_path / "typo.duckdb"))
     assert done.returncode == 2 and "either log files or --store" in done.stderr

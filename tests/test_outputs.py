@@ -164,3 +164,61 @@ def test_a_file_where_the_folder_goes_is_named(tmp_path):
     (tmp_path / "a").write_text("")
     with pytest.raises(OutputError, match="a is a file, where a folder must be"):
         write_jsonl([], tmp_path / "a" / "b.jsonl")
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def test_score_out_a_folder_names_it_before_any_model_loads(tmp_path, orchrm_cli):
+    log = tmp_path / "log.jsonl"
+    log.write_text("")
+    done = orchrm_cli("score", str(log), "--rm", str(tmp_path / "no-model"), "--out", str(tmp_path))
+    assert (done.returncode, done.stderr) == (
+        4,
+        f"error: {tmp_path} is a folder: give the path of a file to write\n",
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.jsonl"]
+
+
+def test_train_on_a_file_without_pairs_says_so(tmp_path, orchrm_cli):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    done = orchrm_cli("train", "--pairs", str(empty), "--out", str(tmp_path / "rm"))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: {empty} holds no pairs: give a file of prompt/chosen/rejected records "
+        "(`orchrm pairs export` writes them from mined pairs)"
+    ]
+    folder = tmp_path / "export"
+    folder.mkdir()
+    (folder / "train.jsonl").write_text("\n")
+    done = orchrm_cli("train", "--pairs", str(folder), "--out", str(tmp_path / "rm"))
+    assert done.returncode == 2 and f"{folder / 'train.jsonl'} holds no pairs" in done.stderr
+
+
+def test_one_exit_status_per_kind_across_commands(tmp_path, orchrm_cli):
+    """A missing input is 3 in every command that reads one, a bad setting 2: the table
+    of docs/robustness.md#exit-status, whose statuses are the command's own."""
+    import re
+
+    from orchrm.cli.console import UNREADABLE, UNWRITABLE, USAGE
+
+    missing = str(tmp_path / "absent.jsonl")
+    for args in (
+        ("parse", missing),
+        ("score", missing, "--rm", str(tmp_path / "no-model"), "--dtype", "fp32"),
+        ("ingest", missing, "--store", str(tmp_path / "s.duckdb")),
+        ("train", "--pairs", missing, "--out", str(tmp_path / "rm")),
+        ("view", missing, "--out", str(tmp_path / "view")),
+        ("pairs", "mine", "--store", str(tmp_path / "none.duckdb")),
+        ("train", "--config", str(tmp_path / "none.yaml")),
+    ):
+        done = orchrm_cli(*args)
+        assert done.returncode == UNREADABLE, (args, done.stderr)
+        assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) <= 2, args
+    bad = orchrm_cli("world", "generate", "--preset", "nope", "--out", str(tmp_path / "w"))
+    assert bad.returncode == USAGE
+    table = (Path(__file__).parents[1] / "docs" / "robustness.md").read_text()
+    section = table.split("## Exit status", 1)[1].split("\n## ", 1)[0]
+    statuses = [int(s) for s in re.findall(r"^\| (\d) \|", section, re.M)]
+    assert statuses == [0, 1, USAGE, UNREADABLE, UNWRITABLE]

@@ -242,7 +242,7 @@ def test_the_command_writes_the_page_and_refuses_what_it_cannot_read(logs, tmp_p
     assert len([1 for t, *_ in parsed.tags if t == "section"]) == 2
     assert len([1 for t, *_ in parsed.tags if t == "article"]) == 4
     bad = orchrm_cli("view", str(tmp_path / "nope.jsonl"), "--out", str(out))
-    assert bad.returncode == 2 and "nope.jsonl: no such log file" in bad.stderr
+    assert bad.returncode == 3 and "nope.jsonl: no such log file" in bad.stderr
 
 
 # --------------------------------------------------------------------------- Chromium

@@ -3,11 +3,13 @@ build the config, call the library, render the result)."""
 
 from __future__ import annotations
 
+import errno
+
 import typer
 
 from orchrm import __version__
 from orchrm.cli.bestofn import cross_validate_command, eval_command
-from orchrm.cli.console import console, fail
+from orchrm.cli.console import UNREADABLE, UNWRITABLE, console, fail
 from orchrm.cli.demo import demo_command
 from orchrm.cli.help import HelpCommand, HelpGroup
 from orchrm.cli.parse import parse_command
@@ -23,21 +25,25 @@ from orchrm.errors import OrchrmError
 
 class OrchrmGroup(HelpGroup):
     """The top command: a user's error (`OrchrmError`, or an OS error about a named file)
-    is one line on stderr and exit status 2; anything else is a bug and keeps its
-    traceback (exit status 1)."""
+    is one line on stderr and the exit status of its kind (`console.USAGE`,
+    `UNREADABLE`, `UNWRITABLE`); anything else is a bug and keeps its traceback (exit
+    status 1)."""
 
     def invoke(self, ctx: typer.Context):
         """Run the chosen command, turning user errors into their one line."""
         try:
             return super().invoke(ctx)
         except OrchrmError as err:
-            fail(str(err))
+            fail(str(err), err.exit_code)
         except OSError as err:
             # An OS error that names a file is about the user's files or disk; one
-            # without a file name comes from deeper down and stays a traceback.
+            # without a file name comes from deeper down and stays a traceback. Outputs
+            # go through jsonl.atomic_file (OutputError), so the rest are inputs, but for
+            # a disk that is full or read-only.
             if err.filename is None:
                 raise
-            fail(f"{err.filename}: {err.strerror or err}")
+            full = err.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+            fail(f"{err.filename}: {err.strerror or err}", UNWRITABLE if full else UNREADABLE)
 
 
 app = typer.Typer(

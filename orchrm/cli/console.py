@@ -18,11 +18,17 @@ EXAMPLES = 5
 """Problems `parse`, `ingest` and `score` print without --details (the first ones)."""
 
 
-def fail(message: str) -> None:
+USAGE, UNREADABLE, UNWRITABLE = 2, 3, 4
+"""Exit statuses by kind of failure, the same in every command (docs/robustness.md#exit-status):
+a setting or input that cannot be used; an input file or folder that cannot be read; an
+output that cannot be written. 0 is success and 1 a bug (its traceback)."""
+
+
+def fail(message: str, code: int = USAGE) -> None:
     """A user error: one unwrapped line on stderr (the message is not read as markup,
-    so paths with brackets print as they are), exit status 2."""
+    so paths with brackets print as they are), exit status `code`."""
     err_console.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
-    raise typer.Exit(2)
+    raise typer.Exit(code)
 
 
 def warn(message: str) -> None:
@@ -41,10 +47,10 @@ def report_unreadable(path: Path, err: OSError) -> dict:
 
 
 def exit_if_unreadable(unreadable: list) -> None:
-    """Exit 1, saying how many, when some file could not be read."""
+    """Exit `UNREADABLE`, saying how many, when some file could not be read."""
     if unreadable:
         err_console.print(f"{len(unreadable)} file(s) could not be read", highlight=False)
-        raise typer.Exit(1)
+        raise typer.Exit(UNREADABLE)
 
 
 def print_problems(

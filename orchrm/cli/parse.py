@@ -31,7 +31,7 @@ def parse_command(
 
     Every record is counted once: valid, parsed but invalid (by rule), or unparseable
     (by reason). A file that cannot be read is reported and the others still are; the
-    exit status is then 1.
+    exit status is then 3.
     """
     summaries, unreadable = [], []
     for f in files:

@@ -3,6 +3,7 @@ model."""
 
 from __future__ import annotations
 
+import errno
 import json
 from collections import Counter
 from dataclasses import replace
@@ -14,6 +15,7 @@ import typer
 from orchrm.calibration.calibrate import CalibrateConfig
 from orchrm.cli.console import (
     EXAMPLES,
+    UNREADABLE,
     console,
     err_console,
     exit_if_unreadable,
@@ -65,7 +67,10 @@ def train_command(
     if not config.pairs:
         fail("give --pairs (an `orchrm pairs export` folder or a pair file), or --plan")
     if not Path(config.pairs).exists():
-        fail(f"no pairs at {config.pairs}: give `orchrm pairs export`'s folder or a pair file")
+        fail(
+            f"no pairs at {config.pairs}: give `orchrm pairs export`'s folder or a pair file",
+            UNREADABLE,
+        )
     dump_config(config, Path(config.out) / "config.yaml")
     summary = train(config, resume=resume)
     history = summary.history[-1] if summary.history else {}
@@ -151,11 +156,13 @@ def score_command(
     server: one JSON line per record (file, line, task_id, score or null with the
     reason). The summary (records scored, the others by reason, the first few with
     file:line) goes to stderr. A file that cannot be read is reported, the others are
-    still scored, and the exit status is 1."""
-    from orchrm.jsonl import write_jsonl
+    still scored, and the exit status is 3."""
+    from orchrm.jsonl import output_error, write_jsonl
     from orchrm.scoring.files import score_files
     from orchrm.scoring.load import load_scorer
 
+    if out is not None and out.is_dir():  # before the model loads and every record is scored
+        raise output_error(out, IsADirectoryError(errno.EISDIR, "Is a directory", str(out)))
     remote = {"tokenizer": tokenizer, "max_length": max_length}
     remote = {k: v for k, v in remote.items() if v is not None}
     model = load_scorer(rm, rm_url, protocol, batch_size=batch_size, dtype=dtype, **remote)

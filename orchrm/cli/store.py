@@ -12,6 +12,7 @@ from rich.table import Table
 
 from orchrm.cli.console import (
     EXAMPLES,
+    UNREADABLE,
     console,
     csv_values,
     err_console,
@@ -39,7 +40,8 @@ def open_store(path: Path, read_only: bool = False, create: bool = False):
     if not create and not path.exists():
         fail(
             f"no store at {printable(path)}: `orchrm ingest` creates one; give the store's "
-            "path with --store or ORCHRM_STORE"
+            "path with --store or ORCHRM_STORE",
+            UNREADABLE,
         )
     return Store(path, read_only=read_only)
 
@@ -67,7 +69,7 @@ def ingest_command(
     """Ingest logs into the store. Every record is counted: added, already there
     (duplicate) or malformed (with file, line and reason). A file that cannot be read
     (or, with --strict, holds a malformed record) is reported and left out, the others
-    are still ingested, and the exit status is 1."""
+    are still ingested, and the exit status is 3."""
     from orchrm.store.ingest import IngestError, IngestSummary, ingest_file
 
     pairs = [m.split("=", 1) for m in mapping or []]
@@ -78,7 +80,10 @@ def ingest_command(
     if not any(f.exists() for f in files):
         # Nothing to ingest: a store is not created for it. With some files there, the
         # missing ones are reported each in its row and the others still ingested.
-        fail(f"no such file: {', '.join(printable(f) for f in files)} (nothing was ingested)")
+        fail(
+            f"no such file: {', '.join(printable(f) for f in files)} (nothing was ingested)",
+            UNREADABLE,
+        )
     summaries = []
     with open_store(store, create=True) as db:
         for path in files:
@@ -97,7 +102,7 @@ def ingest_command(
     failed = [s for s in summaries if s.error]
     if failed:
         err_console.print(f"{len(failed)} file(s) not ingested", highlight=False)
-        raise typer.Exit(1)
+        raise typer.Exit(UNREADABLE)
 
 
 def _print_ingest(summaries: list, store: Path, details: bool) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from orchrm.errors import ConfigError, OrchrmError
+from orchrm.errors import ConfigError, MissingInput, OrchrmError
 from orchrm.orchestration import TokenCounter
 
 METADATA = "orchrm.json"
@@ -36,6 +36,10 @@ architecture, a missing package)."""
 
 class ModelError(OrchrmError):
     """A reward model cannot be loaded or used as asked."""
+
+
+class NoModel(ModelError, MissingInput):
+    """No reward model where the user pointed (exit status 3, as any missing input)."""
 
 
 def is_gguf(name: str | Path) -> bool:
@@ -193,7 +197,7 @@ def model_directory(path: str | Path) -> Path:
     if (path / "model" / "config.json").is_file():
         return path / "model"
     if not path.exists():
-        raise ModelError(f"no reward model at {path}: no such directory")
+        raise NoModel(f"no reward model at {path}: no such directory")
     if path.is_file():
         raise ModelError(
             f"{path} is a file; a reward model is a directory (`orchrm train`'s OUT/model)"

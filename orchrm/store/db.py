@@ -20,7 +20,7 @@ from pathlib import Path
 
 import duckdb
 
-from orchrm.errors import OrchrmError
+from orchrm.errors import MissingInput, OrchrmError
 
 SCHEMA_VERSION = 1
 DEFAULT_PATH = "orchrm.duckdb"
@@ -115,6 +115,11 @@ class StoreError(OrchrmError):
     """The store cannot be opened or used as asked (wrong version, locked, corrupt)."""
 
 
+class NoStore(StoreError, MissingInput):
+    """No store where the user pointed, or one that cannot be read (exit status 3, as any
+    input that cannot be read)."""
+
+
 def content_hash(*parts: object) -> str:
     """A stable key for a tuple of values (sha256, 32 hex characters)."""
     digest = hashlib.sha256("\x1f".join("" if p is None else str(p) for p in parts).encode())
@@ -137,7 +142,7 @@ def _not_duckdb(path: Path) -> str | None:
         with path.open("rb") as f:
             head = f.read(16)
     except OSError as err:
-        raise StoreError(f"cannot read store {path}: {err.strerror or err}") from None
+        raise NoStore(f"cannot read store {path}: {err.strerror or err}") from None
     for signature, kind in _SIGNATURES:
         if head.startswith(signature):
             return f"it is {kind}, not a DuckDB database"
@@ -261,8 +266,9 @@ class Store:
         version = inspect_store(path)
         exists = Path(path).exists()
         if read_only and version is None:
-            there = "holds no orchrm store yet" if exists else "does not exist"
-            raise StoreError(f"{self.path} {there}: ingest something first")
+            if not exists:
+                raise NoStore(f"{self.path} does not exist: ingest something first")
+            raise StoreError(f"{self.path} holds no orchrm store yet: ingest something first")
         if read_only and version < SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path} has schema version {version}: open it writable "

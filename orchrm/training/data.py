@@ -72,16 +72,32 @@ def load_splits(
             files = [source / f"{split}.{ext}" for ext in ("jsonl", "parquet")]
             existing = [f for f in files if f.exists()]
             found[split] = read_pair_file(existing[0]) if existing else []
-        if not found["train"]:
-            raise InputError(f"{source} has no train.jsonl or train.parquet")
+            if split == "train" and not existing:
+                raise InputError(f"{source} has no train.jsonl or train.parquet")
+            if split == "train" and not found[split]:
+                raise InputError(_NO_PAIRS.format(existing[0]))
         return found["train"], found["validation"]
     records = read_pair_file(source)
+    if not records:
+        raise InputError(_NO_PAIRS.format(source))
 
     def held_out(r: dict) -> bool:
         key = f"{seed}:{r.get('task_id', r['prompt'])}".encode()
         return int(hashlib.md5(key).hexdigest()[:8], 16) / 2**32 < validation_share
 
-    return [r for r in records if not held_out(r)], [r for r in records if held_out(r)]
+    train = [r for r in records if not held_out(r)]
+    if not train:
+        raise InputError(
+            f"{source}: all {len(records)} pair(s) fell to validation (validation_share "
+            f"{validation_share}): give more pairs or a smaller --validation-share"
+        )
+    return train, [r for r in records if held_out(r)]
+
+
+_NO_PAIRS = (
+    "{} holds no pairs: give a file of prompt/chosen/rejected records (`orchrm pairs "
+    "export` writes them from mined pairs)"
+)
 
 
 def data_hash(records: list[dict]) -> str:

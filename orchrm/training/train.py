@@ -178,12 +178,13 @@ def _prepare(config: TrainConfig, resume: bool) -> _Run:
     if resume and where.wrapped:
         raise ConfigError("--resume is not supported under DeepSpeed or FSDP launches")
     torch.manual_seed(config.seed)  # the score head's initialization
+    # the data first: a file without pairs is said before a model loads
+    train_records, val_records = load_splits(config.pairs, config.validation_share, config.seed)
     # configure the model
     backbone = config.backbone or default_backbone()
     model, tokenizer, checkpointing = load_for_training(config, backbone, bf16=bf16, cuda=cuda)
     peak = device_peak_flops(accelerator.device, config.peak_flops)
     # configure the data
-    train_records, val_records = load_splits(config.pairs, config.validation_share, config.seed)
     run = _Run(
         config=config,
         accelerator=accelerator,
@@ -209,8 +210,9 @@ def _schedule(run: _Run, resume: bool) -> None:
     steps = len(run.epoch(0))
     if not steps:
         raise InputError(
-            f"{len(run.train_pairs)} training pairs make no step for each of "
-            f"{accelerator.num_processes} processes: use a smaller batch_size or fewer"
+            f"{len(run.train_pairs)} training pairs make fewer batches than the "
+            f"{accelerator.num_processes} processes, so no step: give more pairs or launch "
+            "fewer processes"
         )
     run.total_steps = math.ceil(config.epochs * steps)
     if config.max_steps is not None:

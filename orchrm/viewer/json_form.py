@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchrm.errors import InputError
+from orchrm.errors import InputError, MissingInput
 from orchrm.parse import ParseError, from_dict
 from orchrm.selection.selectors import Candidate, CandidateSet
 from orchrm.viewer.task import VIEW_FORMAT, VIEW_JSON, EditedPick, ViewTask
@@ -74,7 +74,7 @@ def view_json_of(path: str | Path) -> Path:
             "store it was evaluated on instead"
         )
     if not path.is_file():
-        raise InputError(f"{path}: no such file")
+        raise MissingInput(f"{path}: no such file")
     return path
 
 

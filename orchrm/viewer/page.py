@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchrm.errors import InputError
+from orchrm.errors import InputError, MissingInput
 from orchrm.parse import ParseError, parse_record, read_records
 from orchrm.selection.selectors import Candidate, CandidateSet, Selection, Selector, first_max
 from orchrm.viewer.task import VIEW_HTML, VIEW_JSON, EditedPick, ViewTask
@@ -229,7 +229,7 @@ def read_sources(
             found.tasks += read_store(path, orchestrator, n).tasks
         elif path.suffix == ".jsonl":
             if not path.is_file():
-                raise InputError(f"{path}: no such log file")
+                raise MissingInput(f"{path}: no such log file")
             logs.append(path)
         else:
             raise InputError(

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchrm.errors import InputError
+from orchrm.errors import InputError, MissingInput
 from orchrm.jsonl import read_jsonl
 from orchrm.runtime.retrieval import Document
 from orchrm.tasks.task import Task
@@ -36,7 +36,7 @@ def existing(path: str | Path) -> Path:
     """`path`, which must exist."""
     path = Path(path)
     if not path.exists():
-        raise InputError(f"{path}: no such file")
+        raise MissingInput(f"{path}: no such file")
     return path
 
 

@@ -177,9 +177,9 @@ def _prepare(config: TrainConfig, resume: bool) -> _Run:
     where = placement(accelerator)
     if resume and where.wrapped:
         raise ConfigError("--resume is not supported under DeepSpeed or FSDP launches")
-    torch.manual_seed(config.seed)  # the score head's initialization
     # the data first: a file without pairs is said before a model loads
     train_records, val_records = load_splits(config.pairs, config.validation_share, config.seed)
+    torch.manual_seed(config.seed)  # the score head's initialization
     # configure the model
     backbone = config.backbone or default_backbone()
     model, tokenizer, checkpointing = load_for_training(config, backbone, bf16=bf16, cuda=cuda)

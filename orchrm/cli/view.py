@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import typer
 
 from orchrm.cli.console import console, warn
+from orchrm.cli.rm import DTYPE_HELP
 
 
 def view_command(
@@ -31,6 +33,9 @@ def view_command(
         None, "--max-tasks", min=1, help="Show only the first tasks (default: all)."
     ),
     title: str = typer.Option(None, "--title", help="The page's title (default: the files)."),
+    dtype: Literal["auto", "bf16", "fp32"] = typer.Option(
+        "auto", "--dtype", help=DTYPE_HELP + " Not with --rm-url: a server scores in its own."
+    ),
 ) -> None:
     """Write one HTML page (it loads nothing from the network): per task, its candidate
     orchestrations drawn as graphs, each with its reward-model score, answer and whether
@@ -43,7 +48,7 @@ def view_command(
     if rm or rm_url:
         from orchrm.scoring.load import load_scorer
 
-        scorer = load_scorer(rm, rm_url)
+        scorer = load_scorer(rm, rm_url, dtype=dtype)
     page = build_view(
         files, scorer, orchestrator=orchestrator, n=samples, max_tasks=max_tasks, title=title
     )

@@ -66,7 +66,8 @@ def _fold_selector(
     summary = train(
         replace(config.train, pairs=str(out / "pairs"), out=str(out / "rm"), seed=config.seed)
     )
-    selector = RewardModelSelector(load_scorer(out / "rm" / "model"))
+    # scored in the precision it trained in
+    selector = RewardModelSelector(load_scorer(out / "rm" / "model", dtype=summary.dtype))
     selector.warm(members)  # every candidate scored once; subsets of N reuse the scores
     selector.rm = None  # the scores are all it needs from now on
     say(

@@ -34,6 +34,9 @@ METHODS = ("platt", "isotonic")
 """The calibration maps `fit_calibration` knows."""
 METADATA_KEY = "calibration"
 """Where a model's `orchrm.json` holds its fitted map."""
+FIT_KEY = "calibration_fit"
+"""Where it holds what the map was fitted on: candidates, right ones, ECE raw and
+calibrated (what the model card says)."""
 
 
 def _sigmoid(z: float) -> float:
@@ -305,25 +308,35 @@ def calibrate_model_dir(
 ) -> CalibrationSummary:
     """Score `records` (executed `orchrm.run/1` records of tasks the model did not train
     on) with the model in `model_dir`, fit `method`, and store the map in its
-    `orchrm.json` under "calibration" (rewritten atomically, every other key kept)."""
+    `orchrm.json` under "calibration" and what it was fitted on under "calibration_fit"
+    (rewritten atomically, every other key kept); the model card is written again."""
     from orchrm.scoring.backbone import METADATA, model_directory
     from orchrm.scoring.load import load_scorer
+    from orchrm.training.card import write_model_card
 
     folder = model_directory(model_dir)
     scores, outcomes = scored_outcomes(load_scorer(folder), records)
     if len(scores) < 2:
         raise InputError(f"only {len(scores)} executed records to calibrate {folder} on")
     calibration = fit_calibration(scores, outcomes, method)
-    meta_file = folder / METADATA
-    metadata = json.loads(meta_file.read_text()) if meta_file.exists() else {}
-    metadata[METADATA_KEY] = calibration.to_dict()
-    _write_json_atomically(meta_file, metadata)
-    return CalibrationSummary(
+    summary = CalibrationSummary(
         calibration,
         len(scores),
         expected_calibration_error([_sigmoid(s) for s in scores], outcomes),
         expected_calibration_error(calibration.probability(scores), outcomes),
     )
+    meta_file = folder / METADATA
+    metadata = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+    metadata[METADATA_KEY] = calibration.to_dict()
+    metadata[FIT_KEY] = {
+        "candidates": summary.candidates,
+        "correct": sum(outcomes),
+        "ece_raw": summary.ece_raw,
+        "ece": summary.ece,
+    }
+    _write_json_atomically(meta_file, metadata)
+    write_model_card(folder, metadata)
+    return summary
 
 
 def _write_json_atomically(path: Path, data: dict) -> None:

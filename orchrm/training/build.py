@@ -16,6 +16,7 @@ from orchrm.jsonl import follow_umask_tree, output_error
 from orchrm.orchestration import RM_RENDER_VERSION
 from orchrm.scoring.backbone import METADATA, load_backbone
 from orchrm.scoring.last_layer import read_first_position_only
+from orchrm.training.card import write_model_card
 from orchrm.training.config import TrainConfig
 
 
@@ -101,8 +102,9 @@ def load_for_training(config: TrainConfig, backbone: str, *, bf16: bool, cuda: b
 def save_model(
     model, tokenizer, out: str | Path, metadata: dict, state_dict: dict | None = None
 ) -> Path:
-    """Write a standard Hugging Face directory plus `orchrm.json`, atomically (a
-    temporary folder renamed into place). LoRA adapters are merged first. `state_dict`
+    """Write a standard Hugging Face directory plus `orchrm.json` and its model card
+    (`README.md`, `orchrm.training.card`), atomically (a temporary folder renamed into
+    place). LoRA adapters are merged first. `state_dict`
     replaces the model's own weights (a consolidated copy of a sharded model)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -115,9 +117,9 @@ def save_model(
     try:
         model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
         tokenizer.save_pretrained(tmp)
-        (tmp / METADATA).write_text(
-            json.dumps({"render_version": RM_RENDER_VERSION, **metadata}, indent=2)
-        )
+        metadata = {"render_version": RM_RENDER_VERSION, **metadata}
+        (tmp / METADATA).write_text(json.dumps(metadata, indent=2))
+        write_model_card(tmp, metadata)
         follow_umask_tree(tmp)  # mkdtemp's 0o700 (and safetensors' 0o600) keep it private
         if out.exists():
             shutil.rmtree(out)

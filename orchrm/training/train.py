@@ -54,6 +54,7 @@ from orchrm.training.batching import (
     steps_done,
 )
 from orchrm.training.build import add_lora, load_for_training, save_model
+from orchrm.training.card import data_composition, write_model_card
 from orchrm.training.checkpoint import (
     TrainState,
     apply_checkpoint,
@@ -251,6 +252,7 @@ def _save_model(run: _Run, metrics: dict) -> None:
         "pair_data_hash": data_hash(run.train_records),
         # The scorer gives such a model the domain line too, as it was trained.
         "domain_in_text": any(r["prompt"].startswith(DOMAIN_PREFIX) for r in run.train_records),
+        "data": data_composition(run.train_pairs, run.val_pairs),
         "metrics": metrics,
         "reward_mean": metrics.get("reward_mean", 0.0),
         "reward_std": metrics.get("reward_std", 1.0),
@@ -458,6 +460,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> T
         meta = json.loads(meta_path.read_text())
         meta["training"] = summary.to_dict()
         meta_path.write_text(json.dumps(meta, indent=2))
+        write_model_card(meta_path.parent, meta)
     run.accelerator.wait_for_everyone()
     return summary
 

@@ -22,6 +22,7 @@ import errno
 import json
 import os
 import re
+import sys
 import tempfile
 import threading
 from collections import Counter
@@ -187,13 +188,24 @@ def loads(text: str, *, surrogates: bool = True) -> object:
         )
     try:
         value = json.loads(text)
-    except ValueError as err:  # JSONDecodeError, or an integer over Python's digit limit
-        return BadLine("invalid_json", str(err), getattr(err, "pos", None))
+    except json.JSONDecodeError as err:
+        return BadLine("invalid_json", str(err), err.pos)
+    except ValueError:  # an integer over Python's digit limit (sys.get_int_max_str_digits)
+        return _number_too_long(text)
     if surrogates and (_SURROGATE_ESCAPE.search(text) or _SURROGATE.search(text)):
         problem = lone_surrogate(value)
         if problem:
             return BadLine("bad_field", problem)
     return value
+
+
+def _number_too_long(text: str) -> BadLine:
+    """The `BadLine` of JSON holding an integer longer than Python converts, naming where."""
+    limit = sys.get_int_max_str_digits()
+    found = re.search(rf"[0-9]{{{limit + 1},}}", text)
+    where = f" (at character {found.start()})" if found else ""
+    message = f"number too long: an integer has more than {limit:,} digits{where}"
+    return BadLine("invalid_json", message, found.start() if found else None)
 
 
 def read_document(path: str | Path) -> object:

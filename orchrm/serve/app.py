@@ -20,14 +20,16 @@ Routes (JSON in and out):
 
 Errors are `{"error": CODE, "message", "field", "request_id"}`. Every response carries an
 `X-Request-ID` header; a 500 says only that id, and the server log holds the details
-under it. Checks run in this order: bearer token (401), body size (413, from
+under it, as it holds one line per refused request (its id and reason). Checks run in
+this order: framing (411 without a length, 400 and a closed connection with both
+Content-Length and Transfer-Encoding), bearer token (401), body size (413, from
 Content-Length before reading, and while reading), body deadline (408), then in a
-prepare worker (`orchrm.serve.prepare`) JSON (400), shape, limits and valid Unicode (422,
-naming the field and index). A request gets 503 `overloaded` when every prepare worker
-is busy and `max_queued_requests` wait already, and 503 `over_budget` past
-`max_request_seconds`. An orchestration that does not parse is never an error. The
-event loop itself only moves bytes: decoding, parsing and rendering run in the prepare
-workers, forward passes in the scoring thread (`orchrm.serve.batcher`).
+prepare worker (`orchrm.serve.prepare`) JSON (400), shape, unknown fields, limits and
+valid Unicode (422, naming the field and index). A request gets 503 `overloaded` when
+every prepare worker is busy and `max_queued_requests` wait already, and 503
+`over_budget` past `max_request_seconds`. An orchestration that does not parse is never
+an error. The event loop itself only moves bytes: decoding, parsing and rendering run
+in the prepare workers, forward passes in the scoring thread (`orchrm.serve.batcher`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from orchrm.calibration.methods import calibration_from_metadata
+from orchrm.jsonl import printable
 from orchrm.serve.batcher import BatcherClosed, MicroBatcher
 from orchrm.serve.classify import classify_answer, prepare_classify
 from orchrm.serve.config import ServeConfig
@@ -97,6 +100,47 @@ def error_response(err: ApiError, request_id: str | None) -> JSONResponse:
 def request_id(request: Request) -> str | None:
     """The id `_Gate` gave this request (in its responses' `X-Request-ID`)."""
     return request.scope.get("state", {}).get("request_id")
+
+
+def refused(scope, err: ApiError) -> None:
+    """Note why the request is refused, for `_Gate`'s one log line about it."""
+    scope.setdefault("state", {})["refusal"] = err
+
+
+AUTH_SCHEMES = {
+    s.lower().encode(): s
+    for s in ("Basic", "Digest", "Negotiate", "NTLM", "Token", "ApiKey", "OAuth", "HOBA")
+}
+"""Authorization schemes other than Bearer that a 401 names (any other first word could
+be a key sent without its scheme, which is never echoed)."""
+
+BODY_ROUTES = ("/score", "/select", "/get_reward", "/classify")
+"""Routes whose POST carries a body, which must be framed by its length."""
+
+
+def framing_error(scope) -> ApiError | None:
+    """A request whose body framing cannot be trusted: both Content-Length and
+    Transfer-Encoding (a proxy and this server could split the stream differently: 400,
+    and the connection is closed), or a POST to a body route with neither (411: HTTP/1.1
+    reads such a body as empty; the client meant to send one)."""
+    names = {name for name, _ in scope["headers"]}
+    length, chunked = b"content-length" in names, b"transfer-encoding" in names
+    if length and chunked:
+        return ApiError(
+            400,
+            "conflicting_framing",
+            "the request has both Content-Length and Transfer-Encoding: send one; this "
+            "connection is closed",
+            "Transfer-Encoding",
+        )
+    if scope["method"] == "POST" and scope["path"] in BODY_ROUTES and not (length or chunked):
+        return ApiError(
+            411,
+            "length_required",
+            "a POST body needs a Content-Length header (or Transfer-Encoding: chunked)",
+            "Content-Length",
+        )
+    return None
 
 
 class _Scoring:
@@ -251,12 +295,15 @@ def create_app(rm, config: ServeConfig, metrics: Metrics | None = None) -> FastA
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, err: ApiError) -> JSONResponse:
+        refused(request.scope, err)
         return error_response(err, request_id(request))
 
     @app.exception_handler(HTTPException)  # unknown route, wrong method: same error shape
     async def http_error(request: Request, err: HTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(err.status_code, "http_error")
-        return error_response(ApiError(err.status_code, code, str(err.detail)), request_id(request))
+        err = ApiError(err.status_code, code, str(err.detail))
+        refused(request.scope, err)
+        return error_response(err, request_id(request))
 
     _add_routes(app, scoring, rm, config)
     return app
@@ -375,7 +422,8 @@ class _Gate:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 headers = [*message.get("headers", []), (b"x-request-id", rid.encode())]
-                if not body_done:  # the rest of the body is not worth reading: close
+                closing = scope["state"].get("close", False)
+                if not body_done or closing:  # the rest of the body is not worth reading
                     headers.append((b"connection", b"close"))
                 message = {**message, "headers": headers}
             await send(message)
@@ -398,26 +446,47 @@ class _Gate:
             self.metrics.in_flight -= 1
             if not disconnected:
                 self.metrics.request(route, status or 500, time.perf_counter() - start)
+            refusal = scope["state"].get("refusal")
+            if refusal is not None and status is not None and status != 500:
+                log.warning(  # one template: the log limiter caps a flood of refusals
+                    "request %s refused: %d %s: %s (%s %s)",
+                    rid,
+                    status,
+                    refusal.code,
+                    refusal.message[:300],
+                    scope["method"],
+                    printable(scope["path"][:100]),
+                )
 
     async def _dispatch(self, scope, receive, send) -> None:
-        if self.key and scope["path"] not in OPEN_ROUTES and not self._authorized(scope):
-            missing = not any(k == b"authorization" for k, _ in scope["headers"])
-            error = ApiError(
-                401,
-                "unauthorized",
-                "missing bearer token" if missing else "wrong bearer token",
-                "Authorization",
-            )
-            await error_response(error, scope["state"]["request_id"])(scope, receive, send)
-        else:
+        error = framing_error(scope)
+        if error is None and self.key and scope["path"] not in OPEN_ROUTES:
+            error = self._unauthorized(scope)
+        if error is None:
             await self.app(scope, receive, send)
+            return
+        if error.code == "conflicting_framing":
+            scope["state"]["close"] = True
+        refused(scope, error)
+        await error_response(error, scope["state"]["request_id"])(scope, receive, send)
 
-    def _authorized(self, scope) -> bool:
-        """`Authorization: Bearer KEY`, the scheme in any case, the key compared in
-        constant time."""
-        given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
-        scheme, _, token = given.strip().partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.key)
+    def _unauthorized(self, scope) -> ApiError | None:
+        """None for `Authorization: Bearer KEY` (the scheme in any case, the key compared
+        in constant time), else the 401 saying what is wrong with what was sent."""
+        given = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+        scheme, _, token = (given or b"").strip().partition(b" ")
+        if given is None or not scheme:
+            message = "missing bearer token"
+        elif scheme.lower() in AUTH_SCHEMES and token.strip():  # named: never a stray key
+            shown = AUTH_SCHEMES[scheme.lower()]
+            message = f"the Authorization scheme is {shown}: send Authorization: Bearer KEY"
+        elif scheme.lower() != b"bearer" or not token.strip():
+            message = "Authorization is not Bearer KEY (the word Bearer, a space, the key)"
+        elif hmac.compare_digest(token.strip(), self.key):
+            return None
+        else:
+            message = "wrong bearer token"
+        return ApiError(401, "unauthorized", message, "Authorization")
 
 
 def _has_body(scope) -> bool:

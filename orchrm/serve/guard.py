@@ -12,7 +12,8 @@ descriptors. `guarded_h11` adds:
   room (one that never completed a request first, then the longest waiting); when there
   is none, the new connection gets a 503 and is closed;
 - on shutdown, a request whose body is still arriving is closed at once (its client sees
-  the connection drop) instead of holding the shutdown until its body deadline.
+  the connection drop) instead of holding the shutdown until its body deadline;
+- a client that half-closes its side after a whole request still gets the answer.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class GuardedH11(H11Protocol):
     refusal = _refusal()
     waiting_since = 0.0
     served = 0  # responses completed on this connection
+    half_closed = False  # the client sent its end of stream after a whole request
     _timer = None
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
@@ -93,11 +95,24 @@ class GuardedH11(H11Protocol):
             self._timer.cancel()
         super().connection_lost(exc)
 
+    def eof_received(self) -> bool | None:
+        """The client has stopped sending. One that half-closes after a whole request
+        (HTTP/1.0 clients do) still gets its answer: the connection stays open for it
+        and closes once it is sent. Otherwise (no request, or its body cut short) the
+        connection closes, as a client gone."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete and not cycle.more_body:
+            self.half_closed = True
+            return True
+        return None
+
     def on_response_complete(self) -> None:
         completed = self.cycle
         self.served += 1
         super().on_response_complete()
-        if self.cycle is completed and not self.transport.is_closing():
+        if self.half_closed and not self.transport.is_closing():
+            self.transport.close()  # nothing more can come from this client
+        elif self.cycle is completed and not self.transport.is_closing():
             self._await_headers(completed)  # keep-alive: the next request's headers
 
     def shutdown(self) -> None:

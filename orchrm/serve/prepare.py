@@ -16,13 +16,21 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from orchrm.jsonl import BadLine, loads
+from orchrm.jsonl import BadLine, loads, printable
 from orchrm.orchestration import Orchestration, TokenCounter, render_for_rm, validate
 from orchrm.parse import ParseError, parse_harmony
 from orchrm.serve.openrlhf import read_query
 
 SCORING_ROUTES = ("score", "select")
 """Routes whose body is `{"question", "orchestrations"}`; `get_reward` reads OpenRLHF's."""
+BODY_FIELDS = {
+    "score": ("question", "orchestrations", "domain"),
+    "select": ("question", "orchestrations", "domain", "selector", "answers", "selector_options"),
+}
+"""The fields of orchrm's own bodies: any other is a 422 `unknown_field` naming it, so a
+typo (`"domian"`) is not ignored. `/get_reward` and `/classify` speak OpenRLHF's and
+vLLM's shapes, whose clients add fields of their own (`labels`, `model`, `user`, ...):
+fields they do not read are accepted and ignored."""
 
 
 class ApiError(Exception):
@@ -154,6 +162,8 @@ def prepare_request(
     processes share; checked between items, so one item's work is the most a deadline
     can overrun here: the pool kills a worker that overruns further)."""
     value = decode(body)
+    if route in BODY_FIELDS:
+        known_fields(value, route)
     if route not in SCORING_ROUTES:  # (query, prompt) pairs, read into (question, plan)
         return prepare_items(reward_body(value, limits), limits, deadline, queries=True)
     question, texts = scoring_body(value, limits, required=route == "select")
@@ -253,6 +263,26 @@ def decode(body: bytes) -> dict:
     if not isinstance(value, dict):
         raise ApiError(422, "wrong_type", f"the body must be a JSON object, got {kind(value)}")
     return value
+
+
+def known_fields(value: dict, route: str) -> None:
+    """422 `unknown_field` naming the first field of a `route` body that is not one of
+    `BODY_FIELDS[route]` (with the nearest known name when one is close)."""
+    fields = BODY_FIELDS[route]
+    unknown = next((name for name in value if name not in fields), None)
+    if unknown is None:
+        return
+    import difflib
+
+    shown = printable(unknown) if len(unknown) <= 40 else printable(unknown[:37]) + "..."
+    near = difflib.get_close_matches(unknown[:40], fields, n=1)
+    hint = f"did you mean {near[0]}? " if near else ""
+    raise ApiError(
+        422,
+        "unknown_field",
+        f"{shown} is not a field of a /{route} body: {hint}its fields are {', '.join(fields)}",
+        shown,
+    )
 
 
 def domain_of(value: dict, limits: Limits) -> str:

@@ -49,6 +49,7 @@ from orchrm.serve.prepare import (
     decode,
     domain_of,
     kind,
+    known_fields,
     prepare_items,
     scoring_body,
 )
@@ -105,6 +106,7 @@ def prepare_select(body: bytes, limits: Limits, deadline: float) -> SelectBody:
     """A `/select` body read, checked and its orchestrations prepared (422 for an
     unknown selector, wrong answers or options, naming the field)."""
     value = decode(body)
+    known_fields(value, "select")
     question, texts = scoring_body(value, limits, required=True)
     selector = selector_name(value.get("selector", "orchrm"))
     answers = answers_of(value.get("answers"), len(texts), limits)

@@ -366,10 +366,13 @@ def write_report(runs: list[RunReport], out: str | Path, title: str, extra: dict
     return out / "report.md"
 
 
-def curve_callback(tokenizer, tasks, config: RLExperimentConfig, at_steps: set[int], say=print):
+def curve_callback(
+    tokenizer, tasks, config: RLExperimentConfig, at_steps: set[int], say=print, tracker=None
+):
     """A `transformers.TrainerCallback` that appends a `PolicyEval` (`evaluate_policy` with
-    `config`, no vote) to its `points` at each step in `at_steps`; transformers is
-    imported here, so this module imports without it."""
+    `config`, no vote) to its `points` at each step in `at_steps`, and logs it to
+    `tracker` (`orchrm.training.tracking.Tracker`, `curve_scalars`) when one is given;
+    transformers is imported here, so this module imports without it."""
     from transformers import TrainerCallback
 
     class _Curve(TrainerCallback):
@@ -385,9 +388,25 @@ def curve_callback(tokenizer, tasks, config: RLExperimentConfig, at_steps: set[i
             )
             model.train(training)
             self.points.append(point)
+            if tracker is not None:
+                tracker.log(curve_scalars(point), point.step)
             say(
                 f"  step {point.step}: expected accuracy {100 * point.expected:.1f}% "
                 f"(valid {100 * point.valid:.0f}%)"
             )
 
     return _Curve()
+
+
+def curve_scalars(point: PolicyEval, name: str = "eval") -> dict:
+    """A curve point as tracker scalars: expected and executed accuracy, majority vote
+    when run, valid and parsed shares, mean tokens of a sampled orchestration."""
+    values = {
+        "expected_accuracy": point.expected,
+        "executed_accuracy": point.executed,
+        "majority_accuracy": point.majority,
+        "valid": point.valid,
+        "parsed": point.parsed,
+        "mean_tokens": point.mean_tokens,
+    }
+    return {name: values}

@@ -26,12 +26,14 @@ from orchrm.experiments.rl_compare import (
     PolicyEval,
     RunReport,
     curve_callback,
+    curve_scalars,
     evaluate_policy,
     write_report,
 )
 from orchrm.experiments.rl_config import RUNS, RLExperimentConfig
 from orchrm.rl.policy import load_policy
 from orchrm.rl.rewards import ExecutionReward, OrchRMReward, TokenLedger
+from orchrm.training.tracking import Tracker
 from orchrm.world.backend import WorldBackend
 from orchrm.world.generate import world_config
 from orchrm.world.tasks import WorldTask
@@ -160,15 +162,21 @@ def train_run(config: RLExperimentConfig, prep: Prepared, say=print) -> RunRepor
     steps = config.policy.steps
     at = {steps * k // config.curve_points for k in range(1, config.curve_points + 1)}
     tokenizer = load_policy(prep.policy_dir)[1]
-    callback = curve_callback(tokenizer, curve_tasks, config, at, say)
+    tracker = Tracker(config.policy.report_to, out, "curve", asdict(config))
+    tracker.log(curve_scalars(prep.start.curve[0]), 0)
+    callback = curve_callback(tokenizer, curve_tasks, config, at, say, tracker)
     say(f"{config.run_name}: {steps} steps")
     start = time.perf_counter()
-    model, tokenizer, data_tokens, notes = _train_method(
-        config, prep, out, ledger=ledger, callback=callback
-    )
-    curve_s = sum(p.seconds for p in callback.points)
-    wall = time.perf_counter() - start - curve_s
-    final = evaluate_policy(model, tokenizer, prep.held_out, config, step=steps)
+    try:
+        model, tokenizer, data_tokens, notes = _train_method(
+            config, prep, out, ledger=ledger, callback=callback
+        )
+        curve_s = sum(p.seconds for p in callback.points)
+        wall = time.perf_counter() - start - curve_s
+        final = evaluate_policy(model, tokenizer, prep.held_out, config, step=steps)
+        tracker.log(curve_scalars(final, "final"), steps)
+    finally:
+        tracker.close()
     report = RunReport(
         config.run_name,
         final,

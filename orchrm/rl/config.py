@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from orchrm.configs import check, setting
 from orchrm.errors import ConfigError
+from orchrm.training.tracking import REPORT_TO, check_report_to
 
 REWARDS = ("orchrm", "execution")
 PENALTIES = {"orchrm": -3.0, "execution": -1.0}
@@ -83,9 +84,15 @@ class PolicyConfig:
     """Seeds sampling and training (`orchrm rl` seeds the world's tasks with it too)."""
     progress: bool = True
     """Progress bars on stderr."""
+    report_to: str = setting("none", choices=REPORT_TO)
+    """Where the training's scalars go: `tensorboard`, `wandb` or `none`. TRL's trainer
+    (GRPO, DPO) logs its rewards, KL, loss, learning rate and gradient norm there (under
+    OUT/<run>/checkpoints/runs/ for TensorBoard), and `orchrm rl` its evaluation curve on
+    held-out tasks (every method; under OUT/<run>/runs/)."""
 
     def __post_init__(self) -> None:
         check(self)
+        check_report_to(self.report_to)
 
     @property
     def checkpoint_every(self) -> int:

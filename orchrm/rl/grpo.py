@@ -57,7 +57,7 @@ def shared_args(policy: PolicyConfig) -> dict:
         "save_steps": policy.checkpoint_every,
         "save_total_limit": 2,
         "logging_steps": max(1, policy.steps // 20),
-        "report_to": "none",
+        "report_to": policy.report_to,
         "disable_tqdm": not policy.progress,
         "seed": policy.seed,
         "data_seed": policy.seed,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from orchrm.configs import check, setting
 from orchrm.errors import ConfigError
 from orchrm.scoring.precision import DTYPES
+from orchrm.training.tracking import REPORT_TO, check_report_to
 
 SMALL_DATA_STEPS = 180
 """Training steps (batch 16) of the reward models `orchrm demo` and `orchrm rl` build on
@@ -110,6 +111,12 @@ class TrainConfig:
     """Steps between resumable checkpoints; None: at every evaluation."""
     keep_checkpoints: int = setting(2, min=1, panel="Output")
     """Most recent checkpoints kept on disk."""
+    report_to: str = setting("none", choices=REPORT_TO, panel="Output")
+    """Where the run's scalars go as it trains: `tensorboard` (event files under
+    OUT/runs/), `wandb` (project orchrm; WANDB_MODE=offline without a network) or
+    `none`. Per step: loss, pairwise accuracy overall and by pair kind, reward margin and
+    its spread, learning rate, gradient norm, tokens/s and MFU; per validation pass: its
+    accuracy by kind and domain, reward margin, mean and spread."""
     lora: bool = setting(False, panel="Model")
     """Train LoRA adapters (PEFT) instead of all weights; the score head is trained
     fully; the saved model has the adapters merged (a standard checkpoint)."""
@@ -136,6 +143,7 @@ class TrainConfig:
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"{f.name} must be a finite number, got {value!r}")
         check(self)
+        check_report_to(self.report_to)
         if self.epochs <= 0 or self.lr <= 0:
             raise ConfigError(f"epochs and lr must be above 0, got {self.epochs}, {self.lr}")
         if self.lora_dropout >= 1:

@@ -13,7 +13,8 @@ from orchrm.training.data import Pairs, read_pair_file, tokenize
 def pairwise_accuracy(
     model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bool
 ) -> dict:
-    """Pairwise accuracy overall, per pair kind and per domain; reward mean and spread."""
+    """Pairwise accuracy overall, per pair kind and per domain; reward margin (mean of
+    chosen - rejected), reward mean and spread."""
     if not len(pairs):
         return {}
     was_training = model.training
@@ -40,6 +41,7 @@ def pairwise_accuracy(
         "accuracy_by_kind": accuracy_by(pairs.kinds),
         "accuracy_by_domain": accuracy_by(pairs.domains),
         "pairs": len(wins),
+        "reward_margin": statistics.fmean(c - r for c, r in zip(chosen, rejected, strict=True)),
         "reward_mean": statistics.fmean(everything),
         "reward_std": statistics.pstdev(everything),
     }

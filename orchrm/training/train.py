@@ -79,6 +79,7 @@ from orchrm.training.parallel import (
 )
 from orchrm.training.summary import TrainSummary
 from orchrm.training.throughput import Meter, device_peak_flops, flops_per_token
+from orchrm.training.tracking import StepStats, Tracker
 
 
 def _say(message: str) -> None:
@@ -132,6 +133,9 @@ class _Run:
     total_steps: int = 0
     state: TrainState = field(default_factory=TrainState)
     resumed_step: int | None = None
+    tracker: Tracker | None = None
+    stats: StepStats = field(default_factory=StepStats)
+    """The current step's margins and ranks by kind, for the tracker."""
 
     @cached_property
     def widths(self) -> list[int]:
@@ -201,6 +205,8 @@ def _prepare(config: TrainConfig, resume: bool) -> _Run:
         meter=Meter(flops_per_token(model), peak),
     )
     _schedule(run, resume)
+    settings = {k: v for k, v in asdict(config).items() if k != "extra"}
+    run.tracker = Tracker(config.report_to, run.out, "train", settings, main=run.main)
     return run
 
 
@@ -286,6 +292,7 @@ def _validate(run: _Run) -> bool:
         metrics = shared[0]
     throughput = asdict(run.meter.throughput())
     state.history.append({"step": state.step, **metrics, "throughput": throughput})
+    run.tracker.log({"validation": {k: v for k, v in metrics.items() if k != "pairs"}}, state.step)
     if metrics["accuracy"] > state.best_accuracy:
         state.best_accuracy, state.evals_since_best = metrics["accuracy"], 0
         _save_model(run, metrics)
@@ -343,15 +350,18 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
     if micro.filler:
         return 0.0, 0
     state.pairs_seen += len(micro.pairs)  # this process's; summed over processes at the end
+    if run.tracker.active:
+        run.stats.add(diff.detach().float().tolist(), [pairs.kinds[i] for i in micro.pairs])
     lengths = [len(s) for s in sequences]
     run.meter.add(sum(lengths), passes_padded_tokens(lengths, passes))
     return losses.sum().item(), int((diff > 0).sum().item())
 
 
-def _train_step(run: _Run, step: Step) -> tuple[float, float]:
+def _train_step(run: _Run, step: Step) -> tuple[float, float, float | None]:
     """One optimizer step over the step's passes, gradients synchronized across
-    processes on the last one only; returns (loss, share of pairs ranked right)."""
-    accelerator, total_loss, wins = run.accelerator, 0.0, 0
+    processes on the last one only; returns (loss, share of pairs ranked right, the
+    gradients' norm before clipping: None when neither clipping nor tracking reads it)."""
+    accelerator, total_loss, wins, norm = run.accelerator, 0.0, 0, None
     last = len(step.micro_batches) - 1
     for k, micro in enumerate(step.micro_batches):
         # DeepSpeed reads sync_gradients to know the last pass of a step.
@@ -363,10 +373,13 @@ def _train_step(run: _Run, step: Step) -> tuple[float, float]:
     if run.config.max_grad_norm:
         # (Under DeepSpeed this only reads the norm: its engine clips, from the
         # `gradient_clipping` that `configure_deepspeed` sets.)
-        accelerator.clip_grad_norm_(run.model.parameters(), run.config.max_grad_norm)
+        norm = accelerator.clip_grad_norm_(run.model.parameters(), run.config.max_grad_norm)
+    elif run.tracker.active:
+        norm = accelerator.clip_grad_norm_(run.model.parameters(), math.inf)  # read, not clip
     run.optimizer.step()
     run.optimizer.zero_grad()
-    return total_loss / step.pairs, wins / step.pairs
+    norm = float(norm) if norm is not None else None
+    return total_loss / step.pairs, wins / step.pairs, norm
 
 
 def _progress_text(run: _Run, recent: list[tuple[float, float]]) -> str:
@@ -384,6 +397,28 @@ def _progress_text(run: _Run, recent: list[tuple[float, float]]) -> str:
     )
 
 
+def _track_step(
+    run: _Run, loss: float, accuracy: float, norm: float | None, learning_rate: float
+) -> None:
+    """The step's scalars to the tracker (this process's pairs; throughput so far)."""
+    if not run.tracker.active:
+        return
+    rate = run.meter.throughput()
+    values = {
+        "train": {
+            "loss": loss,
+            "accuracy": accuracy,
+            **run.stats.scalars(),
+            "learning_rate": learning_rate,
+            "grad_norm": norm,
+            "epoch": run.state.epoch,
+        },
+        "throughput": {"tokens_per_second": rate.tokens_per_second, "mfu": rate.mfu},
+    }
+    run.stats = StepStats()
+    run.tracker.log(values, run.state.step)
+
+
 def _loop(run: _Run, progress: bool) -> bool:
     """Train until `total_steps` or early stopping; True when it stopped early."""
     state, recent = run.state, []
@@ -399,12 +434,15 @@ def _loop(run: _Run, progress: bool) -> bool:
                 if state.step >= run.total_steps:
                     break
                 start = time.perf_counter()
-                recent = [*recent[-49:], _train_step(run, step)]
+                loss, accuracy, norm = _train_step(run, step)
+                recent = [*recent[-49:], (loss, accuracy)]
+                learning_rate = run.scheduler.get_last_lr()[0]
                 run.scheduler.step()
                 state.step += 1
                 seconds = time.perf_counter() - start
                 state.train_seconds += seconds
                 run.meter.seconds += seconds
+                _track_step(run, loss, accuracy, norm, learning_rate)
                 bar.update(task, completed=state.step, description=_progress_text(run, recent))
                 if _finish_step(run):
                     return True
@@ -451,7 +489,10 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> T
     """Train (or, with `resume`, continue) a reward model into OUT/model; returns the
     summary that is also stored in the saved model's metadata."""
     run = _prepare(config, resume)
-    stopped = _loop(run, progress)
+    try:
+        stopped = _loop(run, progress)
+    finally:
+        run.tracker.close()
     summary = _summary(run, stopped)
     if not len(run.val_pairs) and (run.main or run.placement.sharded):
         _save_model(run, {})  # nothing to select on: the last model is the model

@@ -175,6 +175,11 @@ ARROW_DEFS = (
 """The arrowhead every edge points with; the page holds it once."""
 
 
+def drawn_width(o: Orchestration) -> float:
+    """The width `svg` draws `o` at, in pixels (its text is 12 and 10 px at this size)."""
+    return layout(o).width if o.agents else NODE_W + 2 * PAD
+
+
 def svg(o: Orchestration) -> str:
     """The orchestration as one `<svg>`: a box per agent (the sink marked), a path per
     edge; an orchestration without agents is its direct answer in a box."""

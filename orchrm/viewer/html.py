@@ -17,11 +17,25 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import re
 
 from orchrm.orchestration import validate
 from orchrm.selection.registry import REGISTRY, colour, label
 from orchrm.tasks.grading import answer_key
-from orchrm.viewer.graph import ARROW_DEFS, OTHER_TYPE_COLOUR, TYPE_COLOURS, esc, svg
+from orchrm.viewer.graph import (
+    ARROW_DEFS,
+    OTHER_TYPE_COLOUR,
+    TYPE_COLOURS,
+    drawn_width,
+    esc,
+    svg,
+)
+
+CARD_W, CARD_MAX_W, CARD_EDGES = 352, 1000, 16
+"""A candidate card's width in pixels, the widest it grows to fit its graph (a chain of
+five agents fits), and its padding and border on both sides: a graph up to
+`CARD_MAX_W` is drawn at full size, so node text stays 12 and 10 px; a wider one scales
+down (and any card scales to a narrow window)."""
 
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f6f6f4;color:#222}
@@ -32,8 +46,8 @@ color:#fff;font-size:12px;white-space:nowrap}
 .controls{position:sticky;top:0;z-index:2;background:#fffdf2;padding:8px 18px;
 border-bottom:1px solid #ccc;display:flex;flex-wrap:wrap;gap:14px;align-items:center}
 .controls label{white-space:nowrap}
-div.scroll{overflow-x:auto;margin-top:6px}
-table.summary{border-collapse:collapse;font-size:12px;white-space:nowrap}
+div.scroll{overflow-x:auto;margin-top:6px;max-width:100%}
+table.summary{border-collapse:collapse;font-size:12px}
 table.summary td,table.summary th{border:1px solid #ddd;padding:2px 8px;text-align:right}
 table.summary td:first-child,table.summary th:first-child{text-align:left}
 main{padding:10px 18px}
@@ -228,7 +242,7 @@ def _edited(view, name: str, e) -> str:
     steps = "".join(f"<li>{esc(step, 200)}</li>" for step in e.edits)
     return (
         f'<article class="cand edited {verdict}" data-edited="{esc(name)}" '
-        f'data-from="{e.source}" data-correct="{int(c.correct)}">'
+        f'data-from="{e.source}" data-correct="{int(c.correct)}"{card_width(c)}>'
         f"<header><b>edit of #{e.source}</b> "
         f'<span class="verdict {verdict}">{said}</span></header>'
         f'<div class="picks">{_badge(name)}</div>'
@@ -237,12 +251,37 @@ def _edited(view, name: str, e) -> str:
     )
 
 
+def card_width(c) -> str:
+    """The style of a card whose graph is wider than `CARD_W` leaves room for: its width
+    grown to draw the graph at full size, up to `CARD_MAX_W` ('' for the others)."""
+    if c.orchestration is None:
+        return ""
+    needed = math.ceil(drawn_width(c.orchestration)) + CARD_EDGES
+    return f' style="width:{min(needed, CARD_MAX_W)}px"' if needed > CARD_W else ""
+
+
+_INDEXED = re.compile(r"(.*) #(\d+|\?)")
+
+
+def who(view, i: int) -> str:
+    """Candidate `i`'s label without the index its card already shows: `specialized #3`
+    on card #3 is `specialized`; a label naming another sample keeps it as `sample 5`."""
+    label = view.label(i)
+    found = _INDEXED.fullmatch(label)
+    if label == f"#{i}":
+        return ""
+    if found is None or found[2] == "?":
+        return label
+    return found[1] if found[2] == str(i) else f"{found[1]} (sample {found[2]})"
+
+
 def _candidate(view, i: int, c) -> str:
     verdict = "right" if c.correct else "wrong"
     pickers = [n for n, index in view.picks.items() if index == i and n not in view.edited]
     parts = [
-        f'<article class="cand {verdict}" data-index="{i}" data-correct="{int(c.correct)}">',
-        f"<header><b>#{i}</b> {esc(view.label(i), 60)} "
+        f'<article class="cand {verdict}" data-index="{i}" data-correct="{int(c.correct)}"'
+        f"{card_width(c)}>",
+        f"<header><b>#{i}</b> {esc(who(view, i), 60)} "
         f'<span class="verdict {verdict}">{"✓ right" if c.correct else "✗ wrong"}</span></header>',
         '<div class="picks">' + "".join(_badge(p) for p in pickers) + "</div>",
         _facts(view, i, c),
@@ -306,17 +345,21 @@ def summary_rows(tasks) -> list[tuple[str, int, int, float | None]]:
 
 
 def _summary(tasks) -> str:
-    """A column per selector: its picks that were right and, on world logs, the mean
-    true success probability of its picks."""
+    """A row per selector: its picks that were right and, on world logs, the mean true
+    success probability of its picks. Rows, not columns: the registry's selectors side
+    by side would not fit a window."""
     rows = summary_rows(tasks)
     if not rows:
         return ""
-    head = "".join(f"<th>{_badge(name)}</th>" for name, *_ in rows)
-    right = "".join(f"<td>{r}/{count}</td>" for _, count, r, _ in rows)
-    lines = [f"<tr><th>selector</th>{head}</tr>", f"<tr><td>picks right</td>{right}</tr>"]
-    if any(p is not None for *_, p in rows):
-        cells = "".join(f"<td>{'-' if p is None else f'{p:.3f}'}</td>" for *_, p in rows)
-        lines.append(f"<tr><td>mean p(success) of picks</td>{cells}</tr>")
+    has_p = any(p is not None for *_, p in rows)
+    head = "<tr><th>selector</th><th>picks right</th>"
+    head += "<th>mean p(success) of picks</th></tr>" if has_p else "</tr>"
+    lines = [head]
+    for name, count, right, p in rows:
+        cells = f"<td>{_badge(name)}</td><td>{right}/{count}</td>"
+        if has_p:
+            cells += f"<td>{'-' if p is None else f'{p:.3f}'}</td>"
+        lines.append(f"<tr>{cells}</tr>")
     return f'<div class="scroll"><table class="summary">{"".join(lines)}</table></div>'
 
 

@@ -21,7 +21,6 @@ from orchrm.calibration.methods import (
     fit_calibration,
     fit_isotonic,
     load_calibration,
-    pool_adjacent_violators,
     reliability_diagram,
     save_calibration,
     scored_outcomes,
@@ -92,9 +91,7 @@ def test_platt_and_isotonic_calibrate_synthetic_scores():
         fit_calibration(scores, outcomes, "beta")
 
 
-def test_pool_adjacent_violators_and_the_isotonic_map_by_hand(tmp_path):
-    assert pool_adjacent_violators([1, 0, 0, 1, 1]) == [(0, 2, 1 / 3), (3, 4, 1.0)]
-    assert pool_adjacent_violators([0, 1, 0.5], [1, 1, 3]) == [(0, 0, 0.0), (1, 2, 0.625)]
+def test_the_isotonic_map_by_hand(tmp_path):
     iso = fit_isotonic([1.0, 2.0, 3.0, 4.0, 5.0], [True, False, False, True, True])
     assert (iso.lows, iso.highs, iso.values) == ((1.0, 4.0), (3.0, 5.0), (1 / 3, 1.0))
     # inside a step, between steps (linear), beyond the ends (flat)

@@ -6,11 +6,12 @@ A calibration turns a raw score into the probability that executing the orchestr
 gives a right answer, so a selector can say how sure it is (`orchrm-adaptive` stops
 drawing on it). Two maps:
 
-- `platt`: P = sigmoid(a * score + b), fitted by Newton's method on the log-loss with
-  Platt's smoothed targets ((positives + 1) / (positives + 2) and 1 / (negatives + 2)),
-  so perfectly separated data still gives finite a and b;
-- `isotonic`: the non-decreasing step function closest to the outcomes in squared error
-  (pool-adjacent-violators), linear between the steps and flat beyond the ends.
+- `platt`: P = sigmoid(a * score + b), fitted by scikit-learn's `LogisticRegression`
+  (unpenalized) on the log-loss against Platt's smoothed targets ((positives + 1) /
+  (positives + 2) and 1 / (negatives + 2)), so perfectly separated data still gives
+  finite a and b;
+- `isotonic`: the non-decreasing step function closest to the outcomes in squared error,
+  scikit-learn's `IsotonicRegression`, linear between the steps and flat beyond the ends.
 
 Fit on data the reward model did not train on (its validation tasks). A fitted map is
 stored in the model's `orchrm.json` under "calibration" (`calibrate_model_dir`) and read
@@ -109,70 +110,46 @@ def _checked(scores: Sequence[float], outcomes: Sequence[bool]) -> tuple[list, l
     return scores, outcomes
 
 
-def fit_platt(
-    scores: Sequence[float], outcomes: Sequence[bool], iterations: int = 100
-) -> PlattCalibration:
-    """Platt scaling: a and b of sigmoid(a * score + b) by Newton's method on the
-    log-loss against smoothed targets (finite even on separable data)."""
+def fit_platt(scores: Sequence[float], outcomes: Sequence[bool]) -> PlattCalibration:
+    """Platt scaling: a and b of sigmoid(a * score + b) by scikit-learn's unpenalized
+    `LogisticRegression` against Platt's smoothed targets t (finite even on separable
+    data): each candidate enters twice, as right with weight t and as wrong with weight
+    1 - t, so the weighted log-loss is the cross-entropy against t."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
     scores, outcomes = _checked(scores, outcomes)
     positives = sum(outcomes)
     negatives = len(outcomes) - positives
     high, low = (positives + 1) / (positives + 2), 1 / (negatives + 2)
-    targets = [high if o else low for o in outcomes]
-    prior = (positives + 1) / (len(outcomes) + 2)
-    a, b = 0.0, math.log(prior / (1 - prior))
-    for _ in range(iterations):
-        g_a = g_b = h_aa = h_ab = h_bb = 0.0
-        for s, t in zip(scores, targets, strict=True):
-            p = _sigmoid(a * s + b)
-            w = max(p * (1 - p), 1e-12)
-            g_a += (p - t) * s
-            g_b += p - t
-            h_aa += w * s * s
-            h_ab += w * s
-            h_bb += w
-        h_aa += 1e-9  # keeps the step defined when every score is the same
-        det = h_aa * h_bb - h_ab * h_ab
-        if det <= 0:
-            break
-        step_a = (h_bb * g_a - h_ab * g_b) / det
-        step_b = (h_aa * g_b - h_ab * g_a) / det
-        a, b = a - step_a, b - step_b
-        if abs(step_a) + abs(step_b) < 1e-10:
-            break
-    return PlattCalibration(a, b)
-
-
-def pool_adjacent_violators(values: Sequence[float], weights: Sequence[float] | None = None):
-    """The non-decreasing sequence closest to `values` in weighted squared error, as
-    blocks (first index, last index, value). Linear time: each merge removes a block."""
-    weights = list(weights) if weights is not None else [1.0] * len(values)
-    blocks: list[list[float]] = []  # [first, last, weighted sum, weight]
-    for i, (v, w) in enumerate(zip(values, weights, strict=True)):
-        blocks.append([i, i, v * w, w])
-        while len(blocks) > 1 and blocks[-2][2] / blocks[-2][3] >= blocks[-1][2] / blocks[-1][3]:
-            last = blocks.pop()
-            blocks[-1][1] = last[1]
-            blocks[-1][2] += last[2]
-            blocks[-1][3] += last[3]
-    return [(int(f), int(last), s / w) for f, last, s, w in blocks]
+    targets = np.array([high if o else low for o in outcomes])
+    x = np.array(scores + scores)[:, None]
+    y = np.r_[np.ones(len(scores)), np.zeros(len(scores))]
+    model = LogisticRegression(C=np.inf, tol=1e-10, max_iter=1000)
+    model.fit(x, y, sample_weight=np.r_[targets, 1 - targets])
+    return PlattCalibration(float(model.coef_[0, 0]), float(model.intercept_[0]))
 
 
 def fit_isotonic(scores: Sequence[float], outcomes: Sequence[bool]) -> IsotonicCalibration:
-    """Isotonic regression of the outcomes on the scores (equal scores pooled first, so
-    the map is a function of the score)."""
+    """Isotonic regression of the outcomes on the scores by scikit-learn's
+    `IsotonicRegression` (equal scores pooled first, so the map is a function of the
+    score). Its thresholds keep each step's first and last score: consecutive thresholds
+    of one value are one step."""
+    from sklearn.isotonic import IsotonicRegression
+
     scores, outcomes = _checked(scores, outcomes)
-    grouped: dict[float, list[float]] = {}
-    for s, o in zip(scores, outcomes, strict=True):
-        grouped.setdefault(s, []).append(float(o))
-    xs = sorted(grouped)
-    means = [sum(grouped[x]) / len(grouped[x]) for x in xs]
-    blocks = pool_adjacent_violators(means, [len(grouped[x]) for x in xs])
-    return IsotonicCalibration(
-        tuple(xs[f] for f, _, _ in blocks),
-        tuple(xs[last] for _, last, _ in blocks),
-        tuple(v for _, _, v in blocks),
-    )
+    model = IsotonicRegression(out_of_bounds="clip").fit(scores, [float(o) for o in outcomes])
+    lows: list[float] = []
+    highs: list[float] = []
+    values: list[float] = []
+    for x, y in zip(model.X_thresholds_.tolist(), model.y_thresholds_.tolist(), strict=True):
+        if values and y == values[-1]:
+            highs[-1] = x
+        else:
+            lows.append(x)
+            highs.append(x)
+            values.append(y)
+    return IsotonicCalibration(tuple(lows), tuple(highs), tuple(values))
 
 
 def fit_calibration(

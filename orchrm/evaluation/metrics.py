@@ -4,7 +4,8 @@ orchestrator, verification and total tokens, and curves over N.
 Normalized advantage of a selector (our definition; the paper names the metric without
 one): (accuracy - random) / (oracle - random), where random is the mean correctness of the
 N candidates and oracle is pass@N; 0 is no better than chance, 1 is as good as an oracle.
-Intervals are 95% percentile bootstraps over tasks.
+Intervals are 95% BCa bootstraps over tasks by `scipy.stats.bootstrap` (`Bootstrap`),
+paired where two selectors are compared.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import json
 import math
 import random
 import statistics
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
 
 from orchrm.evaluation.reliability import CalibrationReport
 from orchrm.jsonl import read_jsonl
@@ -179,7 +183,8 @@ class SelectorResult:
     None when the baseline was not run."""
     vs_baseline_ci: tuple[float, float] | None = None
     """Paired 95% bootstrap interval of `vs_baseline`: both selectors resampled on the
-    same tasks, so it is far narrower than the gap the two marginal intervals suggest."""
+    same tasks (`Bootstrap.difference`), so it is far narrower than the gap the two
+    marginal intervals suggest."""
     expected_vs_baseline: float | None = None
     """The same on expected accuracy, when both selectors have one."""
     expected_vs_baseline_ci: tuple[float, float] | None = None
@@ -281,27 +286,27 @@ def _task_row(name: str, select: Selector, subs: list[CandidateSet]) -> tuple[fl
     return tuple(statistics.fmean(x) for x in zip(*rows, strict=True))
 
 
-def _result(name: str, n: int, rows: list[tuple], *, base, chance, oracle, resamples):
+def _result(name: str, n: int, rows: list[tuple], *, base, chance, oracle, bootstrap: Bootstrap):
     """One selector's `SelectorResult` at N from its per-task rows (`_task_row`), paired
     with the baseline's rows `base` (None: the baseline did not run)."""
     acc = [r[0] for r in rows]
     expected = [r[3] for r in rows]
     known = not any(math.isnan(x) for x in expected)
-    vs, vs_ci = _paired(acc, [r[0] for r in base], resamples) if base else (None, None)
+    vs, vs_ci = _paired(acc, [r[0] for r in base], bootstrap) if base else (None, None)
     expected_vs, expected_vs_ci = (
-        _paired(expected, [r[3] for r in base], resamples) if base else (None, None)
+        _paired(expected, [r[3] for r in base], bootstrap) if base else (None, None)
     )
     return SelectorResult(
         selector=name,
         n=n,
         accuracy=statistics.fmean(acc),
-        accuracy_ci=bootstrap_interval(acc, resamples),
-        normalized_advantage=_advantage(acc, chance, oracle, range(len(acc))),
-        normalized_advantage_ci=_advantage_interval(acc, chance, oracle, resamples),
+        accuracy_ci=bootstrap.mean(acc),
+        normalized_advantage=advantage(acc, chance, oracle),
+        normalized_advantage_ci=bootstrap.advantage(acc, chance, oracle),
         verification_tokens=statistics.fmean(r[1] for r in rows),
         total_tokens=statistics.fmean(r[2] for r in rows),
         expected_accuracy=statistics.fmean(expected) if known else None,
-        expected_accuracy_ci=bootstrap_interval(expected, resamples) if known else None,
+        expected_accuracy_ci=bootstrap.mean(expected) if known else None,
         vs_baseline=vs,
         vs_baseline_ci=vs_ci,
         expected_vs_baseline=expected_vs,
@@ -325,13 +330,14 @@ def evaluate_selectors(
     baseline: str = "majority",
 ) -> Evaluation:
     """Run every selector on every task at every N (N below the sample count averages
-    `draws` random subsets), and summarize with bootstrap intervals over tasks, each
-    selector also against `baseline` task by task (a paired interval)."""
+    `draws` random subsets), and summarize with `bootstrap` resamples' intervals over
+    tasks (`Bootstrap`, seeded with `seed`), each selector also against `baseline` task
+    by task (a paired interval)."""
     full = max(len(t.candidates) for t in tasks) if tasks else 0
     ev = Evaluation(domain, len(tasks), full, baseline=baseline)
     if not tasks:
         return ev
-    resamples = bootstrap_resamples(len(tasks), bootstrap, seed)
+    intervals = Bootstrap(bootstrap, seed)
     for select in selectors.values():  # a model scores all plans at once where it can
         if hasattr(select, "warm"):
             select.warm(tasks)
@@ -351,43 +357,104 @@ def evaluate_selectors(
         base = per_task.get(baseline)
         for name, rows in per_task.items():
             ev.results.append(
-                _result(name, n, rows, base=base, chance=chance, oracle=oracle, resamples=resamples)
+                _result(name, n, rows, base=base, chance=chance, oracle=oracle, bootstrap=intervals)
             )
     return ev
 
 
-def bootstrap_resamples(n: int, count: int = 1000, seed: int = 0) -> list[list[int]]:
-    """`count` bootstrap resamples of the indices 0..n-1 (a pure function of the seed).
-    Share them between metrics of the same tasks so their intervals are paired."""
-    rng = random.Random(seed)
-    return [[rng.randrange(n) for _ in range(n)] for _ in range(count)]
+INTERVAL_METHOD = "BCa"
+"""How every interval of an evaluation is computed: scipy's bias-corrected and
+accelerated bootstrap (`Bootstrap`)."""
+CONFIDENCE = 0.95
 
 
-def bootstrap_interval(values: list[float], resamples: list[list[int]]) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean of `values` ((0, 0) when empty)."""
-    if not values:
-        return (0.0, 0.0)
-    means = sorted(statistics.fmean(values[i] for i in sample) for sample in resamples)
-    return means[int(0.025 * len(means))], means[int(0.975 * len(means)) - 1]
+@dataclass(frozen=True)
+class Bootstrap:
+    """95% bootstrap intervals over tasks by `scipy.stats.bootstrap`: BCa (bias-corrected
+    and accelerated, which follows a skewed statistic such as a ratio or an accuracy
+    near 0 or 1 better than percentiles do), `resamples` resamples drawn from
+    `numpy.random.default_rng(seed)`, so an interval is a pure function of its data and
+    the seed, and metrics of the same tasks are resampled alike. Comparisons are paired:
+    both sides resampled on the same tasks. Where BCa is undefined (a resampled
+    statistic that hardly varies, its bias correction infinite) the percentile interval
+    of the same resamples stands in; data that never varies gives its one value."""
+
+    resamples: int = 1000
+    seed: int = 0
+    method: str = INTERVAL_METHOD
+
+    def mean(self, values: Sequence[float]) -> tuple[float, float]:
+        """The interval of the mean of `values` ((0, 0) when empty)."""
+        return self._interval((values,), _mean_of)
+
+    def difference(self, values: Sequence[float], base: Sequence[float]) -> tuple[float, float]:
+        """The paired interval of mean(values) - mean(base), both of the same tasks."""
+        return self._interval((values, base), _difference_of)
+
+    def advantage(
+        self, acc: Sequence[float], chance: Sequence[float], oracle: Sequence[float]
+    ) -> tuple[float, float]:
+        """The paired interval of the normalized advantage (`advantage`)."""
+        return self._interval((acc, chance, oracle), _advantage_of)
+
+    def _interval(self, samples: tuple, statistic) -> tuple[float, float]:
+        data = tuple(np.asarray(x, dtype=float) for x in samples)
+        if not len(data[0]):
+            return (0.0, 0.0)
+        if all(np.all(x == x[0]) for x in data):
+            value = float(statistic(*(x[None, :] for x in data), axis=-1)[0])
+            return (value, value)
+        for method in dict.fromkeys((self.method, "percentile")):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # BCa's degenerate-data warning: handled here
+                low, high = _scipy_interval(data, statistic, self, method)
+            if math.isfinite(low) and math.isfinite(high):
+                return (low, high)
+        return (low, high)
 
 
-def _paired(values: list[float], base: list[float], resamples: list[list[int]]):
-    """Mean of `values - base` task by task and its bootstrap interval; (None, None)
-    when either side lacks a value for some task."""
+def _scipy_interval(data: tuple, statistic, bootstrap: Bootstrap, method: str):
+    from scipy.stats import bootstrap as scipy_bootstrap
+
+    result = scipy_bootstrap(
+        data,
+        statistic,
+        n_resamples=bootstrap.resamples,
+        paired=len(data) > 1,
+        vectorized=True,
+        confidence_level=CONFIDENCE,
+        method=method,
+        rng=np.random.default_rng(bootstrap.seed),
+    )
+    interval = result.confidence_interval
+    return float(interval.low), float(interval.high)
+
+
+def _mean_of(values, axis=-1):
+    return np.mean(values, axis=axis)
+
+
+def _difference_of(values, base, axis=-1):
+    return np.mean(values, axis=axis) - np.mean(base, axis=axis)
+
+
+def _advantage_of(acc, chance, oracle, axis=-1):
+    a, c, o = (np.mean(x, axis=axis) for x in (acc, chance, oracle))
+    span = o - c
+    return np.divide(a - c, span, out=np.zeros_like(span), where=span > 0)
+
+
+def _paired(values: list[float], base: list[float], bootstrap: Bootstrap):
+    """Mean of `values - base` task by task and its paired interval; (None, None) when
+    either side lacks a value for some task."""
     diffs = [a - b for a, b in zip(values, base, strict=True)]
     if any(math.isnan(d) for d in diffs):
         return None, None
-    return statistics.fmean(diffs), bootstrap_interval(diffs, resamples)
+    return statistics.fmean(diffs), bootstrap.difference(values, base)
 
 
-def _advantage(acc, chance, oracle, index) -> float:
-    index = list(index)
-    a = statistics.fmean(acc[i] for i in index)
-    c = statistics.fmean(chance[i] for i in index)
-    o = statistics.fmean(oracle[i] for i in index)
+def advantage(acc: Sequence[float], chance: Sequence[float], oracle: Sequence[float]) -> float:
+    """(accuracy - random) / (oracle - random) of task-by-task lists (0 when the oracle
+    is no better than chance)."""
+    a, c, o = statistics.fmean(acc), statistics.fmean(chance), statistics.fmean(oracle)
     return (a - c) / (o - c) if o > c else 0.0
-
-
-def _advantage_interval(acc, chance, oracle, resamples) -> tuple[float, float]:
-    values = sorted(_advantage(acc, chance, oracle, sample) for sample in resamples)
-    return values[int(0.025 * len(values))], values[int(0.975 * len(values)) - 1]

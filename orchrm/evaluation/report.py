@@ -22,7 +22,8 @@ def _replayed() -> str:
 DEFINITION = (
     "Normalized advantage = (accuracy - random) / (oracle - random), with random the mean "
     "correctness of the N candidates and oracle pass@N (our definition). Intervals: 95% "
-    "bootstrap over tasks. Tokens are means per task. Orchestrator tokens: what the "
+    "BCa bootstrap over tasks (scipy.stats.bootstrap, seeded). Tokens are means per "
+    "task. Orchestrator tokens: what the "
     "orchestrator read and wrote to produce the candidates a selector drew (all N, but "
     "fewer for orchrm-adaptive, which stops drawing early; 0 where the logs do not record "
     "them, as in stores). Verification tokens: what a selector reads and writes to choose "
@@ -35,7 +36,7 @@ DEFINITION = (
     "averaged over K re-executions of the same N plans on the world (oracle: expected "
     "pass@N); '-' where neither is known (the trajectory judge, or no re-executions). "
     "'... - majority': a selector's accuracy (expected, where the table has it) minus "
-    "majority's, in points, with a paired 95% bootstrap interval (both resampled on the "
+    "majority's, in points, with a paired 95% BCa bootstrap interval (both resampled on the "
     "same tasks, which is why it can exclude 0 while the two accuracy intervals overlap). "
     "Rows: best first, by expected accuracy where the table has it."
 )

@@ -2,7 +2,8 @@
 the comparison report (Markdown, JSON, PNG).
 
 For each held-out task the policy samples `samples` orchestrations. Three accuracies, each
-a mean over tasks with a 95% bootstrap interval over tasks:
+a mean over tasks with a 95% BCa bootstrap interval over tasks
+(`orchrm.evaluation.metrics.Bootstrap`):
 - expected: the mean of each orchestration's exact success probability on its task
   (`orchrm.world.model.success_probability`, 0 when it does not parse or is invalid):
   what executing the policy's orchestration scores on average, without execution noise.
@@ -20,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from orchrm.evaluation.metrics import bootstrap_interval, bootstrap_resamples
+from orchrm.evaluation.metrics import Bootstrap
 from orchrm.experiments.rl_config import RLExperimentConfig
 from orchrm.rl.policy import policy_prompt, sample
 from orchrm.rl.rewards import run_plans, runnable
@@ -123,17 +124,17 @@ def evaluate_policy(
             voted.append(float(right[chosen]))
     total = len(tasks) * samples
     n_agents = sum(types.values()) or 1
-    resamples = bootstrap_resamples(len(tasks), seed=seed)
+    intervals = Bootstrap(seed=seed)
     return PolicyEval(
         step=step,
         tasks=len(tasks),
         samples=samples,
         expected=statistics.fmean(expected),
-        expected_ci=bootstrap_interval(expected, resamples),
+        expected_ci=intervals.mean(expected),
         executed=statistics.fmean(executed),
-        executed_ci=bootstrap_interval(executed, resamples),
+        executed_ci=intervals.mean(executed),
         majority=statistics.fmean(voted) if majority else None,
-        majority_ci=bootstrap_interval(voted, resamples) if majority else None,
+        majority_ci=intervals.mean(voted) if majority else None,
         valid=len(items) / total,
         parsed=parsed / total,
         mean_tokens=statistics.fmean(d.tokens for group in drawn for d in group),
@@ -347,7 +348,7 @@ def write_report(runs: list[RunReport], out: str | Path, title: str, extra: dict
         f"# orchrm rl: {title}\n\n"
         "Expected accuracy: mean exact success probability of the sampled orchestrations "
         "(no execution noise); executed: each sample run once; majority: the samples vote. "
-        "Intervals: 95% bootstrap over tasks. Training tokens = policy tokens generated + "
+        "Intervals: 95% BCa bootstrap over tasks. Training tokens = policy tokens generated + "
         "reward-model input tokens + sub-agent tokens executed in the training loop; data "
         "tokens: executing the world log the reward model or the DPO pairs came from "
         "(paid once, shared).\n\n" + markdown(runs, title)

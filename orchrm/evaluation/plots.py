@@ -22,11 +22,19 @@ class Style:
     marker: str
 
 
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")
-"""Markers by registry position (`orchrm.selection.registry.REGISTRY`), unregistered
-selectors after them."""
-OTHER_COLOURS = ("#17becf", "#aec7e8", "#ffbb78", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p", "H", "d", "8", "+", "x")
+"""Markers by registry position (`orchrm.selection.registry.REGISTRY`), one each, so two
+selectors of similar colours still differ in shape; unregistered selectors after them."""
+OTHER_COLOURS = ("#aec7e8", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#8c564b")
 """Colours of selectors the registry does not know, in the order of their sorted names."""
+DODGE_OCTAVES = 0.06
+"""How far apart, along the log2 N axis, the selectors' points at one N are drawn (at
+most; a line-up of more than 13 selectors shares 0.72 octave): at N=1 every selector
+picks the one candidate, and their points would otherwise sit on one another."""
+SPREAD = 0.025
+"""Points of a tokens axis closer than this share of the axis (in both directions) are
+spread apart along it by this share each: a marker then shows beside the one it would
+hide. Their values, and the Pareto frontier, stay the true ones."""
 
 
 def styles(names) -> dict[str, Style]:
@@ -89,17 +97,19 @@ def _accuracy_vs_n(ev: Evaluation, look: dict[str, Style], expected: bool):
     ax = fig.subplots()
     names = [s for s in look if any(r.selector == s for r in ev.results)]
     ns = sorted({r.n for r in ev.results})
+    step = min(DODGE_OCTAVES, 0.72 / max(1, len(names) - 1))
     for i, name in enumerate(names):
         rows = sorted((r for r in ev.results if r.selector == name), key=lambda r: r.n)
-        # dodge each selector a little along the (log) N axis so intervals do not overlap
-        shift = 2 ** (0.03 * (i - (len(names) - 1) / 2))
+        # dodge each selector along the (log) N axis so points and intervals do not overlap
+        shift = 2 ** (step * (i - (len(names) - 1) / 2))
         use = expected and all(r.expected_accuracy is not None for r in rows)
         shown = [_shown(r, use) for r in rows]
         _errorbar(ax, [r.n * shift for r in rows], shown, name, look[name], expected, True)
     ax.set_xscale("log", base=2)
     if ns:  # an evaluation without tasks has no N
         ax.set_xticks(ns, labels=[str(n) for n in ns])
-        ax.set_xlim(min(ns) / 1.3, max(ns) * 1.3)
+        margin = 2 ** (step * (len(names) - 1) / 2 + 0.2)
+        ax.set_xlim(min(ns) / margin, max(ns) * margin)
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set(xlabel="N (candidates)", ylabel=_y_label(expected))
     ax.set_title(f"{ev.domain or 'all'}: accuracy vs N on {ev.tasks} tasks")
@@ -134,11 +144,14 @@ def _accuracy_vs_tokens(ev: Evaluation, look: dict[str, Style], expected: bool):
         ax.set_xticks([(len(zero) - 1) / 2], labels=["0 tokens"])
     if paid:
         ax = axes[-1]
-        for name in paid:
+        at = spread_apart(
+            [(results[s].verification_tokens, _shown(results[s], expected)[0]) for s in paid]
+        )
+        for name, x in zip(paid, at, strict=True):
             r = results[name]
             drawn[name] = _errorbar(
                 ax,
-                [r.verification_tokens],
+                [x],
                 [_shown(r, expected)],
                 name,
                 look[name],
@@ -162,6 +175,39 @@ def _accuracy_vs_tokens(ev: Evaluation, look: dict[str, Style], expected: bool):
         labels = [h.get_label() for h in handles]
         fig.legend(handles, labels, fontsize=7, loc="outside right upper")
     return fig
+
+
+def spread_apart(points: Sequence[tuple[float, float]]) -> list[float]:
+    """Where to draw each (tokens, accuracy %) point along a log tokens axis: its own
+    tokens, but points that would cover one another (closer than `SPREAD` of the axis in
+    log tokens and of the accuracies' range) spread side by side, `SPREAD` apart, around
+    their group's centre."""
+    if len(points) < 2:
+        return [x for x, _ in points]
+    logs = [math.log10(x) for x, _ in points]
+    ys = [y for _, y in points]
+    width = max(max(logs) - min(logs), 1.0) * SPREAD
+    height = max(max(ys) - min(ys), 10.0) * SPREAD
+    groups: list[list[int]] = []
+    for i in sorted(range(len(points)), key=lambda i: (logs[i], ys[i])):
+        near = next(
+            (
+                g
+                for g in groups
+                if any(abs(logs[j] - logs[i]) < width and abs(ys[j] - ys[i]) < height for j in g)
+            ),
+            None,
+        )
+        if near is None:
+            groups.append([i])
+        else:
+            near.append(i)
+    out = [float(x) for x, _ in points]
+    for g in (g for g in groups if len(g) > 1):
+        centre = sum(logs[i] for i in g) / len(g)
+        for k, i in enumerate(g):
+            out[i] = 10 ** (centre + width * (k - (len(g) - 1) / 2))
+    return out
 
 
 def pareto_frontier(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -208,9 +254,9 @@ def _pareto(ev: Evaluation, look: dict[str, Style], expected: bool):
     fig = Figure(figsize=(8.5, 4.5), layout="constrained")
     ax = fig.subplots()
     shown = {s: _shown(results[s], expected) for s in names}
-    for name in names:
-        r = results[name]
-        _errorbar(ax, [r.total_tokens], [shown[name]], name, look[name], expected, False)
+    at = spread_apart([(results[s].total_tokens, shown[s][0]) for s in names])
+    for name, x in zip(names, at, strict=True):
+        _errorbar(ax, [x], [shown[name]], name, look[name], expected, False)
     real = [s for s in names if s not in GROUND_TRUTH]
     comparable = [s for s in real if not (expected and shown[s][2])]
     points = [(results[s].total_tokens, shown[s][0]) for s in comparable]

@@ -198,7 +198,7 @@ REGISTRY: tuple[SelectorEntry, ...] = (
         replays_reruns=True,
     ),
     SelectorEntry(
-        "orchrm-adaptive", "orchrm-adaptive", "#843c39", _adaptive, needs=("rm_selector", "rm")
+        "orchrm-adaptive", "orchrm-adaptive", "#e7298a", _adaptive, needs=("rm_selector", "rm")
     ),
     SelectorEntry("orchrm-cost", "orchrm-cost", "#393b79", _cost, needs=("rm_selector", "rm")),
     SelectorEntry(
@@ -215,7 +215,7 @@ REGISTRY: tuple[SelectorEntry, ...] = (
     SelectorEntry(
         "random", "random", "#7f7f7f", lambda inputs, built: random_selector(inputs.seed)
     ),
-    SelectorEntry("logp", "logp", "#8c564b", _always(logp_selector)),
+    SelectorEntry("logp", "logp", "#17becf", _always(logp_selector)),
     SelectorEntry("judge-orch", "judge-orch", "#2ca02c", _judge("orchestration"), needs=("judge",)),
     SelectorEntry("judge-traj", "judge-traj", "#98df8a", _judge("trajectory"), needs=("judge",)),
     SelectorEntry(
@@ -223,9 +223,9 @@ REGISTRY: tuple[SelectorEntry, ...] = (
     ),
     SelectorEntry("oracle", "oracle", "#000000", _always(oracle_selector), replays_reruns=True),
     SelectorEntry("bayes", "bayes", "#bcbd22", _always(bayes_selector), needs=("world",)),
-    SelectorEntry("orchrm-mixed", "orchrm-mixed", "#e377c2", _rm("mixed_rm"), needs=("mixed_rm",)),
+    SelectorEntry("orchrm-mixed", "orchrm-mixed", "#fdbf6f", _rm("mixed_rm"), needs=("mixed_rm",)),
     SelectorEntry(
-        "orchrm-unified", "orchrm-unified", "#17becf", _rm("unified_rm"), needs=("unified_rm",)
+        "orchrm-unified", "orchrm-unified", "#1b9e77", _rm("unified_rm"), needs=("unified_rm",)
     ),
 )
 

@@ -1,9 +1,9 @@
 """The model card of a saved reward model: `README.md` beside its `orchrm.json`, with the
 YAML metadata the Hugging Face Hub reads (`library_name`, `base_model`, `tags`,
-`datasets` or a description of the data, `license`) and, in prose and tables, what the
-model is, what it was trained on, how well it ranks its validation pairs, its
-calibration, how to score with it (here, through `orchrm serve`, through vLLM) and its
-limits.
+`datasets` or a description of the data, `license`; written by huggingface_hub's
+`ModelCardData`) and, in prose and tables, what the model is, what it was trained on,
+how well it ranks its validation pairs, its calibration, how to score with it (here,
+through `orchrm serve`, through vLLM) and its limits.
 
 Everything on the card comes from `orchrm.json`, so `write_model_card(folder)` writes it
 again whenever the metadata changes: `save_model` at every save, `train` once its
@@ -75,29 +75,26 @@ def base_model(backbone: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _yaml_value(value: object) -> str:
-    return json.dumps(value)  # a JSON string or list is a YAML flow scalar or sequence
-
-
 def front_matter(meta: dict) -> str:
-    """The Hub's YAML metadata block of a model with metadata `meta`."""
+    """The Hub's YAML metadata block of a model with metadata `meta`, written by
+    huggingface_hub's `ModelCardData` (the keys and layout the Hub reads)."""
+    from huggingface_hub import ModelCardData
+
     extra = meta.get("extra") if isinstance(meta.get("extra"), dict) else {}
     hub_id, license_ = base_model(str(meta.get("backbone") or ""))
-    lines = ["---", "library_name: transformers", "pipeline_tag: text-classification"]
-    if hub_id:
-        lines.append(f"base_model: {_yaml_value(hub_id)}")
     license_ = extra.get("license") or license_
-    lines.append(f"license: {_yaml_value(license_ or 'other')}")
-    if not license_:
-        lines.append('license_name: "see-base-model"')
     domains = sorted(_composition(meta).get("train", {}).get("by_domain", {}))
-    tags = [*TAGS, *(f"domain:{d}" for d in domains if d != "unknown")]
-    lines.append(f"tags: {_yaml_value(tags)}")
     datasets = extra.get("datasets")
-    if isinstance(datasets, list) and datasets:
-        lines.append(f"datasets: {_yaml_value([str(d) for d in datasets])}")
-    lines.append("---")
-    return "\n".join(lines)
+    data = ModelCardData(
+        library_name="transformers",
+        pipeline_tag="text-classification",
+        base_model=hub_id,
+        license=license_ or "other",
+        license_name=None if license_ else "see-base-model",
+        tags=[*TAGS, *(f"domain:{d}" for d in domains if d != "unknown")],
+        datasets=[str(d) for d in datasets] if isinstance(datasets, list) and datasets else None,
+    )
+    return f"---\n{data.to_yaml()}\n---"
 
 
 def _composition(meta: dict) -> dict:

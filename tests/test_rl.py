@@ -331,6 +331,7 @@ def test_rl_command_runs_end_to_end_and_reports(policy_dir, rm_dir, tmp_path):
     args = ["rl", "--out", str(tmp_path), "--policy", str(policy_dir), "--rm", str(rm_dir)]
     args += ["--steps", "2", "--num-generations", "2", "--prompts-per-step", "2"]
     args += ["--train-tasks", "6", "--eval-tasks", "4", "--eval-samples", "2", "--quiet"]
+    args += ["--report-to", "tensorboard"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "grpo-orchrm" / "report.json").read_text())
@@ -340,6 +341,18 @@ def test_rl_command_runs_end_to_end_and_reports(policy_dir, rm_dir, tmp_path):
     assert trained["tokens"]["rm"] > 0 and trained["tokens"]["execution"] == 0
     assert (tmp_path / "grpo-orchrm" / "curve.png").exists()
     assert trained["curve"][0]["step"] == 0 and trained["curve"][-1]["step"] == 2
+    # --report-to tensorboard: TRL's rewards and orchrm's held-out curve, read back
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def tags(folder: Path) -> set[str]:
+        events = EventAccumulator(str(folder))
+        events.Reload()
+        return set(events.Tags()["scalars"])
+
+    (trl_run,) = (tmp_path / "grpo-orchrm" / "checkpoints" / "runs").iterdir()
+    assert {"train/reward", "train/loss", "train/learning_rate"} <= tags(trl_run)
+    (curve_run,) = (tmp_path / "grpo-orchrm" / "runs").iterdir()
+    assert {"eval/expected_accuracy", "eval/valid", "final/expected_accuracy"} <= tags(curve_run)
 
 
 def test_rl_command_rejects_an_unknown_method(tmp_path):

@@ -1,4 +1,4 @@
-"""The model card (`orchrm.training.card`): every saved model directory gets a README.md
+"""The model card (`orchrm.scoring.card`): every saved model directory gets a README.md
 with the Hub's YAML metadata and what the model is, was trained on, how well it ranks,
 its calibration and how to serve it; `orchrm calibrate` writes it again."""
 
@@ -15,7 +15,7 @@ from orchrm.jsonl import write_jsonl
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
 from orchrm.store.pairs import MineConfig, export, mine
-from orchrm.training.card import MARK, model_card, write_model_card
+from orchrm.scoring.card import MARK, model_card, write_model_card
 from orchrm.training.config import TrainConfig
 from orchrm.training.train import train
 from orchrm.world.generate import generate

@@ -289,7 +289,7 @@ def calibrate_model_dir(
     (rewritten atomically, every other key kept); the model card is written again."""
     from orchrm.scoring.backbone import METADATA, model_directory
     from orchrm.scoring.load import load_scorer
-    from orchrm.training.card import write_model_card
+    from orchrm.scoring.card import write_model_card
 
     folder = model_directory(model_dir)
     scores, outcomes = scored_outcomes(load_scorer(folder), records)

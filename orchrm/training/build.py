@@ -16,7 +16,7 @@ from orchrm.jsonl import follow_umask_tree, output_error
 from orchrm.orchestration import RM_RENDER_VERSION
 from orchrm.scoring.backbone import METADATA, load_backbone
 from orchrm.scoring.last_layer import read_first_position_only
-from orchrm.training.card import write_model_card
+from orchrm.scoring.card import write_model_card
 from orchrm.training.config import TrainConfig
 
 
@@ -103,7 +103,7 @@ def save_model(
     model, tokenizer, out: str | Path, metadata: dict, state_dict: dict | None = None
 ) -> Path:
     """Write a standard Hugging Face directory plus `orchrm.json` and its model card
-    (`README.md`, `orchrm.training.card`), atomically (a temporary folder renamed into
+    (`README.md`, `orchrm.scoring.card`), atomically (a temporary folder renamed into
     place). LoRA adapters are merged first. `state_dict`
     replaces the model's own weights (a consolidated copy of a sharded model)."""
     out = Path(out)

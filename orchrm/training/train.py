@@ -54,7 +54,7 @@ from orchrm.training.batching import (
     steps_done,
 )
 from orchrm.training.build import add_lora, load_for_training, save_model
-from orchrm.training.card import data_composition, write_model_card
+from orchrm.scoring.card import data_composition, write_model_card
 from orchrm.training.checkpoint import (
     TrainState,
     apply_checkpoint,

@@ -62,6 +62,13 @@ def test_atomic_writes_follow_the_umask(tmp_path, umask):
     ]
 
 
+def test_a_calibration_follows_the_umask(tmp_path, umask):
+    from orchrm.calibration.methods import fit_calibration, save_calibration
+
+    fitted = fit_calibration([0.1, 0.4, 0.6, 0.9], [False, False, True, True], "isotonic")
+    assert_follows(umask, save_calibration(fitted, tmp_path / "calibration.json"))
+
+
 def test_rewriting_a_file_keeps_its_mode(tmp_path, umask):
     path = tmp_path / "shared.jsonl"
     path.write_text("")

@@ -23,13 +23,12 @@ from __future__ import annotations
 import bisect
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchrm.errors import ConfigError, InputError
+from orchrm.jsonl import atomic_file
 
 METHODS = ("platt", "isotonic")
 """The calibration maps `fit_calibration` knows."""
@@ -288,8 +287,8 @@ def calibrate_model_dir(
     `orchrm.json` under "calibration" and what it was fitted on under "calibration_fit"
     (rewritten atomically, every other key kept); the model card is written again."""
     from orchrm.scoring.backbone import METADATA, model_directory
-    from orchrm.scoring.load import load_scorer
     from orchrm.scoring.card import write_model_card
+    from orchrm.scoring.load import load_scorer
 
     folder = model_directory(model_dir)
     scores, outcomes = scored_outcomes(load_scorer(folder), records)
@@ -317,12 +316,5 @@ def calibrate_model_dir(
 
 
 def _write_json_atomically(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as f:
+        json.dump(data, f, indent=2)

@@ -67,7 +67,7 @@ from pathlib import Path
 from orchrm.evaluation.lineup import build_lineup, evaluate_tasks, first_candidates
 from orchrm.evaluation.metrics import tasks_from_logs
 from orchrm.evaluation.report import points, terminal_table, write_report
-from orchrm.jsonl import write_jsonl
+from orchrm.jsonl import read_jsonl, write_jsonl
 from orchrm.orchestration import Agent, DoM, Edge, Orchestration, approx_token_count, to_harmony
 from orchrm.runtime.backend import DEFAULT_SAMPLING, CallInfo, Completion, Sampling
 from orchrm.runtime.config import RunConfig
@@ -694,12 +694,16 @@ def benchmark(args: argparse.Namespace) -> dict:
     ]
     config = run_config(args)
     clock = Clock()
-    with serve(args) as llm:
-        server = OpenAIBackend(OpenAIConfig(base_url=llm.base_url, model=llm.model))
-        records = asyncio.run(_execute(server, jobs, sizes.samples, config, clock, say))
     logs = {part: out / "logs" / f"{part}.jsonl" for part in ("train", "test")}
-    for part, path in logs.items():
-        write_jsonl(records[part], path)
+    if args.from_logs:
+        records = {part: [r for _, r in read_jsonl(path)] for part, path in logs.items()}
+        say(f"records read back from {logs['train']} and {logs['test']} (--from-logs)")
+    else:
+        with serve(args) as llm:
+            server = OpenAIBackend(OpenAIConfig(base_url=llm.base_url, model=llm.model))
+            records = asyncio.run(_execute(server, jobs, sizes.samples, config, clock, say))
+        for part, path in logs.items():
+            write_jsonl(records[part], path)
     text, by_structure = structure_table(records["train"])
     say("training tasks, success by plan structure and orchestrator:\n" + text)
 
@@ -788,6 +792,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calibrate-tasks", type=int, default=4, help="Tasks a cell.")
     parser.add_argument("--kinds", default="", help="Calibrate these kinds only (a,b).")
     parser.add_argument("--quick", action="store_true", help="A few-minute run.")
+    parser.add_argument(
+        "--from-logs",
+        action="store_true",
+        help="Skip execution: train and evaluate on the records OUT/logs already holds.",
+    )
     parser.add_argument("--train-tasks", type=int, default=0, help="0: the size's own.")
     parser.add_argument("--test-tasks", type=int, default=0, help="0: the size's own.")
     parser.add_argument("--samples", type=int, default=0, help="Plans a task (N); 0: own.")

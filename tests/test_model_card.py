@@ -12,10 +12,10 @@ import yaml
 
 from orchrm.calibration.methods import calibrate_model_dir
 from orchrm.jsonl import write_jsonl
+from orchrm.scoring.card import MARK, model_card, write_model_card
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
 from orchrm.store.pairs import MineConfig, export, mine
-from orchrm.scoring.card import MARK, model_card, write_model_card
 from orchrm.training.config import TrainConfig
 from orchrm.training.train import train
 from orchrm.world.generate import generate

@@ -15,8 +15,8 @@ from orchrm.errors import ConfigError
 from orchrm.jsonl import follow_umask_tree, output_error
 from orchrm.orchestration import RM_RENDER_VERSION
 from orchrm.scoring.backbone import METADATA, load_backbone
-from orchrm.scoring.last_layer import read_first_position_only
 from orchrm.scoring.card import write_model_card
+from orchrm.scoring.last_layer import read_first_position_only
 from orchrm.training.config import TrainConfig
 
 

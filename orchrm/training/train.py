@@ -45,6 +45,7 @@ from orchrm.errors import ConfigError, InputError
 from orchrm.orchestration.rm_text import DOMAIN_PREFIX
 from orchrm.progress import progress_bar
 from orchrm.scoring.backbone import default_backbone, load_backbone
+from orchrm.scoring.card import data_composition, write_model_card
 from orchrm.scoring.precision import resolve_dtype
 from orchrm.training.batching import (
     MicroBatch,
@@ -54,7 +55,6 @@ from orchrm.training.batching import (
     steps_done,
 )
 from orchrm.training.build import add_lora, load_for_training, save_model
-from orchrm.scoring.card import data_composition, write_model_card
 from orchrm.training.checkpoint import (
     TrainState,
     apply_checkpoint,

@@ -142,16 +142,10 @@ def _search(inputs: LineupInputs, built: dict[str, Selector]) -> Selector:
     base = built.get("orchrm")
     if not isinstance(base, RewardModelSelector) or base.rm is not inputs.rm:
         base = RewardModelSelector(inputs.rm)
-    options = inputs.options
-    search = PlanSearch(
+    search = PlanSearch.from_options(
+        inputs.options,
         [base],
         [_info(inputs)],
-        budget=options.search_budget,
-        max_edits=options.search_max_edits,
-        beam=options.search_beam,
-        distance_penalty=options.search_distance_penalty,
-        cost_weight=options.cost_weight,
-        measure=options.cost_measure,
         run_config=inputs.run_config,
         cost_model=inputs.cost_model,
         seed=inputs.seed,

@@ -108,6 +108,28 @@ class PlanSearch:
     search drives it with `models`; `orchrm serve`'s `/select` drives it with its own
     micro-batched model (then `models` is empty and `infos` says how many models score)."""
 
+    @classmethod
+    def from_options(
+        cls,
+        options,
+        models: Sequence[RewardModelSelector] = (),
+        infos: Sequence[ModelInfo | None] = (),
+        **extra,
+    ) -> PlanSearch:
+        """The search a `SelectorOptions` asks for (`search_*`, `cost_weight`,
+        `cost_measure`); `extra` sets the other arguments."""
+        return cls(
+            models,
+            infos,
+            budget=options.search_budget,
+            max_edits=options.search_max_edits,
+            beam=options.search_beam,
+            distance_penalty=options.search_distance_penalty,
+            cost_weight=options.cost_weight,
+            measure=options.cost_measure,
+            **extra,
+        )
+
     def __init__(
         self,
         models: Sequence[RewardModelSelector] = (),

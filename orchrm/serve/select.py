@@ -264,16 +264,7 @@ def choose(job: SelectJob) -> Choice:
 def search_of(job: SelectJob) -> PlanSearch:
     """The search `orchrm-search` runs on a request: its options, the served model's
     reward statistics, and no model of its own (the service scores what it asks for)."""
-    o = job.options
-    return PlanSearch(
-        infos=[ModelInfo(job.metadata)],
-        budget=o.search_budget,
-        max_edits=o.search_max_edits,
-        beam=o.search_beam,
-        distance_penalty=o.search_distance_penalty,
-        cost_weight=o.cost_weight,
-        measure=o.cost_measure,
-    )
+    return PlanSearch.from_options(job.options, infos=[ModelInfo(job.metadata)])
 
 
 def candidate_scores(job: SelectJob) -> Scores:

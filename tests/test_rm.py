@@ -388,15 +388,15 @@ def test_validation_scores_each_distinct_text_once(trained, pairs_dir, monkeypat
 
 def test_the_score_head_can_get_its_own_learning_rate():
     from orchrm.scoring.backbone import default_backbone, load_backbone
-    from orchrm.training.train import _param_groups
+    from orchrm.training.build import param_groups
 
     model, _ = load_backbone(default_backbone())
-    body, head = _param_groups(model, TrainConfig(lr=5e-5, head_lr=1e-3))
+    body, head = param_groups(model, TrainConfig(lr=5e-5, head_lr=1e-3))
     assert [tuple(p.shape) for p in head["params"]] == [(1, 384), (1,)]  # classifier only
     assert head["lr"] == 1e-3 and "lr" not in body  # the body takes the optimizer's lr
     everything = sum(p.numel() for p in model.parameters())
     assert sum(p.numel() for g in (body, head) for p in g["params"]) == everything
-    [single] = _param_groups(model, TrainConfig(lr=5e-5))
+    [single] = param_groups(model, TrainConfig(lr=5e-5))
     assert len(single["params"]) == len(body["params"]) + 2
 
 

@@ -7,17 +7,20 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 from orchrm.errors import ConfigError
-from orchrm.jsonl import follow_umask_tree, output_error
+from orchrm.jsonl import atomic_file, follow_umask_tree, output_error
 from orchrm.orchestration import RM_RENDER_VERSION
+from orchrm.orchestration.rm_text import DOMAIN_PREFIX
 from orchrm.scoring.backbone import METADATA, load_backbone
-from orchrm.scoring.card import write_model_card
+from orchrm.scoring.card import data_composition, write_model_card
 from orchrm.scoring.last_layer import read_first_position_only
 from orchrm.training.config import TrainConfig
+from orchrm.training.data import data_hash
 
 
 def add_lora(model, r: int, alpha: int, dropout: float):
@@ -99,6 +102,46 @@ def load_for_training(config: TrainConfig, backbone: str, *, bf16: bool, cuda: b
     return model, tokenizer, checkpointing
 
 
+def param_groups(model, config: TrainConfig) -> list[dict]:
+    """One AdamW group, or two when the score head gets its own learning rate."""
+    prefix = getattr(model, "base_model_prefix", "")
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if config.head_lr is None or config.lora or not prefix:
+        return [{"params": [p for _, p in named]}]
+    head = [p for n, p in named if not n.startswith(prefix + ".")]
+    body = [p for n, p in named if n.startswith(prefix + ".")]
+    return [{"params": body}, {"params": head, "lr": config.head_lr}]
+
+
+def model_metadata(
+    config: TrainConfig,
+    backbone: str,
+    step: int,
+    train_records: list[dict],
+    train_pairs,
+    val_pairs,
+    metrics: dict,
+) -> dict:
+    """What a saved model's `orchrm.json` says of its training at `step`: the backbone,
+    the pair data (its hash and composition), the validation `metrics` with the reward
+    statistics the scorer normalizes by, and the settings."""
+    return {
+        "backbone": backbone,
+        "max_length": config.max_length,
+        "step": step,
+        "pair_data_hash": data_hash(train_records),
+        # The scorer gives such a model the domain line too, as it was trained.
+        "domain_in_text": any(r["prompt"].startswith(DOMAIN_PREFIX) for r in train_records),
+        "data": data_composition(train_pairs, val_pairs),
+        "metrics": metrics,
+        "reward_mean": metrics.get("reward_mean", 0.0),
+        "reward_std": metrics.get("reward_std", 1.0),
+        "lora": config.lora,
+        "config": {k: v for k, v in asdict(config).items() if k != "extra"},
+        "extra": config.extra,
+    }
+
+
 def save_model(
     model, tokenizer, out: str | Path, metadata: dict, state_dict: dict | None = None
 ) -> Path:
@@ -128,3 +171,13 @@ def save_model(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def record_training(model_dir: Path, summary: dict) -> None:
+    """Add a finished run's `summary` to the saved model's `orchrm.json` under "training"
+    (rewritten atomically) and write its model card again."""
+    path = model_dir / METADATA
+    meta = json.loads(path.read_text()) | {"training": summary}
+    with atomic_file(path) as f:
+        json.dump(meta, f, indent=2)
+    write_model_card(model_dir, meta)

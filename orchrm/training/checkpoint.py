@@ -266,3 +266,21 @@ def apply_checkpoint(checkpoint: Checkpoint, model, optimizer, scheduler) -> Tra
     optimizer.load_state_dict(checkpoint.optimizer)
     scheduler.load_state_dict(checkpoint.scheduler)
     return checkpoint.state
+
+
+def resume_newest(
+    out: Path, model, optimizer, scheduler, *, main: bool, say: Callable[[str], None]
+) -> TrainState | None:
+    """Load the newest intact checkpoint into model, optimizer and scheduler and return
+    its state (None: there is none). The main process chooses, so every process resumes
+    from the same one."""
+    from accelerate.utils import broadcast_object_list
+
+    found = newest_intact(out, model, optimizer, say=say) if main else None
+    chosen = [found.path.name if found else None]
+    broadcast_object_list(chosen)
+    if chosen[0] is None:
+        return None
+    if found is None:
+        found = read_checkpoint(out / "checkpoints" / chosen[0], model, optimizer)
+    return apply_checkpoint(found, model, optimizer, scheduler)

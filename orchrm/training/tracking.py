@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -132,3 +133,41 @@ class StepStats:
                 k: self.right_by_kind[k] / n for k, n in sorted(self.pairs_by_kind.items())
             },
         }
+
+
+def step_values(
+    loss: float,
+    accuracy: float,
+    norm: float | None,
+    learning_rate: float,
+    epoch: int,
+    stats: StepStats,
+    rate,
+) -> dict:
+    """What a training step logs: its loss, accuracy, the pairs' `stats`, learning rate,
+    gradient norm and epoch under `train/`, and the throughput `rate` (a
+    `orchrm.training.throughput.Throughput`) under `throughput/`."""
+    return {
+        "train": {
+            "loss": loss,
+            "accuracy": accuracy,
+            **stats.scalars(),
+            "learning_rate": learning_rate,
+            "grad_norm": norm,
+            "epoch": epoch,
+        },
+        "throughput": {"tokens_per_second": rate.tokens_per_second, "mfu": rate.mfu},
+    }
+
+
+def progress_text(recent: list[tuple[float, float]], best: float, rate) -> str:
+    """The training progress bar's description: the mean loss and accuracy of `recent`
+    steps, the best validation accuracy (`best` below 0: none yet), tokens/s and MFU."""
+    loss = statistics.fmean(x for x, _ in recent)
+    acc = statistics.fmean(a for _, a in recent)
+    val = f" val {best:.3f}" if best >= 0 else ""
+    mfu = f" MFU {rate.mfu:.1%}" if rate.mfu is not None else ""
+    return (
+        f"training reward model: loss {loss:.3f} acc {acc:.2f}{val} "
+        f"{rate.tokens_per_second:,.0f} tok/s{mfu}"
+    )

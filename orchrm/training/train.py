@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -42,10 +41,8 @@ from accelerate.utils import broadcast_object_list
 from transformers import get_linear_schedule_with_warmup
 
 from orchrm.errors import ConfigError, InputError
-from orchrm.orchestration.rm_text import DOMAIN_PREFIX
 from orchrm.progress import progress_bar
 from orchrm.scoring.backbone import default_backbone, load_backbone
-from orchrm.scoring.card import data_composition, write_model_card
 from orchrm.scoring.precision import resolve_dtype
 from orchrm.training.batching import (
     MicroBatch,
@@ -54,17 +51,22 @@ from orchrm.training.batching import (
     passes_padded_tokens,
     steps_done,
 )
-from orchrm.training.build import add_lora, load_for_training, save_model
+from orchrm.training.build import (
+    add_lora,
+    load_for_training,
+    model_metadata,
+    param_groups,
+    record_training,
+    save_model,
+)
 from orchrm.training.checkpoint import (
     TrainState,
-    apply_checkpoint,
-    newest_intact,
-    read_checkpoint,
     remove_unfinished,
+    resume_newest,
     save_checkpoint,
 )
 from orchrm.training.config import TrainConfig
-from orchrm.training.data import Pairs, data_hash, load_splits, tokenize
+from orchrm.training.data import Pairs, load_splits, tokenize
 
 # evaluate_file and disable_dropout: imported from here by `orchrm evaluate-rm` and
 # orchrm.memplan.probe.
@@ -79,37 +81,12 @@ from orchrm.training.parallel import (
 )
 from orchrm.training.summary import TrainSummary
 from orchrm.training.throughput import Meter, device_peak_flops, flops_per_token
-from orchrm.training.tracking import StepStats, Tracker
+from orchrm.training.tracking import StepStats, Tracker, progress_text, step_values
 
 
 def _say(message: str) -> None:
     """A note about the run (checkpoints removed, skipped, resumed from) on stderr."""
     print(f"orchrm train: {message}", file=sys.stderr, flush=True)
-
-
-def _resume(out: Path, model, optimizer, scheduler, *, main: bool) -> TrainState | None:
-    """Load the newest intact checkpoint into model, optimizer and scheduler and return
-    its state (None: there is none). The main process chooses, so every process resumes
-    from the same one."""
-    found = newest_intact(out, model, optimizer, say=_say) if main else None
-    chosen = [found.path.name if found else None]
-    broadcast_object_list(chosen)
-    if chosen[0] is None:
-        return None
-    if found is None:
-        found = read_checkpoint(out / "checkpoints" / chosen[0], model, optimizer)
-    return apply_checkpoint(found, model, optimizer, scheduler)
-
-
-def _param_groups(model, config: TrainConfig) -> list[dict]:
-    """One AdamW group, or two when the score head gets its own learning rate."""
-    prefix = getattr(model, "base_model_prefix", "")
-    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    if config.head_lr is None or config.lora or not prefix:
-        return [{"params": [p for _, p in named]}]
-    head = [p for n, p in named if not n.startswith(prefix + ".")]
-    body = [p for n, p in named if n.startswith(prefix + ".")]
-    return [{"params": body}, {"params": head, "lr": config.head_lr}]
 
 
 @dataclass
@@ -225,7 +202,7 @@ def _schedule(run: _Run, resume: bool) -> None:
     if config.max_steps is not None:
         run.total_steps = min(run.total_steps, config.max_steps)
     run.optimizer = torch.optim.AdamW(
-        _param_groups(model, config), lr=config.lr, weight_decay=config.weight_decay, fused=True
+        param_groups(model, config), lr=config.lr, weight_decay=config.weight_decay, fused=True
     )
     run.scheduler = get_linear_schedule_with_warmup(
         run.optimizer, int(config.warmup_ratio * run.total_steps), run.total_steps
@@ -233,7 +210,9 @@ def _schedule(run: _Run, resume: bool) -> None:
     if run.main:
         remove_unfinished(run.out, _say)
     if resume:
-        resumed = _resume(run.out, model, run.optimizer, run.scheduler, main=run.main)
+        resumed = resume_newest(
+            run.out, model, run.optimizer, run.scheduler, main=run.main, say=_say
+        )
         if resumed is not None:
             run.state, run.resumed_step = resumed, resumed.step
     configure_deepspeed(accelerator, config.batch_size, config.max_grad_norm)
@@ -251,21 +230,15 @@ def _save_model(run: _Run, metrics: dict) -> None:
         model, _ = load_backbone(run.backbone, config.trust_remote_code, dtype=dtype)
         return add_lora(model, config.lora_r, config.lora_alpha, config.lora_dropout)
 
-    meta = {
-        "backbone": run.backbone,
-        "max_length": config.max_length,
-        "step": run.state.step,
-        "pair_data_hash": data_hash(run.train_records),
-        # The scorer gives such a model the domain line too, as it was trained.
-        "domain_in_text": any(r["prompt"].startswith(DOMAIN_PREFIX) for r in run.train_records),
-        "data": data_composition(run.train_pairs, run.val_pairs),
-        "metrics": metrics,
-        "reward_mean": metrics.get("reward_mean", 0.0),
-        "reward_std": metrics.get("reward_std", 1.0),
-        "lora": config.lora,
-        "config": {k: v for k, v in asdict(config).items() if k != "extra"},
-        "extra": config.extra,
-    }
+    meta = model_metadata(
+        config,
+        run.backbone,
+        run.state.step,
+        run.train_records,
+        run.train_pairs,
+        run.val_pairs,
+        metrics,
+    )
     model, state_dict = model_to_save(
         run.accelerator, run.model, run.placement, main=run.main, lora=config.lora, fresh=fresh
     )
@@ -382,41 +355,15 @@ def _train_step(run: _Run, step: Step) -> tuple[float, float, float | None]:
     return total_loss / step.pairs, wins / step.pairs, norm
 
 
-def _progress_text(run: _Run, recent: list[tuple[float, float]]) -> str:
-    """The progress bar's description: recent loss and accuracy, best validation,
-    this process's tokens/s and MFU."""
-    loss = statistics.fmean(x for x, _ in recent)
-    acc = statistics.fmean(a for _, a in recent)
-    best = run.state.best_accuracy
-    val = f" val {best:.3f}" if best >= 0 else ""
-    rate = run.meter.throughput()
-    mfu = f" MFU {rate.mfu:.1%}" if rate.mfu is not None else ""
-    return (
-        f"training reward model: loss {loss:.3f} acc {acc:.2f}{val} "
-        f"{rate.tokens_per_second:,.0f} tok/s{mfu}"
-    )
-
-
 def _track_step(
     run: _Run, loss: float, accuracy: float, norm: float | None, learning_rate: float
 ) -> None:
     """The step's scalars to the tracker (this process's pairs; throughput so far)."""
-    if not run.tracker.active:
-        return
-    rate = run.meter.throughput()
-    values = {
-        "train": {
-            "loss": loss,
-            "accuracy": accuracy,
-            **run.stats.scalars(),
-            "learning_rate": learning_rate,
-            "grad_norm": norm,
-            "epoch": run.state.epoch,
-        },
-        "throughput": {"tokens_per_second": rate.tokens_per_second, "mfu": rate.mfu},
-    }
-    run.stats = StepStats()
-    run.tracker.log(values, run.state.step)
+    if run.tracker.active:
+        rate, epoch = run.meter.throughput(), run.state.epoch
+        values = step_values(loss, accuracy, norm, learning_rate, epoch, run.stats, rate)
+        run.tracker.log(values, run.state.step)
+        run.stats = StepStats()
 
 
 def _loop(run: _Run, progress: bool) -> bool:
@@ -443,7 +390,13 @@ def _loop(run: _Run, progress: bool) -> bool:
                 state.train_seconds += seconds
                 run.meter.seconds += seconds
                 _track_step(run, loss, accuracy, norm, learning_rate)
-                bar.update(task, completed=state.step, description=_progress_text(run, recent))
+                bar.update(
+                    task,
+                    completed=state.step,
+                    description=progress_text(
+                        recent, run.state.best_accuracy, run.meter.throughput()
+                    ),
+                )
                 if _finish_step(run):
                     return True
             if steps_done(steps, state.micro) >= len(steps):
@@ -497,11 +450,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> T
     if not len(run.val_pairs) and (run.main or run.placement.sharded):
         _save_model(run, {})  # nothing to select on: the last model is the model
     if run.main:
-        meta_path = run.out / "model" / "orchrm.json"
-        meta = json.loads(meta_path.read_text())
-        meta["training"] = summary.to_dict()
-        meta_path.write_text(json.dumps(meta, indent=2))
-        write_model_card(meta_path.parent, meta)
+        record_training(run.out / "model", summary.to_dict())
     run.accelerator.wait_for_everyone()
     return summary
 

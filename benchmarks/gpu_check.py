@@ -121,6 +121,17 @@ class Sizes:
     this small: on shared cores, spin-waiting threads slow every step down."""
 
 
+TINY_LAYERS = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1024,
+}
+"""The layer sizes of the CPU check's tiny reward model and policy."""
+
+
 GPU = Sizes(
     name="gpu",
     rm_shape=LLAMA_8B,
@@ -145,13 +156,8 @@ TINY = replace(
     name="tiny",
     rm_shape={
         "model_type": "llama",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
+        **TINY_LAYERS,
         "head_dim": 16,
-        "vocab_size": 1024,
         "rope_theta": 500000.0,
         "max_position_embeddings": 1024,
     },
@@ -165,16 +171,7 @@ TINY = replace(
     clients=4,
     serve_seconds=1.5,
     serve_warmup=0.3,
-    policy_shape={
-        **QWEN2_05B,
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "vocab_size": 1024,
-        "max_position_embeddings": 512,
-    },
+    policy_shape={**QWEN2_05B, **TINY_LAYERS, "max_position_embeddings": 512},
     rl_steps=3,
     generations=2,
     prompts_per_step=2,

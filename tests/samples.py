@@ -144,3 +144,42 @@ def train_and_save(out: Path, steps: list[int], keep: int = 10) -> dict:
         save_checkpoint(out, model, optimizer, scheduler, state=TrainState(step=step), keep=keep)
         saved[step] = model.weight.detach().clone()
     return saved
+
+
+def world_math_pairs(folder: Path) -> tuple[Path, Path, list[dict]]:
+    """World math logs (24 tasks x 4 samples, seed 3) ingested, mined and exported under
+    `folder`, and a tiny decoder whose tokenizer knows their words: (the exported pairs,
+    the backbone, the records)."""
+    from orchrm.jsonl import write_jsonl
+    from orchrm.store.db import Store
+    from orchrm.store.ingest import ingest_file
+    from orchrm.store.pairs import MineConfig, export, mine
+    from orchrm.world.generate import generate
+
+    records = generate("math", 24, 4, seed=3, progress=False).records
+    write_jsonl(records, folder / "math.jsonl")
+    with Store(folder / "s.duckdb") as store:
+        ingest_file(store, folder / "math.jsonl")
+        mine(store, MineConfig(specialized=("specialized",), base=("base",), cap_per_task=4))
+        export(store, folder / "export")
+    backbone = tiny_decoder(folder / "backbone", [r["question"] + " " + r["raw"] for r in records])
+    return folder / "export", backbone, records
+
+
+def tiny_train_config(pairs: Path, out: Path, backbone: Path, **extra):
+    """A `TrainConfig` of 4 fp32 steps of 8 pairs at 128 tokens on 2 threads, validated
+    every 2 steps; `extra` sets any other field."""
+    from orchrm.training.config import TrainConfig
+
+    return TrainConfig(
+        pairs=str(pairs),
+        out=str(out),
+        backbone=str(backbone),
+        max_steps=4,
+        eval_every=2,
+        batch_size=8,
+        max_length=128,
+        dtype="fp32",
+        num_threads=2,
+        **extra,
+    )

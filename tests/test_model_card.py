@@ -11,15 +11,9 @@ import pytest
 import yaml
 
 from orchrm.calibration.methods import calibrate_model_dir
-from orchrm.jsonl import write_jsonl
 from orchrm.scoring.card import MARK, model_card, write_model_card
-from orchrm.store.db import Store
-from orchrm.store.ingest import ingest_file
-from orchrm.store.pairs import MineConfig, export, mine
-from orchrm.training.config import TrainConfig
 from orchrm.training.train import train
-from orchrm.world.generate import generate
-from tests.samples import tiny_decoder
+from tests.samples import tiny_train_config, world_math_pairs
 
 
 def front(card: str) -> dict:
@@ -32,26 +26,8 @@ def front(card: str) -> dict:
 def trained(tmp_path_factory) -> tuple[Path, list[dict]]:
     """A tiny decoder trained 4 steps on world math pairs; (its OUT folder, the log)."""
     folder = tmp_path_factory.mktemp("card")
-    records = generate("math", 24, 4, seed=3, progress=False).records
-    write_jsonl(records, folder / "math.jsonl")
-    with Store(folder / "s.duckdb") as store:
-        ingest_file(store, folder / "math.jsonl")
-        config = MineConfig(specialized=("specialized",), base=("base",), cap_per_task=4)
-        mine(store, config)
-        export(store, folder / "export")
-    backbone = tiny_decoder(folder / "backbone", [r["question"] + " " + r["raw"] for r in records])
-    config = TrainConfig(
-        pairs=str(folder / "export"),
-        out=str(folder / "rm"),
-        backbone=str(backbone),
-        max_steps=4,
-        eval_every=2,
-        batch_size=8,
-        max_length=128,
-        dtype="fp32",
-        num_threads=2,
-        extra={"license": "mit"},
-    )
+    pairs, backbone, records = world_math_pairs(folder)
+    config = tiny_train_config(pairs, folder / "rm", backbone, extra={"license": "mit"})
     train(config, progress=False)
     return folder / "rm", records
 

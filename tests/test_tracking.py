@@ -11,15 +11,10 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from orchrm.errors import ConfigError
-from orchrm.jsonl import write_jsonl
-from orchrm.store.db import Store
-from orchrm.store.ingest import ingest_file
-from orchrm.store.pairs import MineConfig, export, mine
 from orchrm.training.config import TrainConfig
 from orchrm.training.tracking import StepStats, Tracker, check_report_to, flatten
 from orchrm.training.train import train
-from orchrm.world.generate import generate
-from tests.samples import tiny_decoder
+from tests.samples import tiny_train_config, world_math_pairs
 
 
 def scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
@@ -33,29 +28,16 @@ def scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
 
 @pytest.fixture(scope="module")
 def pairs_and_backbone(tmp_path_factory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("tracking")
-    records = generate("math", 24, 4, seed=3, progress=False).records
-    write_jsonl(records, folder / "math.jsonl")
-    with Store(folder / "s.duckdb") as store:
-        ingest_file(store, folder / "math.jsonl")
-        mine(store, MineConfig(specialized=("specialized",), base=("base",), cap_per_task=4))
-        export(store, folder / "export")
-    backbone = tiny_decoder(folder / "backbone", [r["question"] + " " + r["raw"] for r in records])
-    return folder / "export", backbone
+    pairs, backbone, _ = world_math_pairs(tmp_path_factory.mktemp("tracking"))
+    return pairs, backbone
 
 
 def test_train_writes_tensorboard_events_a_practitioner_reads(pairs_and_backbone, tmp_path):
     pairs, backbone = pairs_and_backbone
-    config = TrainConfig(
-        pairs=str(pairs),
-        out=str(tmp_path / "rm"),
-        backbone=str(backbone),
-        max_steps=4,
-        eval_every=2,
-        batch_size=8,
-        max_length=128,
-        dtype="fp32",
-        num_threads=2,
+    config = tiny_train_config(
+        pairs,
+        tmp_path / "rm",
+        backbone,
         peak_flops=1e12,  # an MFU on a CPU, whose peak orchrm does not guess
         report_to="tensorboard",
     )

@@ -59,6 +59,7 @@ def test_a_trained_model_has_a_card_with_hub_metadata_and_its_data(trained):
     assert f"`{meta['render_version']}`" in card and "cut to\n128 tokens" not in card
     assert "128 tokens per text" in card and "| lr | `5e-05` |" in card
     assert f"| steps done | {meta['training']['steps']} |" in card
+    assert f"| precision trained in | {meta['training']['dtype']} |" in card  # as it ran
     assert "vllm serve MODEL_DIR --runner pooling" in card
     assert '"use_activation": false' in card and "orchrm serve --rm MODEL_DIR" in card
     assert "## Limits" in card and "None fitted" in card

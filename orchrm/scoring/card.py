@@ -150,6 +150,7 @@ def _training_section(meta: dict) -> list[str]:
     rows = [(k, f"`{json.dumps(config[k])}`") for k in TRAINING_FIELDS if k in config]
     if summary:
         rows += [
+            ("precision trained in", summary.get("dtype", "-")),
             ("steps done", summary.get("steps", "-")),
             ("training seconds", _number(summary.get("train_seconds"), 4)),
             ("processes", summary.get("processes", "-")),

@@ -21,7 +21,7 @@ setup: $(STAMP)
 
 # The end-to-end demo on the offline world: logs -> store -> pairs -> reward models ->
 # best-of-8 against every selector on held-out tasks -> ./orchrm-demo/ (on 2 cores: about
-# 8.5 minutes in fp32 with AVX-512, 20 with AVX2 only, 4 in bf16 with AMX; docs/results.md).
+# 8.5 minutes in fp32 with AVX-512, 20 with AVX2 only, 6 in bf16 with AMX; docs/results.md).
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 COLUMNS=120 $(BIN)/orchrm demo --out orchrm-demo
 

@@ -24,7 +24,8 @@ samples:
    largest budget), for one model, the ensemble's mean and the conservative score.
    Each search runs once per task at the largest budget: a smaller budget's result is a
    prefix of it (`orchrm.selection.search.SearchResult.best_within`). One PNG per preset
-   (OUT/plan_search_PRESET.png, copied to `--img`), and OUT/plan_search.json.
+   (OUT/plan_search_PRESET.png, OUT/plan_search_PRESET_trained.png with `--demo`, copied
+   to `--img`), and OUT/plan_search.json.
 
 Reward models: without `--demo`, the world's stand-in (`orchrm.scoring.world.WorldScorer`:
 the true log-odds plus seeded noise of sd `--noise`, whose error is independent from
@@ -407,7 +408,8 @@ def main() -> None:
         preset = _trained(name, args) if args.demo else _stand_in(name, args)
         rows = _table(preset, args)
         curves = _curves(preset, args)
-        png = _plot(name, curves, preset.precision, args.out / f"plan_search_{name}.png")
+        kind = "_trained" if args.demo else ""  # never over a stand-in run's figure
+        png = _plot(name, curves, preset.precision, args.out / f"plan_search_{name}{kind}.png")
         if args.img:
             args.img.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(png, args.img / png.name)

@@ -74,11 +74,15 @@ def scores_and_tokens(scorer, items) -> tuple[list[float | None], list[int]]:
 
 def scoring_requests(server: LoopbackRM) -> list[dict]:
     """The requests that scored: all but the one activation probe (`use_activation:
-    true`, one text the first batch held) a vLLM scorer sends when every score of its
-    first batch lies in (0, 1), which raw scores of an untrained head may."""
+    true`, one text of a scoring request) a vLLM scorer sends when every score of its
+    first batch lies in (0, 1), which raw scores of an untrained head may. Requests
+    arrive in any order, so the probe's text is looked for in every scoring request."""
     probes = [r for r in server.requests if r.get("use_activation") is True]
     scoring = [r for r in server.requests if r.get("use_activation") is not True]
-    assert len(probes) <= 1 and all(p["input"][0] in scoring[0]["input"] for p in probes)
+    assert len(probes) <= 1
+    for probe in probes:
+        assert len(probe["input"]) == 1
+        assert any(probe["input"][0] in r["input"] for r in scoring)
     return scoring
 
 

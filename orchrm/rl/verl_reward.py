@@ -1,42 +1,62 @@
 """Orch-RM as a verl reward: a custom reward function with verl's signature.
 
-verl (volcengine/verl) calls `compute_score(data_source=..., solution_str=...,
-ground_truth=..., extra_info=...)` once per response (`reward_model.reward_manager=naive`,
-the default) and reads a float, or a dict whose `score` is the reward (the other keys are
-logged); `compute_score_batch(data_sources=..., solution_strs=..., ground_truths=...,
-extra_infos=...)` serves `reward_model.reward_manager=batch`. `solution_str` is the
-orchestrator's output; the question comes from the row's `extra_info["question"]` (put it
-there when building the parquet files), `ground_truth` is not used: nothing executes.
+verl's reward loop (verl 0.9: `verl.experimental.reward_loop`, reward manager `naive`, the
+default) calls `compute_score(data_source=..., solution_str=..., ground_truth=...,
+extra_info=..., **reward_kwargs)` once per response, from an executor thread per sample,
+in each of `reward.num_workers` worker processes, and reads a float or a dict whose
+`score` is the reward (the other keys are logged). Any number of threads may call it at
+once: the model is loaded once per process, and the responses of concurrent calls are
+scored together in batched forward passes (`orchrm.scoring.callers`), with the same
+rewards as one call at a time. `compute_score_batch(data_sources=..., solution_strs=...,
+ground_truths=..., extra_infos=...)` takes many responses in one call (verl releases
+before the reward loop had a `batch` reward manager that called it).
 
-The reward model is local (a directory, from `extra_info["rm_path"]`, the `rm_path`
-reward kwarg or `ORCHRM_RM_PATH`; loaded once per worker process) or behind a reward
-server (`rm_url` / `ORCHRM_RM_URL`: `orchrm serve`'s `/score`, which is what a URL
-without a route means, a vLLM or SGLang `/classify` or an OpenRLHF `/get_reward`, with
-`rm_protocol` / `ORCHRM_RM_PROTOCOL` to name one; bearer token from `ORCHRM_API_KEY`;
-docs/remote-scoring.md). With both, `rm_path` is the served model's local copy, which
-tells the client how to render. An output that does not parse into a valid graph gets
-`penalty` (`penalty` kwarg / `ORCHRM_PENALTY`, default -3.0) and is not scored. Scores
-are normalized by the model's training-time statistics (`normalize`,
-`ORCHRM_NORMALIZE=0` to turn off) when they are known: a local model's, or a server's
-whose model directory is given; otherwise used as the server returns them.
+`solution_str` is the orchestrator's output; the question comes from the row's
+`extra_info["question"]` (put it there when building the parquet files); `ground_truth`
+is not used: nothing executes.
 
-verl configuration (`ppo_trainer.yaml` keys, as command-line overrides):
+Settings are read from the row's `extra_info`, then the reward kwargs, then an
+environment variable. Reward kwargs reach every worker process on every node;
+environment variables reach only the processes that inherit them (a Ray worker on
+another node does not), so give settings as reward kwargs.
+- `rm_path` (`ORCHRM_RM_PATH`): a reward model directory, loaded in each worker process.
+  A reward loop worker gets no GPU from Ray, so it scores on the CPU in `dtype` (`auto`,
+  `bf16`, `fp32`; `ORCHRM_DTYPE`); for a large model, serve it on a GPU and give `rm_url`.
+- `rm_url` (`ORCHRM_RM_URL`): a reward server. `orchrm serve`'s `/score` is what a URL
+  without a route means; a vLLM or SGLang `/classify` or an OpenRLHF `/get_reward` can
+  be named with `rm_protocol` (`ORCHRM_RM_PROTOCOL`); the bearer token comes from
+  `ORCHRM_API_KEY` (docs/remote-scoring.md). With both, `rm_path` is the served model's
+  local copy, which tells the client how to render.
+- `penalty` (`ORCHRM_PENALTY`, default -3.0): the reward of an output that does not parse
+  into a valid graph, which is not scored.
+- `normalize` (`ORCHRM_NORMALIZE`, default on; `0` turns it off): scores normalized by the
+  model's training-time statistics when they are known (a local model's, or a server's
+  whose model directory is given); otherwise used as the server returns them.
 
-    custom_reward_function.path=$(python -c 'import orchrm.rl.verl_reward as m; print(m.__file__)')
-    custom_reward_function.name=compute_score
-    +custom_reward_function.reward_kwargs.rm_path=/models/orchrm-math
+verl 0.9 configuration (command-line overrides of `ppo_trainer.yaml`):
+
+    reward.custom_reward_function.path=pkg://orchrm.rl.verl_reward
+    reward.custom_reward_function.name=compute_score
+    +reward.custom_reward_function.reward_kwargs.rm_path=/models/orchrm-math
     # or, scoring through `orchrm serve --rm /models/orchrm-math --port 8080`:
-    +custom_reward_function.reward_kwargs.rm_url=http://rm-host:8080
+    +reward.custom_reward_function.reward_kwargs.rm_url=http://rm-host:8080
+
+verl 0.9 reads only the keys under `reward.`: the top-level `custom_reward_function.*`
+keys of older releases are ignored there, and verl then rewards with its default scorer.
+On those older releases, use `custom_reward_function.path=` with the file path that
+`python -c 'import orchrm.rl.verl_reward as m; print(m.__file__)'` prints.
 """
 
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+import threading
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from orchrm.errors import ConfigError, InputError
 from orchrm.rl.rewards import runnable
+from orchrm.scoring.base import Scorer
 from orchrm.scoring.load import load_scorer
 
 RM_PATH_ENV = "ORCHRM_RM_PATH"
@@ -44,15 +64,40 @@ RM_URL_ENV = "ORCHRM_RM_URL"
 PENALTY_ENV = "ORCHRM_PENALTY"
 NORMALIZE_ENV = "ORCHRM_NORMALIZE"
 RM_PROTOCOL_ENV = "ORCHRM_RM_PROTOCOL"
+DTYPE_ENV = "ORCHRM_DTYPE"
 DEFAULT_PENALTY = -3.0
 
 
-@lru_cache(maxsize=4)
-def _scorer(path: str, url: str, protocol: str):
-    """The scorer of these settings, made once per worker process."""
-    if url and not urlsplit(url).path.strip("/"):
-        url = url.rstrip("/") + "/score"  # a bare server address: orchrm serve
-    return load_scorer(path or None, url or None, protocol or None)
+@dataclass(frozen=True)
+class Settings:
+    """Where one row's reward comes from (module docstring)."""
+
+    rm_path: str
+    rm_url: str
+    rm_protocol: str
+    dtype: str
+    normalize: bool
+
+
+_SCORERS: dict[Settings, Scorer] = {}
+_SCORERS_LOCK = threading.Lock()
+
+
+def _scorer(settings: Settings) -> Scorer:
+    """The scorer of these settings, made once per worker process however many threads
+    ask for it at once (a model is loaded once); its `score` batches concurrent callers."""
+    with _SCORERS_LOCK:
+        if settings not in _SCORERS:
+            url = settings.rm_url
+            if url and not urlsplit(url).path.strip("/"):
+                url = url.rstrip("/") + "/score"  # a bare server address: orchrm serve
+            _SCORERS[settings] = load_scorer(
+                settings.rm_path or None,
+                url or None,
+                settings.rm_protocol or None,
+                dtype="auto" if url else settings.dtype,  # a server scores in its own
+            )
+        return _SCORERS[settings]
 
 
 def _setting(name: str, extra: dict, kwargs: dict, env: str, default=None):
@@ -60,24 +105,32 @@ def _setting(name: str, extra: dict, kwargs: dict, env: str, default=None):
     return value if value is not None else os.environ.get(env, default)
 
 
-def _settings(extra: dict, kwargs: dict) -> tuple[str, str, str, bool]:
-    """(rm_path, rm_url, rm_protocol, normalize) of one row."""
-    path = str(_setting("rm_path", extra, kwargs, RM_PATH_ENV, "") or "")
-    url = str(_setting("rm_url", extra, kwargs, RM_URL_ENV, "") or "")
-    protocol = str(_setting("rm_protocol", extra, kwargs, RM_PROTOCOL_ENV, "") or "")
-    if not path and not url:
+def _settings(extra: dict, kwargs: dict) -> Settings:
+    """The `Settings` of one row: its extra_info, then the reward kwargs, then the
+    environment."""
+
+    def text(name: str, env: str, default: str = "") -> str:
+        return str(_setting(name, extra, kwargs, env, default) or default)
+
+    settings = Settings(
+        rm_path=text("rm_path", RM_PATH_ENV),
+        rm_url=text("rm_url", RM_URL_ENV),
+        rm_protocol=text("rm_protocol", RM_PROTOCOL_ENV),
+        dtype=text("dtype", DTYPE_ENV, "auto"),
+        normalize=text("normalize", NORMALIZE_ENV, "1") not in ("0", "false", "False"),
+    )
+    if not settings.rm_path and not settings.rm_url:
         raise ConfigError(
-            f"no reward model: set {RM_PATH_ENV} or {RM_URL_ENV}, or the rm_path / "
-            "rm_url reward kwarg"
+            f"no reward model: set the rm_path or rm_url reward kwarg (or {RM_PATH_ENV} / "
+            f"{RM_URL_ENV})"
         )
-    flag = str(_setting("normalize", extra, kwargs, NORMALIZE_ENV, "1"))
-    return path, url, protocol, flag not in ("0", "false", "False")
+    return settings
 
 
 def compute_score_batch(
     data_sources, solution_strs, ground_truths, extra_infos=None, **kwargs
 ) -> list[dict]:
-    """Rewards of many responses (verl's batch reward manager); see the module docstring."""
+    """Rewards of many responses in one call, in order (module docstring)."""
     extras = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
     out: list[dict | None] = [None] * len(solution_strs)
     pending: list[tuple[int, str, str, dict]] = []
@@ -94,15 +147,15 @@ def compute_score_batch(
         else:
             pending.append((n, question, text, extra))
     # The output goes as written: a server that renders for itself reads the text verl saw.
-    groups: dict[tuple, list[tuple[int, str, str]]] = {}
+    groups: dict[Settings, list[tuple[int, str, str]]] = {}
     for n, question, text, extra in pending:
         groups.setdefault(_settings(extra, kwargs), []).append((n, question, text))
-    for (path, url, protocol, normalize), members in groups.items():
-        scorer = _scorer(path, url, protocol)
+    for settings, members in groups.items():
+        scorer = _scorer(settings)
         scored = scorer.score([(q, o) for _, q, o in members])
         scores = [r.score for r in scored]
         tokens = [r.tokens for r in scored]
-        if normalize:
+        if settings.normalize:
             scores = scorer.info.normalize(scores)
         for (n, _, _), score, count in zip(members, scores, tokens, strict=True):
             out[n] = {"score": float(score), "valid": 1.0, "rm_tokens": count}
@@ -110,8 +163,9 @@ def compute_score_batch(
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:
-    """The reward of one response (verl's naive reward manager): `{"score": reward,
-    "valid": 0 or 1, "rm_tokens": reward-model input tokens}`."""
+    """The reward of one response, as verl's `naive` reward manager asks for it, from any
+    number of threads at once: `{"score": reward, "valid": 0 or 1, "rm_tokens":
+    reward-model input tokens}` (module docstring)."""
     return compute_score_batch(
         [data_source], [solution_str], [ground_truth], [extra_info], **kwargs
     )[0]

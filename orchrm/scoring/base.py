@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 
 from orchrm.orchestration import Orchestration, TokenCounter, render_for_rm
 from orchrm.parse import ParseError, parse_harmony
+from orchrm.scoring.callers import CallerBatcher
 
 Item = tuple[str, Orchestration | str] | tuple[str, Orchestration | str, str]
 """(question, orchestration or harmony text) or (question, orchestration or harmony
@@ -153,7 +154,16 @@ class RenderingScorer:
 
     def score(self, items: Sequence[Item]) -> list[Scored]:
         """One `Scored` per item, in input order: each parsed item rendered (`render`)
-        and all of them scored together (`score_texts`)."""
+        and all of them scored together (`score_texts`). Safe to call from many threads
+        at once: concurrent calls are scored together, one round at a time
+        (`orchrm.scoring.callers`), so the model and its tokenizer see one thread."""
+        callers = self.__dict__.get("_callers")
+        if callers is None:  # setdefault: two first callers still share one batcher
+            callers = self.__dict__.setdefault("_callers", CallerBatcher(self._score_round))
+        return callers(items)
+
+    def _score_round(self, items: list[Item]) -> list[Scored]:
+        """`score` of one round's items, in the leading caller's thread."""
         parsed = parse_items(items)
         texts = [self.render(*p) for p in parsed if not isinstance(p, ParseError)]
         return gather(parsed, self.score_texts(texts))

@@ -23,7 +23,7 @@ from orchrm.scoring.base import Scored, Scorer
 from orchrm.scoring.load import load_scorer
 from orchrm.scoring.local import OrchRM
 from orchrm.scoring.remote_http import RemoteError
-from orchrm.scoring.remote_protocols import apportion, logit, protocol_of
+from orchrm.scoring.remote_protocols import apportion, logit, protocol_of, read_pooling
 from orchrm.serve.app import create_app, uvicorn_config
 from orchrm.serve.config import ServeConfig
 from orchrm.training.build import save_model
@@ -95,7 +95,7 @@ def close(a: list[float], b: list[float]) -> float:
 # --------------------------------------------------------------------------- protocols
 
 
-@pytest.mark.parametrize("kind", ["vllm", "sglang", "openrlhf"])
+@pytest.mark.parametrize("kind", ["vllm", "vllm-pooling", "sglang", "openrlhf"])
 def test_each_protocol_scores_as_the_local_model(kind, rm, rm_dir, items, local):
     with LoopbackRM(rm, kind) as server:
         scorer = load_scorer(
@@ -105,15 +105,44 @@ def test_each_protocol_scores_as_the_local_model(kind, rm, rm_dir, items, local)
     assert isinstance(scorer, Scorer)
     assert close(scores, local[0]) < TOLERANCE and tokens == local[1]
     assert len(set(local[0])) > 1  # the scores tell orchestrations apart
-    field = {"vllm": "input", "sglang": "text"}.get(kind, "query")
-    requests = scoring_requests(server) if kind == "vllm" else server.requests
+    vllm = kind.startswith("vllm")
+    field = "input" if vllm else {"sglang": "text"}.get(kind, "query")
+    requests = scoring_requests(server) if vllm else server.requests
     sent = [text for r in requests for text in r[field]]
     # rendered here, as the model was trained (requests arrive in any order)
     assert sorted(sent) == sorted(rm.render(q, o) for q, o in items)
     assert len(requests) == math.ceil(len(items) / 5)
     assert len(server.connections) <= 2  # kept-alive, one per request thread
-    if kind == "vllm":
+    if vllm:
         assert all(r["use_activation"] is False and "model" not in r for r in requests)
+        assert set(server.routes) == {server.url.removeprefix(server.base)}
+    if kind == "vllm-pooling":  # the classification head's output, not an embedding
+        assert all(r["task"] == "classify" for r in requests)
+
+
+def test_pooler_logit_mean_and_sigma_are_undone_when_given(rm, rm_dir, items, local):
+    """A vLLM server started with `--pooler-config '{"logit_mean": m, "logit_sigma": s}'`
+    returns (score - m) / s: read as it is unless the scorer is given the same two."""
+    shift = {"logit_mean": 0.75, "logit_sigma": 2.5}
+    with LoopbackRM(rm, "vllm-pooling", **shift) as server:
+        shifted = scores_and_tokens(load_scorer(rm_dir, server.url), items)[0]
+        undone = scores_and_tokens(load_scorer(rm_dir, server.url, **shift), items)[0]
+    assert close(shifted, [(s - 0.75) / 2.5 for s in local[0]]) < TOLERANCE
+    assert close(undone, local[0]) < TOLERANCE
+    with LoopbackRM(rm, "vllm", legacy=True, **shift) as server:  # only probabilities
+        scorer = load_scorer(rm_dir, server.url, server_activation="sigmoid", **shift)
+        assert close(scores_and_tokens(scorer, items)[0], local[0]) < TOLERANCE
+    with pytest.raises(ConfigError, match="logit_sigma cannot be 0"):
+        load_scorer(rm_dir, "http://h/pooling", logit_sigma=0.0)
+    with pytest.raises(ConfigError, match="protocol openrlhf returns the model's score"):
+        load_scorer(rm_dir, "http://h/get_reward", logit_mean=1.0)
+
+
+def test_a_pooling_answer_per_token_is_refused():
+    """A model served for token classification answers a list per token: no reward."""
+    answer = {"data": [{"index": 0, "object": "pooling", "data": [[0.1], [0.2]]}]}
+    with pytest.raises(RemoteError, match="a score per token for text 0"):
+        read_pooling(answer, 1, "none", "http://h/pooling")
 
 
 def test_a_tokenizer_and_max_length_stand_in_for_the_model_directory(rm, rm_dir, items, local):
@@ -141,12 +170,13 @@ class FixedRM:
         return [Scored(0.1 + 0.8 * (len(t) % 9) / 9, 4) for t in texts]
 
 
-def test_an_old_vllm_that_ignores_use_activation_is_caught(rm, rm_dir, items, local):
+@pytest.mark.parametrize("kind", ["vllm", "vllm-pooling"])
+def test_an_old_vllm_that_ignores_use_activation_is_caught(kind, rm, rm_dir, items, local):
     """vLLM before 0.11.1 drops `use_activation` and returns sigmoid probabilities: the
     first batch's scores all lie in (0, 1), the probe with `use_activation: true` gets
     the same numbers back, and the scorer refuses, naming the server's version."""
     texts = [rm.render(*item) for item in items[:4]]
-    with LoopbackRM(rm, "vllm", legacy=True, version="0.10.1") as server:
+    with LoopbackRM(rm, kind, legacy=True, version="0.10.1") as server:
         with pytest.raises(RemoteError) as caught:
             load_scorer(rm_dir, server.url).score(items)
         unchecked = load_scorer(rm_dir, server.url, check_activation=False)
@@ -211,6 +241,7 @@ def test_a_model_with_more_than_one_label_is_refused(rm, rm_dir, items):
 
 def test_the_protocol_comes_from_the_route_or_is_named():
     assert protocol_of("http://h:8000/classify") == "vllm"
+    assert protocol_of("http://h:8000/pooling") == "vllm-pooling"
     assert protocol_of("http://h/rm/get_reward/") == "openrlhf"
     assert protocol_of("https://h/score") == "orchrm"
     assert protocol_of("http://h/anything", "sglang") == "sglang"
@@ -332,6 +363,47 @@ def test_orchrm_serve_answers_classify_as_vllm_does(served, rm, items, local):
     assert status == 422 and answer["error"] == "too_many_items"
     status, answer = served.post("/classify", {"input": texts, "use_activation": "no"})
     assert status == 422 and answer["field"] == "use_activation"
+
+
+def test_orchrm_serve_reads_only_the_activation_field_vllm_reads(served, rm, items, local):
+    """vLLM 0.16 on ignores the `activation` and `softmax` flags (0.11.1 to 0.15 let them
+    win over `use_activation`) and refuses `normalize`: so does `orchrm serve`."""
+    text = rm.render(*items[0])
+    raw, probability = local[0][0], 1 / (1 + math.exp(-local[0][0]))
+    asked = [
+        ({"activation": False}, probability),
+        ({"softmax": False, "use_activation": None}, probability),
+        ({"activation": True, "softmax": True, "use_activation": False}, raw),
+    ]
+    for fields, expected in asked:
+        status, answer = served.post("/classify", {"input": [text], **fields})
+        assert status == 200 and abs(answer["data"][0]["probs"][0] - expected) < TOLERANCE
+    status, answer = served.post("/classify", {"input": [text], "normalize": False})
+    assert (status, answer["error"], answer["field"]) == (422, "removed_field", "normalize")
+
+
+def test_orchrm_serve_answers_pooling_as_vllm_does(served, rm, rm_dir, items, local):
+    texts = [rm.render(q, o) for q, o in items[:2]]
+    body = {"input": texts, "task": "classify", "use_activation": False}
+    status, answer = served.post("/pooling", body)
+    assert status == 200 and answer["object"] == "list" and answer["id"].startswith("pool-")
+    assert [(d["index"], d["object"]) for d in answer["data"]] == [(0, "pooling"), (1, "pooling")]
+    assert close([d["data"][0] for d in answer["data"]], local[0][:2]) < TOLERANCE
+    assert answer["usage"]["prompt_tokens"] == sum(local[1][:2])
+    status, answer = served.post("/pooling", {"input": texts[0]})  # task: the model's own
+    assert (
+        status == 200
+        and abs(answer["data"][0]["data"][0] - 1 / (1 + math.exp(-local[0][0]))) < TOLERANCE
+    )
+    for fields, field in (({"task": "token_classify"}, "task"), ({"task": "score"}, "task")):
+        status, answer = served.post("/pooling", {"input": texts, **fields})
+        assert status == 422 and answer["field"] == field
+    status, answer = served.post("/pooling", {"input": texts, "encoding_format": "base64"})
+    assert status == 422 and answer["field"] == "encoding_format"
+    scorer = load_scorer(rm_dir, f"{served.base}/pooling", batch_size=4)
+    assert scorer.protocol == "vllm-pooling"
+    scores, tokens = scores_and_tokens(scorer, items)
+    assert close(scores, local[0]) < TOLERANCE and tokens == local[1]
 
 
 def test_orchrm_serves_get_reward_for_orchestrator_output_not_rendered_text(served, rm_dir, items):

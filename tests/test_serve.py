@@ -13,6 +13,7 @@ import dataclasses
 import http.client
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -215,7 +216,9 @@ def test_get_reward_speaks_openrlhf_with_and_without_prompts(server, rm, world):
         status, out, _ = server.call("POST", "/get_reward", body)
         assert status == 200, out
         assert out["rewards"][:2] == pytest.approx(expected, abs=1e-4)
-        assert out["rewards"][2] == -7.5 and out["scores"] == out["rewards"]
+        assert out["rewards"][2] == -7.5 and out["scores"][2] == 0.0  # cannot run: P = 0
+        sigmoid = [1 / (1 + math.exp(-r)) for r in out["rewards"][:2]]  # no calibration
+        assert out["scores"][:2] == pytest.approx(sigmoid, abs=1e-9)
         assert out["extra_logs"]["orchrm_parsed"] == [1.0, 1.0, 0.0]
         assert out["extra_logs"]["orchrm_valid"] == [1.0, 1.0, 0.0]
         assert all(len(v) == 3 for v in out["extra_logs"].values())

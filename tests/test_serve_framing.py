@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 import logging
+import resource
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
 
+from orchrm.serve import guard
 from orchrm.serve.guard import _LIMITER
 from tests.test_serve import BROKEN, Records, Server, rm, rm_dir  # noqa: F401 (fixtures)
 
@@ -188,3 +192,20 @@ def test_a_flood_of_refusals_is_rate_limited_in_the_log(server):
             server.call("POST", "/score", {"question": "q"}, {"Authorization": "Basic x"})
     refused = [r for r in logs.records if "refused" in r.getMessage()]
     assert 10 <= len(refused) <= 12  # the limiter's burst, then one every 6 s
+
+
+def test_the_descriptor_limit_is_raised_to_fit_the_connection_cap():
+    """A soft limit of 256 (as some systems start a process with) would cap the server at
+    about 140 connections; it is raised to fit 2,048 where the hard limit allows."""
+    code = (
+        "import resource\n"
+        "from orchrm.serve.guard import connection_limits\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "print(connection_limits(2048)[0], resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    cap, soft, hard = (int(v) for v in done.stdout.split())
+    if hard != resource.RLIM_INFINITY and hard < 4096:
+        pytest.skip(f"the hard descriptor limit here ({hard}) is below what 2,048 need")
+    assert (cap, soft) == (2048, 2048 * 4 // 3 + guard.MAX_ACCEPT_BURST + guard.RESERVED_FDS)

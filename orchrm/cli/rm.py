@@ -136,7 +136,7 @@ def score_command(
     protocol: str = typer.Option(
         None,
         "--protocol",
-        help="With --rm-url: vllm, sglang, openrlhf or orchrm (default: by route).",
+        help="With --rm-url: vllm, vllm-pooling, sglang, openrlhf or orchrm (default: by route).",
     ),
     tokenizer: str = typer.Option(
         None, "--tokenizer", help="With --rm-url and no --rm: the tokenizer to render with."

@@ -1,5 +1,5 @@
-"""Scoring through a reward server: `RemoteScorer`, the `Scorer` of a model that vLLM,
-SGLang, an OpenRLHF reward server or `orchrm serve` holds.
+"""Scoring through a reward server: `RemoteScorer`, the `Scorer` of a model that vLLM
+(`/classify` or `/pooling`), SGLang, an OpenRLHF reward server or `orchrm serve` holds.
 
 The client renders each orchestration exactly as the model was trained: the rendering
 version and token budget come from the model's `orchrm.json` and tokenizer (a local
@@ -17,6 +17,7 @@ when a tokenizer is loaded.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,12 +39,15 @@ from orchrm.scoring.base import Item, ModelInfo, RenderingScorer, Scored, gather
 from orchrm.scoring.remote_http import JsonClient, RemoteError
 from orchrm.scoring.remote_protocols import (
     ACTIVATIONS,
+    VLLM_PROTOCOLS,
     Reply,
     apportion,
     classify_body,
+    pooling_body,
     protocol_of,
     read_classify,
     read_get_reward,
+    read_pooling,
     read_score,
     read_sglang,
     sglang_body,
@@ -68,10 +72,11 @@ class RemoteConfig(RetryPolicy):
 
     url: str = ""
     """The server's scoring route: `.../classify` (vLLM, or SGLang's native route with
-    protocol `sglang`), `.../get_reward` (an OpenRLHF reward server) or `.../score`
-    (`orchrm serve`)."""
+    protocol `sglang`), `.../pooling` (vLLM), `.../get_reward` (an OpenRLHF reward
+    server) or `.../score` (`orchrm serve`)."""
     protocol: str = ""
-    """`vllm`, `sglang`, `openrlhf` or `orchrm`; empty: the one the URL's route names."""
+    """`vllm`, `vllm-pooling`, `sglang`, `openrlhf` or `orchrm`; empty: the one the URL's
+    route names."""
     model_dir: str = ""
     """A local copy of the served model's directory (at least its `orchrm.json` and
     tokenizer files): the rendering version and budget texts are rendered with."""
@@ -85,13 +90,18 @@ class RemoteConfig(RetryPolicy):
     """The `model` of vLLM and SGLang requests (the name the server serves); empty: not
     sent, so the server uses the model it serves."""
     server_activation: str = "none"
-    """What a `/classify` server applies to the score: `none` (the raw score, asked for
-    with `use_activation: false`) or `sigmoid` (the server can only return a probability
-    p, read back as logit(p), which loses resolution as scores grow)."""
+    """What a vLLM server applies to the score: `none` (the raw score, asked for with
+    `use_activation: false`) or `sigmoid` (the server can only return a probability p,
+    read back as logit(p), which loses resolution as scores grow)."""
     check_activation: bool = True
-    """With `server_activation` none, probe a vLLM `/classify` server whose first scores
-    all lie in (0, 1) and refuse one that ignores `use_activation: false`
+    """With `server_activation` none, probe a vLLM server whose first scores all lie in
+    (0, 1) and refuse one that ignores `use_activation: false`
     (`RemoteScorer.check_activation`)."""
+    logit_mean: float = 0.0
+    """The vLLM server's `--pooler-config` `logit_mean`: its head returns (score -
+    logit_mean) / logit_sigma, which is read back as the model's score."""
+    logit_sigma: float = 1.0
+    """The vLLM server's `--pooler-config` `logit_sigma` (see `logit_mean`)."""
     batch_size: int = 32
     """Texts per request."""
     concurrency: int = 4
@@ -117,12 +127,25 @@ class RemoteConfig(RetryPolicy):
             raise ConfigError(
                 f"server_activation must be none or sigmoid, got {self.server_activation!r}"
             )
+        self._check_logit_shift(protocol)
         for name in ("batch_size", "concurrency"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         super().check()
         if self.max_length is not None and self.max_length < 2:
             raise ConfigError(f"max_length must be at least 2, got {self.max_length}")
+
+    def _check_logit_shift(self, protocol: str) -> None:
+        if not (math.isfinite(self.logit_mean) and math.isfinite(self.logit_sigma)):
+            raise ConfigError("logit_mean and logit_sigma must be finite numbers")
+        if self.logit_sigma == 0:
+            raise ConfigError("logit_sigma cannot be 0 (vLLM refuses it too)")
+        shifted = (self.logit_mean, self.logit_sigma) != (0.0, 1.0)
+        if shifted and protocol not in VLLM_PROTOCOLS:
+            raise ConfigError(
+                f"logit_mean and logit_sigma are vLLM's pooler settings; protocol {protocol} "
+                "returns the model's score as it is"
+            )
 
 
 def _read_metadata(model_dir: str) -> dict:
@@ -170,7 +193,7 @@ class RemoteScorer(RenderingScorer):
         self._pool = ThreadPoolExecutor(config.concurrency, thread_name_prefix="orchrm-remote")
         self._activation_lock = threading.Lock()
         self._activation_checked = not (
-            self.protocol == "vllm"
+            self.protocol in VLLM_PROTOCOLS
             and config.server_activation == "none"
             and config.check_activation
         )
@@ -301,8 +324,15 @@ class RemoteScorer(RenderingScorer):
         out = []
         for chunk, reply in zip(chunks, self._replies(chunks), strict=True):
             tokens = reply.tokens or self._local_tokens(chunk, reply)
-            out += [Scored(s, t) for s, t in zip(reply.scores, tokens, strict=True)]
+            scores = [self._unshifted(s) for s in reply.scores]
+            out += [Scored(s, t) for s, t in zip(scores, tokens, strict=True)]
         return out
+
+    def _unshifted(self, score: float) -> float:
+        """The model's score from the (score - logit_mean) / logit_sigma a vLLM server
+        with those pooler settings returns."""
+        mean, sigma = self.config.logit_mean, self.config.logit_sigma
+        return score if (mean, sigma) == (0.0, 1.0) else score * sigma + mean
 
     def _replies(self, chunks: list[list[str]]) -> list[Reply]:
         """Each chunk's reply; the first chunk a scorer sends goes alone, and its scores
@@ -321,17 +351,16 @@ class RemoteScorer(RenderingScorer):
         return reply
 
     def check_activation(self, text: str, scores: list[float]) -> None:
-        """Refuse a vLLM `/classify` server that ignores `use_activation: false` (vLLM
-        before 0.11.1 drops request fields it does not know) and so returns sigmoid
-        probabilities where raw scores were asked for. A raw score outside (0, 1) settles
-        it; when every score of the first batch lies inside, the first text is sent again
-        with `use_activation: true`: a server that reads the field answers sigmoid(score),
-        one that ignores it the same number. Raises RemoteError naming the server's
-        version (its `/version`) and the fixes."""
+        """Refuse a vLLM server that ignores `use_activation: false` (vLLM before 0.11.1
+        drops request fields it does not know) and so returns sigmoid probabilities where
+        raw scores were asked for. A raw score outside (0, 1) settles it; when every
+        score of the first batch (as the server sent it) lies inside, the first text is
+        sent again with `use_activation: true`: a server that reads the field answers
+        sigmoid(score), one that ignores it the same number. Raises RemoteError naming
+        the server's version (its `/version`) and the fixes."""
         if not all(0.0 < s < 1.0 for s in scores):
             return
-        body = {**classify_body([text], self.config.model, "none"), "use_activation": True}
-        activated = read_classify(self.client.post(self.url, body), 1, "none", self.url)
+        activated = self._post_vllm(self.url, [text], "none", use_activation=True)
         if abs(activated.scores[0] - scores[0]) > ACTIVATION_TOLERANCE:
             return
         raise RemoteError(
@@ -360,10 +389,21 @@ class RemoteScorer(RenderingScorer):
             return read_sglang(answer, n, self.url)
         if self.protocol == "openrlhf":
             return read_get_reward(self.client.post(self.url, {"query": texts}), n, self.url)
-        url = self._route("classify") if self.protocol == "orchrm" else self.url
-        activation = "none" if self.protocol == "orchrm" else config.server_activation
-        body = classify_body(texts, config.model, activation)
-        return read_classify(self.client.post(url, body), n, activation, url)
+        if self.protocol == "orchrm":
+            return self._post_vllm(self._route("classify"), texts, "none")
+        return self._post_vllm(self.url, texts, config.server_activation)
+
+    def _post_vllm(
+        self, url: str, texts: list[str], activation: str, use_activation: bool | None = None
+    ) -> Reply:
+        """One request to a vLLM-shaped route (`/pooling` for protocol `vllm-pooling`,
+        else `/classify`); `use_activation` replaces the field `activation` sets."""
+        pooling = self.protocol == "vllm-pooling"
+        body = (pooling_body if pooling else classify_body)(texts, self.config.model, activation)
+        if use_activation is not None:
+            body["use_activation"] = use_activation
+        read = read_pooling if pooling else read_classify
+        return read(self.client.post(url, body), len(texts), activation, url)
 
     def _local_tokens(self, texts: list[str], reply: Reply) -> list[int]:
         """Input tokens per text by the local tokenizer (as `OrchRM` counts them), scaled

@@ -2,9 +2,12 @@
 back one raw score per text (docs/remote-scoring.md has each server's side).
 
 - `vllm`: vLLM's `POST /classify` `{"model", "input": [text, ...], "use_activation":
-  false}` -> `{"data": [{"index", "probs": [score]}, ...], "usage": {"prompt_tokens"}}`;
-  a `logits` list in an item is read as raw, whatever was asked. `orchrm serve`'s
-  `/classify` answers the same (plus each item's `prompt_tokens`).
+  false}` -> `{"data": [{"index", "probs": [score]}, ...], "usage": {"prompt_tokens"}}`.
+  `orchrm serve`'s `/classify` answers the same (plus each item's `prompt_tokens`).
+- `vllm-pooling`: vLLM's `POST /pooling` `{"model", "input": [text, ...], "task":
+  "classify", "use_activation": false}` -> `{"data": [{"index", "object": "pooling",
+  "data": [score]}, ...], "usage": {"prompt_tokens"}}`, the route vLLM's reward-model
+  documentation uses; `orchrm serve`'s `/pooling` answers the same.
 - `sglang`: SGLang's native `POST /classify` `{"model", "text": [text, ...]}` -> `[{"embedding":
   [score], "meta_info": {"prompt_tokens"}}, ...]`, raw.
 - `openrlhf`: an OpenRLHF reward server's `POST /get_reward` `{"query": [text, ...]}` ->
@@ -22,11 +25,18 @@ from urllib.parse import urlsplit
 from orchrm.errors import ConfigError
 from orchrm.scoring.remote_http import RemoteError
 
-PROTOCOLS = ("vllm", "sglang", "openrlhf", "orchrm")
-ROUTE_PROTOCOLS = {"classify": "vllm", "get_reward": "openrlhf", "score": "orchrm"}
+PROTOCOLS = ("vllm", "vllm-pooling", "sglang", "openrlhf", "orchrm")
+ROUTE_PROTOCOLS = {
+    "classify": "vllm",
+    "pooling": "vllm-pooling",
+    "get_reward": "openrlhf",
+    "score": "orchrm",
+}
 """The protocol a URL's last path segment picks when none is named."""
+VLLM_PROTOCOLS = ("vllm", "vllm-pooling")
+"""The protocols of vLLM's classification head, whose activation the request switches."""
 ACTIVATIONS = ("none", "sigmoid")
-"""What a `/classify` server applies to a one-label score: nothing, or a sigmoid."""
+"""What a vLLM server applies to a one-label score: nothing, or a sigmoid."""
 
 
 def protocol_of(url: str, protocol: str = "") -> str:
@@ -66,22 +76,42 @@ def classify_body(texts: list[str], model: str, activation: str) -> dict:
     return body
 
 
+def pooling_body(texts: list[str], model: str, activation: str) -> dict:
+    """A vLLM `/pooling` request for the classification head's output (`task`
+    `classify`: a server whose model pools otherwise refuses it rather than answering
+    embeddings), raw when the server can give it."""
+    return {**classify_body(texts, model, activation), "task": "classify"}
+
+
 def read_classify(value: object, n: int, activation: str, url: str) -> Reply:
-    """The scores of a vLLM-shaped `/classify` answer for `n` texts: `logits` raw,
-    `probs` raw or (with activation `sigmoid`) read back through `logit`."""
+    """The scores of a vLLM-shaped `/classify` answer for `n` texts: each item's
+    `probs`, raw or (with activation `sigmoid`) read back through `logit`."""
+    return _read_vllm(value, n, activation, url, "probs")
+
+
+def read_pooling(value: object, n: int, activation: str, url: str) -> Reply:
+    """The scores of a vLLM `/pooling` answer for `n` texts: each item's `data`, as
+    `read_classify` reads `probs`."""
+    return _read_vllm(value, n, activation, url, "data")
+
+
+def _read_vllm(value: object, n: int, activation: str, url: str, field: str) -> Reply:
     data = value.get("data") if isinstance(value, dict) else None
     if not isinstance(data, list):
-        raise RemoteError(f"the answer from {url} has no data list (a vLLM /classify answer)")
+        raise RemoteError(f"the answer from {url} has no data list (a vLLM answer)")
     items = _in_order(data, n, url)
     scores = []
     for i, item in enumerate(items):
-        if isinstance(item.get("logits"), list):
-            scores.append(_one_label(item["logits"], i, url))
-        elif isinstance(item.get("probs"), list):
-            score = _one_label(item["probs"], i, url)
-            scores.append(logit(score, f"{url} item {i}") if activation == "sigmoid" else score)
-        else:
-            raise RemoteError(f"item {i} of the answer from {url} has neither probs nor logits")
+        values = item.get(field)
+        if not isinstance(values, list):
+            raise RemoteError(f"item {i} of the answer from {url} has no {field} list")
+        if any(isinstance(v, list) for v in values):
+            raise RemoteError(
+                f"{url} returned a score per token for text {i}: serve the model's "
+                "sequence classification head (pooling task classify)"
+            )
+        score = _one_label(values, i, url)
+        scores.append(logit(score, f"{url} item {i}") if activation == "sigmoid" else score)
     tokens = [item.get("prompt_tokens") for item in items]
     usage = value.get("usage") if isinstance(value.get("usage"), dict) else {}
     return Reply(scores, _counts(tokens), _count(usage.get("prompt_tokens")))

@@ -1,13 +1,13 @@
 """The HTTP scoring service (`orchrm serve`): a reward model behind FastAPI and uvicorn.
 
 - `config.py`: `ServeConfig`, every setting, and the refusal of an open bind without a key;
-- `app.py`: the routes (`/score`, `/select`, `/get_reward`, `/classify`, `/healthz`,
-  `/metrics`), body limits, bearer-token auth, request ids, and the runner;
+- `app.py`: the routes (`/score`, `/select`, `/get_reward`, `/classify`, `/pooling`,
+  `/healthz`, `/metrics`), body limits, bearer-token auth, request ids, and the runner;
 - `select.py`: `/select`'s selectors from the registry, on the scores of the request;
 - `prepare.py`: a request body to scoring work (decode, check, parse, render), run in
   the worker processes of `workers.py`, each job under a deadline, off the event loop;
-- `classify.py`: vLLM's `/classify` protocol, read in a prepare worker and answered in
-  vLLM's shape;
+- `classify.py`: vLLM's `/classify` and `/pooling` protocols, read in a prepare worker
+  and answered in vLLM's shape;
 - `batcher.py`: micro-batching of concurrent requests into shared forward passes;
 - `guard.py`: connection-level guards (header deadline, connection cap, shutdown) and
   the rate limit on repeated log messages;

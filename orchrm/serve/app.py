@@ -13,8 +13,9 @@ Routes (JSON in and out):
   "plan", "edits"}`; `chosen` is null when no orchestration parses; `plan` is the edit
   `orchrm-search` found, to execute in place of `chosen` (null for the others).
 - `POST /get_reward`: OpenRLHF's remote reward model (`orchrm.serve.openrlhf`).
-- `POST /classify`: vLLM's classification route for rendered texts, in vLLM's shape
-  (`orchrm.serve.classify`), under the same limits and budget as `/score`.
+- `POST /classify`, `POST /pooling`: vLLM's classification and pooling routes for
+  rendered texts, in vLLM's shape (`orchrm.serve.classify`), under the same limits and
+  budget as `/score`.
 - `GET /healthz` (never needs the key), `GET /metrics` (Prometheus text).
 - `/openapi.json`, `/docs`, `/redoc` only with `ServeConfig.openapi`.
 
@@ -22,10 +23,10 @@ Errors are `{"error": CODE, "message", "field", "request_id"}`. Every response c
 `X-Request-ID` header; a 500 says only that id, and the server log holds the details
 under it, as it holds one line per refused request (its id and reason). Checks run in
 this order: framing (411 without a length, 400 and a closed connection with both
-Content-Length and Transfer-Encoding), bearer token (401), body size (413, from
-Content-Length before reading, and while reading), body deadline (408), then in a
-prepare worker (`orchrm.serve.prepare`) JSON (400), shape, unknown fields, limits and
-valid Unicode (422, naming the field and index). A request gets 503 `overloaded` when
+Content-Length and Transfer-Encoding), client allow-list (403), bearer token (401), body
+size (413, from Content-Length before reading, and while reading), body deadline (408),
+then in a prepare worker (`orchrm.serve.prepare`) JSON (400), shape, unknown fields,
+limits and valid Unicode (422, naming the field and index). A request gets 503 `overloaded` when
 every prepare worker is busy and `max_queued_requests` wait already, and 503
 `over_budget` past `max_request_seconds`. An orchestration that does not parse is never
 an error. The event loop itself only moves bytes: decoding, parsing and rendering run
@@ -48,10 +49,16 @@ from starlette.exceptions import HTTPException
 
 from orchrm.calibration.methods import calibration_from_metadata
 from orchrm.serve.batcher import BatcherClosed, MicroBatcher
-from orchrm.serve.classify import classify_answer, prepare_classify
+from orchrm.serve.classify import (
+    classify_answer,
+    pooling_answer,
+    prepare_classify,
+    prepare_pooling,
+)
 from orchrm.serve.config import ServeConfig
 from orchrm.serve.gate import Gate, error_response, read_body, refused, request_id
 from orchrm.serve.metrics import Metrics
+from orchrm.serve.openrlhf import reward_answer
 from orchrm.serve.prepare import (
     ApiError,
     Limits,
@@ -167,9 +174,10 @@ class _Scoring:
         except BatcherClosed as err:
             raise ApiError(503, "shutting_down", str(err)) from None
 
-    async def classified(self, request: Request) -> tuple[list[Scored], bool]:
-        """The scored texts of a `/classify` body and whether it asks for the sigmoid."""
-        body, deadline = await self._prepared(request, "classify")
+    async def classified(self, request: Request, route: str) -> tuple[list[Scored], bool]:
+        """The scored texts of a `/classify` or `/pooling` body and whether it asks for
+        the sigmoid."""
+        body, deadline = await self._prepared(request, route)
         return await self._scored(body.items, deadline), body.activation
 
     async def _scored(self, items: list, deadline: float) -> list[Scored]:
@@ -190,11 +198,15 @@ class _Scoring:
         return results
 
     async def _prepared(self, request: Request, route: str) -> tuple:
-        """The request's items (a `ClassifyBody` for `/classify`, a `SelectBody` for
-        `/select`), prepared by a worker, and the request's deadline."""
+        """The request's items (a `ClassifyBody` for `/classify` and `/pooling`, a
+        `SelectBody` for `/select`), prepared by a worker, and the request's deadline."""
         body = await read_body(request, self.config)
         deadline = time.monotonic() + self.config.max_request_seconds  # the loop's clock
-        jobs = {"classify": (prepare_classify,), "select": (prepare_select,)}
+        jobs = {
+            "classify": (prepare_classify,),
+            "pooling": (prepare_pooling,),
+            "select": (prepare_select,),
+        }
         job = jobs.get(route, (prepare_request, route))
         items = await self._in_worker(deadline, "to be prepared", *job, body, self.limits, deadline)
         return items, deadline
@@ -231,7 +243,9 @@ def create_app(rm, config: ServeConfig, metrics: Metrics | None = None) -> FastA
         redoc_url="/redoc" if docs else None,
     )
     app.state.metrics, app.state.batcher = metrics, scoring.batcher
-    app.add_middleware(Gate, metrics=metrics, api_key=config.api_key)
+    app.add_middleware(
+        Gate, metrics=metrics, api_key=config.api_key, allow_clients=config.allow_clients
+    )
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, err: ApiError) -> JSONResponse:
@@ -265,21 +279,20 @@ def _add_routes(app: FastAPI, scoring: _Scoring, rm, config: ServeConfig) -> Non
     @app.post("/get_reward")
     async def get_reward(request: Request) -> JSONResponse:
         results = await scoring.results(request, "get_reward")
-        rewards = [r.score for r in results]
-        extra_logs = {
-            "orchrm_parsed": [float(r.status != "unparseable") for r in results],
-            "orchrm_valid": [float(r.status == "ok") for r in results],
-            "orchrm_tokens": [float(r.tokens) for r in results],
-        }
-        return JSONResponse({"rewards": rewards, "scores": rewards, "extra_logs": extra_logs})
+        return JSONResponse(reward_answer(results))
 
     label = _first_label(rm)
 
     @app.post("/classify")
     async def classify(request: Request) -> JSONResponse:
-        results, activation = await scoring.classified(request)
+        results, activation = await scoring.classified(request, "classify")
         model = Path(config.rm).name
         return JSONResponse(classify_answer(results, activation, model=model, label=label))
+
+    @app.post("/pooling")
+    async def pooling(request: Request) -> JSONResponse:
+        results, activation = await scoring.classified(request, "pooling")
+        return JSONResponse(pooling_answer(results, activation, model=Path(config.rm).name))
 
     @app.get("/healthz")
     async def healthz() -> dict:

@@ -20,14 +20,21 @@ class ServeConfig:
     rm: str = setting("", panel="Model")
     """The reward model directory (`orchrm train`'s `model/`, or any HF reward model)."""
     host: str = setting("127.0.0.1", panel="Server")
-    """Address to bind. A non-loopback address needs `api_key` or `insecure`."""
+    """Address to bind. A non-loopback address needs `api_key`, `allow_clients` or
+    `insecure`."""
     port: int = setting(8080, panel="Server")
     """TCP port to listen on (not 8000, where vLLM and SGLang serve the LLM by default)."""
     api_key: str | None = setting(None, panel="Server")
     """Bearer token every route but /healthz requires (`Authorization: Bearer KEY`);
     `orchrm serve` also reads it from the ORCHRM_API_KEY environment variable."""
+    allow_clients: tuple[str, ...] = setting((), panel="Server")
+    """Networks (10.0.0.0/8, fd00::/8) or addresses (10.1.2.3) of the clients served,
+    one per option; any other client gets 403 on every route but /healthz. Lets a
+    non-loopback bind serve clients that send no key (OpenRLHF); with `api_key` too, a
+    client needs both."""
     insecure: bool = setting(False, panel="Server")
-    """Allow a non-loopback bind without an API key (anyone who reaches it can score)."""
+    """Allow a non-loopback bind without an API key or `allow_clients` (anyone who
+    reaches it can score)."""
     max_batch_size: int = setting(32, min=1, panel="Scale")
     """Most orchestrations in one forward pass. 1 turns micro-batching off."""
     forward_batch_size: int | None = setting(None, min=1, panel="Scale")
@@ -64,9 +71,10 @@ class ServeConfig:
     """Worker processes that decode, check, parse and render request bodies, off the
     event loop and apart from the scoring thread. One whose request runs past
     `max_request_seconds` is killed and replaced."""
-    max_queued_requests: int = setting(64, min=1, panel="Limits")
+    max_queued_requests: int = setting(2048, min=1, panel="Limits")
     """Requests that may wait for a free prepare worker; past it a request gets 503
-    `overloaded` at once."""
+    `overloaded` at once. As many as `max_connections`, so that a burst of single-sample
+    requests (OpenRLHF sends a rollout's samples at once) waits rather than fails."""
     header_timeout_s: float = setting(10.0, panel="Timeouts")
     """How long a connection may take to send a request's headers, from connecting or
     from its previous response; then it is closed."""
@@ -75,11 +83,12 @@ class ServeConfig:
     `body_timeout` beyond, and the connection is closed)."""
     keep_alive_timeout_s: float = setting(5.0, panel="Timeouts")
     """How long an idle keep-alive connection stays open."""
-    max_connections: int = setting(512, min=1, panel="Limits")
+    max_connections: int = setting(2048, min=1, panel="Limits")
     """Most connections open at once (lowered to stay below the process's descriptor
-    limit). At the limit a connection still waiting for request headers is closed to
-    make room, one that never completed a request first, then the longest waiting; with
-    none, a new connection gets 503 and is closed."""
+    limit, `ulimit -n`); a burst of single-sample requests holds one per sample. At the
+    limit a connection still waiting for request headers is closed to make room, one
+    that never completed a request first, then the longest waiting; with none, a new
+    connection gets 503 and is closed."""
     shutdown_timeout_s: float = setting(30.0, panel="Timeouts")
     """On SIGTERM/SIGINT, how long in-flight requests may take to finish; requests whose
     body is still arriving are closed at once."""
@@ -98,12 +107,44 @@ class ServeConfig:
         for name in seconds:
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be more than 0, got {getattr(self, name)}")
-        if not self.api_key and not self.insecure and not is_loopback(self.host):
+        networks = client_networks(self.allow_clients)
+        if not (self.api_key or networks or self.insecure or is_loopback(self.host)):
             raise ConfigError(
                 f"refusing to bind {self.host!r} without an API key: anyone who can reach "
                 f"it could use the model. Set --api-key (or {API_KEY_ENV}), bind "
-                "127.0.0.1, or pass --insecure"
+                "127.0.0.1, name the clients to serve with --allow-clients NETWORK, or "
+                "pass --insecure"
             )
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def client_networks(entries: tuple[str, ...]) -> tuple[Network, ...]:
+    """The networks `allow_clients` names (an address is a network of one); ConfigError
+    naming the first entry that is neither."""
+    networks = []
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(entry.strip()))
+        except ValueError as err:
+            raise ConfigError(
+                f"allow_clients: {entry!r} is not a network or address such as "
+                f"10.0.0.0/8, 10.1.2.3 or fd00::/8 ({err})"
+            ) from None
+    return tuple(networks)
+
+
+def is_allowed(client: str | None, networks: tuple[Network, ...]) -> bool:
+    """Whether the client address `client` lies in one of `networks` (an IPv4 client
+    seen through an IPv6 socket, ::ffff:10.1.2.3, as its IPv4 address)."""
+    try:
+        address = ipaddress.ip_address(client or "")
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in network for network in networks)
 
 
 def is_loopback(host: str) -> bool:

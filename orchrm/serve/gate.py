@@ -1,7 +1,8 @@
 """What stands in front of every route of `orchrm serve`: request framing (411 without a
 length, 400 and a closed connection with both Content-Length and Transfer-Encoding), the
-bearer token (401), the body's size and deadline (413, 408), request ids, error bodies,
-and one log line per refused request (`Gate`, the ASGI middleware)."""
+client allow-list (403), the bearer token (401), the body's size and deadline (413, 408),
+request ids, error bodies, and one log line per refused request (`Gate`, the ASGI
+middleware)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
 
 from orchrm.jsonl import printable
-from orchrm.serve.config import ServeConfig
+from orchrm.serve.config import ServeConfig, client_networks, is_allowed
 from orchrm.serve.metrics import Metrics
 from orchrm.serve.prepare import ApiError
 from orchrm.serve.workers import WorkerFailed
 
-ROUTES = ("/score", "/select", "/get_reward", "/classify", "/healthz", "/metrics")
+ROUTES = ("/score", "/select", "/get_reward", "/classify", "/pooling", "/healthz", "/metrics")
 OPEN_ROUTES = ("/healthz",)
 
 log = logging.getLogger("orchrm.serve")
@@ -53,7 +54,7 @@ AUTH_SCHEMES = {
 """Authorization schemes other than Bearer that a 401 names (any other first word could
 be a key sent without its scheme, which is never echoed)."""
 
-BODY_ROUTES = ("/score", "/select", "/get_reward", "/classify")
+BODY_ROUTES = ("/score", "/select", "/get_reward", "/classify", "/pooling")
 """Routes whose POST carries a body, which must be framed by its length."""
 
 
@@ -107,14 +108,17 @@ async def read_body(request: Request, config: ServeConfig) -> bytes:
 
 class Gate:
     """ASGI middleware in front of every route: a request id (`X-Request-ID`), the
-    bearer-token check (before the body is read), `Connection: close` on an answer sent
-    before its body was read, client disconnects (counted apart, not errors), unexpected
-    errors (logged under the request id, a 500 that says only the id), request counts
-    and latency by route and status, requests in flight."""
+    client allow-list and bearer-token checks (before the body is read), `Connection:
+    close` on an answer sent before its body was read, client disconnects (counted apart,
+    not errors), unexpected errors (logged under the request id, a 500 that says only the
+    id), request counts and latency by route and status, requests in flight."""
 
-    def __init__(self, app, metrics: Metrics, api_key: str | None):
+    def __init__(
+        self, app, metrics: Metrics, api_key: str | None, allow_clients: tuple[str, ...] = ()
+    ):
         self.app, self.metrics = app, metrics
         self.key = api_key.encode() if api_key else None
+        self.networks = client_networks(allow_clients)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -180,7 +184,10 @@ class Gate:
 
     async def _dispatch(self, scope, receive, send) -> None:
         error = framing_error(scope)
-        if error is None and self.key and scope["path"] not in OPEN_ROUTES:
+        guarded = scope["path"] not in OPEN_ROUTES
+        if error is None and self.networks and guarded:
+            error = self._forbidden(scope)
+        if error is None and self.key and guarded:
             error = self._unauthorized(scope)
         if error is None:
             await self.app(scope, receive, send)
@@ -189,6 +196,15 @@ class Gate:
             scope["state"]["close"] = True
         refused(scope, error)
         await error_response(error, scope["state"]["request_id"])(scope, receive, send)
+
+    def _forbidden(self, scope) -> ApiError | None:
+        """None for a client in `allow_clients`, else the 403 naming its address."""
+        client = (scope.get("client") or (None,))[0]
+        if is_allowed(client, self.networks):
+            return None
+        shown = printable(str(client))[:64]
+        message = f"client {shown} is not in the networks this server serves (allow_clients)"
+        return ApiError(403, "forbidden_client", message)
 
     def _unauthorized(self, scope) -> ApiError | None:
         """None for `Authorization: Bearer KEY` (the scheme in any case, the key compared

@@ -42,13 +42,30 @@ def connection_limits(max_connections: int) -> tuple[int, int]:
     """(connection cap, accept burst) that keep the process below its soft descriptor
     limit, `RESERVED_FDS` aside: the event loop accepts up to a burst of connections
     before their protocols can close any over the cap, so a burst or two in flight must
-    fit beside the cap. The burst is also the listen backlog."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    fit beside the cap. The burst is also the listen backlog. A soft limit below what
+    `max_connections` needs is raised first, as far as the hard limit allows."""
+    soft = raise_descriptor_limit(max_connections * 4 // 3 + MAX_ACCEPT_BURST + RESERVED_FDS)
     if soft == resource.RLIM_INFINITY:
         return max_connections, MAX_ACCEPT_BURST
     available = max(soft - RESERVED_FDS, 16)
     cap = max(1, min(max_connections, available * 3 // 4))
     return cap, max(4, min(MAX_ACCEPT_BURST, (available - cap) // 3))
+
+
+def raise_descriptor_limit(wanted: int) -> int:
+    """The process's soft descriptor limit after raising it to `wanted`, or to the hard
+    limit when that is lower (a soft limit only the process itself sees; nothing else
+    is changed). A limit already as high, or one the system will not raise, is kept."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return soft
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            return soft
+    return target
 
 
 def _refusal() -> bytes:

@@ -1,13 +1,22 @@
-"""OpenRLHF's remote reward-model protocol: from its queries to (question, orchestration).
+"""OpenRLHF's remote reward-model protocol: from its queries to (question, orchestration),
+and from orchrm's scores to its answer.
 
-OpenRLHF (`--remote_rm_url http://HOST:PORT/get_reward`) POSTs
-`{"query": [...], "prompts": [...], "labels": [...]}`: each query is the prompt the
-orchestrator saw (chat template applied, special tokens kept) followed by what it wrote;
-`prompts[i]` is that prompt alone; labels are ground truths, which a reward model does not
-need. It reads back `{"rewards": [...], "scores": [...], "extra_logs": {...}}`, one number
-per query in each list: orchrm's `scores` equal its `rewards` (the reward model's score, or
-the penalty when the output does not parse), and `extra_logs` (logged to wandb) holds
-per-query `orchrm_parsed` and `orchrm_valid` (1 or 0) and `orchrm_tokens`.
+OpenRLHF (`--reward.remote_url http://HOST:PORT/get_reward` in 0.11; `--remote_rm_url`
+before) POSTs `{"query": [...], "prompts": [...], "labels": [...]}`, one sample per
+request: each query is the prompt the orchestrator saw (chat template applied, special
+tokens kept, possibly cut from the left to fit its length budget) followed by what it
+wrote; `prompts[i]` is that prompt alone, uncut; labels are ground truths, which a reward
+model does not need. It reads back three fields, one number per query in each
+(`reward_answer` writes them):
+- `rewards`: the reward model's score, or the penalty when the output does not parse;
+  the reward OpenRLHF trains on.
+- `scores`: in [0, 1], what OpenRLHF's dynamic filtering averages over a prompt's samples
+  (`--algo.dynamic_filtering_range`). With a calibrated model (`orchrm calibrate`) the
+  calibrated P(correct) of the plan; without one the logistic sigmoid of the reward,
+  1 / (1 + exp(-reward)), which orders plans as the reward does but is no probability.
+  0 when the output does not parse (it cannot run, so it cannot be right).
+- `extra_logs` (logged to wandb): per-query `orchrm_parsed` and `orchrm_valid` (1 or 0)
+  and `orchrm_tokens` (the reward model's input tokens).
 
 How a query becomes (question, orchestration), in this order:
 1. orchestration: when `prompts[i]` is given and `query[i]` starts with it, the rest of
@@ -31,8 +40,11 @@ How a query becomes (question, orchestration), in this order:
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from orchrm.store.adapters import question_from_prompt
 
@@ -96,3 +108,35 @@ def question_of(prompt: str) -> str:
         if question != turn.strip():  # the turn holds a Task:/Question:/Problem: line
             return question
     return " ".join(t.strip() for t in turns)
+
+
+class ScoredQuery(Protocol):
+    """What `reward_answer` reads of one query's result (`orchrm.serve.prepare.Scored`)."""
+
+    score: float
+    status: str
+    tokens: int
+    p_correct: float | None
+
+
+def reward_answer(results: Sequence[ScoredQuery]) -> dict:
+    """The `/get_reward` answer for the scored queries, in their order (module docstring)."""
+    return {
+        "rewards": [r.score for r in results],
+        "scores": [openrlhf_score(r) for r in results],
+        "extra_logs": {
+            "orchrm_parsed": [float(r.status != "unparseable") for r in results],
+            "orchrm_valid": [float(r.status == "ok") for r in results],
+            "orchrm_tokens": [float(r.tokens) for r in results],
+        },
+    }
+
+
+def openrlhf_score(result: ScoredQuery) -> float:
+    """A query's `scores` entry: P(correct) when the model is calibrated, else the
+    sigmoid of its reward; 0 when its output does not parse."""
+    if result.status == "unparseable":
+        return 0.0
+    if result.p_correct is not None:
+        return result.p_correct
+    return 0.5 * (1.0 + math.tanh(0.5 * result.score))  # the sigmoid, without overflow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -55,3 +56,21 @@ def test_an_error_reaches_the_callers_of_its_round_and_the_next_round_still_runs
     with pytest.raises(ValueError, match="poisoned"):
         batcher([1, -1])
     assert batcher([3]) == [6]
+
+
+def test_a_copied_scorer_scores_with_its_own_model():
+    from orchrm.scoring.base import RenderingScorer, Scored
+
+    class Doubling(RenderingScorer):
+        def __init__(self, factor: float) -> None:
+            self.factor, self.metadata = factor, {}
+
+        def _score_round(self, items):
+            return [Scored(self.factor * len(q), 1) for q, *_ in items]
+
+    first = Doubling(1.0)
+    assert first.score([("ab", "x")])[0].score == 2.0
+    second = copy.copy(first)
+    second.factor = 10.0
+    assert second.score([("ab", "x")])[0].score == 20.0
+    assert first.score([("ab", "x")])[0].score == 2.0

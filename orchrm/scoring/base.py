@@ -162,6 +162,12 @@ class RenderingScorer:
             callers = self.__dict__.setdefault("_callers", CallerBatcher(self._score_round))
         return callers(items)
 
+    def __getstate__(self) -> dict:
+        """A copy or a pickle of the scorer gets a batcher of its own on first use."""
+        state = dict(self.__dict__)
+        state.pop("_callers", None)
+        return state
+
     def _score_round(self, items: list[Item]) -> list[Scored]:
         """`score` of one round's items, in the leading caller's thread."""
         parsed = parse_items(items)

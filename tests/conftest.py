@@ -10,7 +10,12 @@ taken away here, before orchrm, typer or torch is imported:
   GITHUB_ACTIONS, ...) are dropped, so rich and typer print plain text at their
   defaults; tests that need a width give it;
 - threads: two OpenMP/PyTorch threads, the CI machine's cores, unless the run says;
-- proxies: loopback is never sent through a proxy the host names.
+- proxies: loopback is never sent through a proxy the host names;
+- randomness: the suite runs in a random order (pytest-randomly; the last line of the
+  run gives its seed, and `--randomly-seed=N` repeats that order, `-p no:randomly` keeps
+  the file order). So that no test draws on what the tests before it left in a random
+  generator, torch is seeded before every fixture is built and every test runs, from
+  the fixture's or the test's name: the same weights whatever ran before.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import os
 import socket
 import subprocess
 import sys
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +50,24 @@ for _name in ("NO_PROXY", "no_proxy"):
     os.environ[_name] = ",".join([*_kept, "127.0.0.1", "localhost", "::1"])
 
 ORCHRM = Path(sys.executable).with_name("orchrm")
+
+
+def _seed_torch(name: str) -> None:
+    """torch's generators set from `name` alone (torch is imported by then, or nothing
+    has drawn from it)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(zlib.crc32(name.encode()))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef, request) -> None:
+    _seed_torch(f"{fixturedef.baseid}::{fixturedef.argname}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item) -> None:
+    _seed_torch(item.nodeid)
 
 
 @pytest.fixture
@@ -82,3 +106,11 @@ def every_command(command, path=()):
         ctx = typer.Context(command)
         for name in command.list_commands(ctx):
             yield from every_command(command.get_command(ctx, name), (*path, name))
+
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    """The random order's seed, printed even under -q, so a failure's order can be run
+    again."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if isinstance(seed, int) and config.pluginmanager.hasplugin("randomly"):
+        terminalreporter.write_line(f"test order: random, --randomly-seed={seed} repeats it")

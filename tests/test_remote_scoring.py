@@ -40,6 +40,9 @@ batch's padding moves the last of bf16's 8 mantissa bits): docs/remote-scoring.m
 
 @pytest.fixture(scope="module")
 def rm_dir(tmp_path_factory) -> Path:
+    import torch
+
+    torch.manual_seed(0)  # the reward head is new: its weights are this seed's
     model, tokenizer = load_backbone(default_backbone())
     meta = {"max_length": 96, "reward_mean": 0.25, "reward_std": 2.0}
     return save_model(model, tokenizer, tmp_path_factory.mktemp("rm") / "model", meta)

@@ -70,6 +70,7 @@ def policy_dir(world, tmp_path_factory) -> Path:
     torch.set_num_threads(1)
     _, examples = world
     tokenizer = train_tokenizer([p for p, _ in examples] + [c for _, c in examples], 2048)
+    torch.manual_seed(0)
     model = new_policy(tokenizer, TINY)
     result = sft(model, tokenizer, examples, TINY.sft_steps, 16, 3e-3, progress=False)
     assert result["losses"][-1] < result["losses"][0] / 5

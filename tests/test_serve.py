@@ -48,6 +48,9 @@ BROKEN = "<thinking>I will think</thinking> and then stop"  # no agent, no answe
 
 @pytest.fixture(scope="module")
 def rm_dir(tmp_path_factory) -> Path:
+    import torch
+
+    torch.manual_seed(0)  # the reward head is new: its weights are this seed's
     model, tokenizer = load_backbone(default_backbone())
     return save_model(model, tokenizer, tmp_path_factory.mktemp("rm") / "model", {"max_length": 96})
 

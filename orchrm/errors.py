@@ -1,6 +1,6 @@
 """The one error model: every error orchrm raises for bad input or a bad setting derives
 from `OrchrmError`, so the `orchrm` command can tell a user's mistake (one line on
-stderr, the exit status of its kind: 2, 3 or 4) from a bug (its traceback, exit status
+stderr, the exit status of its kind: 2 to 5) from a bug (its traceback, exit status
 1). The kinds and their statuses are tabled in docs/robustness.md#exit-status."""
 
 from __future__ import annotations
@@ -43,3 +43,10 @@ class OutputError(OrchrmError, OSError):
     file beside it."""
 
     exit_code = 4
+
+
+class Busy(OrchrmError):
+    """Another process holds what this one needs (a store an ingest is writing to):
+    waiting for it to finish, or trying again later, helps."""
+
+    exit_code = 5

@@ -208,7 +208,8 @@ def test_one_exit_status_per_kind_across_commands(tmp_path, orchrm_cli):
     of docs/robustness.md#exit-status, whose statuses are the command's own."""
     import re
 
-    from orchrm.cli.console import UNREADABLE, UNWRITABLE, USAGE
+    from orchrm.cli.console import BUSY, UNREADABLE, UNWRITABLE, USAGE
+    from orchrm.errors import Busy
 
     missing = str(tmp_path / "absent.jsonl")
     for args in (
@@ -228,4 +229,4 @@ def test_one_exit_status_per_kind_across_commands(tmp_path, orchrm_cli):
     table = (Path(__file__).parents[1] / "docs" / "robustness.md").read_text()
     section = table.split("## Exit status", 1)[1].split("\n## ", 1)[0]
     statuses = [int(s) for s in re.findall(r"^\| (\d) \|", section, re.M)]
-    assert statuses == [0, 1, USAGE, UNREADABLE, UNWRITABLE]
+    assert statuses == [0, 1, USAGE, UNREADABLE, UNWRITABLE, BUSY] and Busy.exit_code == BUSY

@@ -777,12 +777,13 @@ def test_orchrm_serve_process_refuses_open_binds_and_drains_on_sigterm(rm_dir, w
         start = time.monotonic()
         client.join(30)
         assert result and result[0][0] == 200, result
-        # uvicorn re-raises the signal it caught once it has shut down cleanly; the slow
-        # clients do not hold it for the 20 s shutdown timeout.
-        assert process.wait(30) in (0, -signal.SIGTERM)
+        # a clean drain exits 0; the slow clients do not hold it for the 20 s timeout
+        assert process.wait(30) == 0
         assert time.monotonic() - start < 12
         slow_head.close(), slow_body.close()
-        assert "Application shutdown complete" in Path(log.name).read_text()
+        text = Path(log.name).read_text()
+        assert "Application shutdown complete" in text
+        assert "1 request(s) finished, 0 cut off\n" in text, text  # the upload got its 401
     finally:
         if process.poll() is None:
             process.kill()

@@ -18,10 +18,11 @@ EXAMPLES = 5
 """Problems `parse`, `ingest` and `score` print without --details (the first ones)."""
 
 
-USAGE, UNREADABLE, UNWRITABLE = 2, 3, 4
+USAGE, UNREADABLE, UNWRITABLE, BUSY = 2, 3, 4, 5
 """Exit statuses by kind of failure, the same in every command (docs/robustness.md#exit-status):
 a setting or input that cannot be used; an input file or folder that cannot be read; an
-output that cannot be written. 0 is success and 1 a bug (its traceback)."""
+output that cannot be written; something another process holds (a store's lock). 0 is
+success and 1 a bug (its traceback)."""
 
 
 def fail(message: str, code: int = USAGE) -> None:

@@ -28,6 +28,7 @@ from orchrm.cli.options import config_options
 from orchrm.configs import dump_config
 from orchrm.jsonl import printable
 from orchrm.training.config import TrainConfig
+from orchrm.training.summary import TrainSummary
 
 DTYPE_HELP = (
     "Precision of the forward passes; auto: bf16 where the hardware runs it fast (CUDA "
@@ -73,24 +74,16 @@ def train_command(
         )
     dump_config(config, Path(config.out) / "config.yaml")
     summary = train(config, resume=resume)
-    history = summary.history[-1] if summary.history else {}
-    best = summary.best_validation_accuracy
-    by_kind = history.get("accuracy_by_kind", {})
     processes = f"{summary.processes} process" + ("es" if summary.processes > 1 else "")
     console.print(
         f"trained {summary.steps} steps on {summary.train_pairs:,} pairs in {summary.dtype} "
         f"({summary.pairs_per_second:.1f} pairs/s, {processes})",
         highlight=False,
     )
-    if best is None:
+    if summary.best_validation_accuracy is None:
         warn("no validation pairs: nothing told the best checkpoint apart (see pairs mine)")
     else:
-        kinds = ", ".join(f"{k} {v:.3f}" for k, v in sorted(by_kind.items()))
-        console.print(
-            f"best validation accuracy {best:.3f}"
-            + (f" (last, by kind: {kinds})" if kinds else ""),
-            highlight=False,
-        )
+        console.print(validation_line(summary), highlight=False)
     if summary.truncated_texts:
         warn(
             f"{summary.truncated_texts:,} texts were longer than --max-length "
@@ -98,6 +91,19 @@ def train_command(
             "--max-length so the rendering cuts thinking first"
         )
     console.print(f"model -> {Path(config.out) / 'model'}", highlight=False)
+
+
+def validation_line(summary: TrainSummary) -> str:
+    """The saved model's validation figures: its accuracy, the step it is from and its
+    accuracy by pair kind, all of the one validation pass it was chosen at."""
+    saved = summary.model_evaluation() or {}
+    by_kind = saved.get("accuracy_by_kind", {})
+    kinds = ", ".join(f"{k} {v:.3f}" for k, v in sorted(by_kind.items()))
+    return (
+        f"best validation accuracy {summary.best_validation_accuracy:.3f}"
+        + (f" at step {saved['step']}" if "step" in saved else "")
+        + (f" (by kind: {kinds})" if kinds else "")
+    )
 
 
 def evaluate_rm_command(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import typer
+
 from orchrm.cli.options import config_options
 from orchrm.serve.config import API_KEY_ENV, ServeConfig
 
@@ -22,9 +24,15 @@ from orchrm.serve.config import API_KEY_ENV, ServeConfig
 )
 def serve_command(config: ServeConfig) -> None:
     """Serve a reward model over HTTP: /score, /select, OpenRLHF's /get_reward, /healthz,
-    /metrics, with micro-batching of concurrent requests."""
+    /metrics, with micro-batching of concurrent requests. SIGTERM or SIGINT drains the
+    requests in flight; the exit status is 0 once all are answered, 143 (SIGTERM) or 130
+    (SIGINT) when the shutdown timeout cut some off."""
     # Checked before the model loads: a bad setting costs no loading time.
     config.check()
     from orchrm.serve.app import serve
 
-    serve(replace(config, api_key=config.api_key or None))
+    drain = serve(replace(config, api_key=config.api_key or None))
+    if drain is None:  # it stopped before it served: uvicorn has logged why
+        raise typer.Exit(1)
+    if drain.exit_status:
+        raise typer.Exit(drain.exit_status)

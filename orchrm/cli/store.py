@@ -22,20 +22,37 @@ from orchrm.cli.console import (
 )
 from orchrm.cli.help import HelpCommand, HelpGroup
 from orchrm.cli.options import config_options
+from orchrm.configs import field_help
 from orchrm.jsonl import printable
-from orchrm.store.config import MineConfig
+from orchrm.store.config import MineConfig, OpenConfig
 from orchrm.training.config import TrainConfig
 
 STORE_OPTION = typer.Option(
     Path("orchrm.duckdb"), "--store", envvar="ORCHRM_STORE", help="The DuckDB store file."
 )
+WAIT_OPTION = typer.Option(
+    OpenConfig.wait_for_lock,
+    "--wait-for-lock",
+    min=0,
+    metavar="SECONDS",
+    help=field_help(OpenConfig)["wait_for_lock"],
+)
 
 
-def open_store(path: Path, read_only: bool = False, create: bool = False):
+def open_store(
+    path: Path,
+    read_only: bool = False,
+    create: bool = False,
+    *,
+    wait_for_lock: float = OpenConfig.wait_for_lock,
+    as_json: bool = False,
+):
     """The store at `path`. Only `create` (what `orchrm ingest` asks) makes a new one: a
     command that reads or mines a store refuses a path where there is none, so a typo
-    never leaves an empty store behind."""
-    from orchrm.store.db import Store
+    never leaves an empty store behind. A store another process holds is waited for up
+    to `wait_for_lock` seconds (said on stderr after the first), then `StoreBusy` (exit
+    status 5), which `as_json` also prints on stdout as a JSON error object."""
+    from orchrm.store.db import Store, StoreBusy
 
     if not create and not path.exists():
         fail(
@@ -43,7 +60,18 @@ def open_store(path: Path, read_only: bool = False, create: bool = False):
             "path with --store or ORCHRM_STORE",
             UNREADABLE,
         )
-    return Store(path, read_only=read_only)
+    limit = OpenConfig(wait_for_lock=wait_for_lock).wait_for_lock
+    try:
+        return Store(path, read_only=read_only, wait_for_lock=limit, say=_say)
+    except StoreBusy as busy:
+        told = StoreBusy(busy.path, busy.holder, busy.waited, wait_option="--wait-for-lock")
+        if as_json:
+            print(json.dumps(told.to_dict(), indent=2))
+        raise told from None
+
+
+def _say(message: str) -> None:
+    err_console.print(message, markup=False, highlight=False, soft_wrap=True)
 
 
 def ingest_command(
@@ -65,6 +93,7 @@ def ingest_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
     details: bool = typer.Option(False, "--details", help="List every malformed record."),
+    wait_for_lock: float = WAIT_OPTION,
 ) -> None:
     """Ingest logs into the store. Every record is counted: added, already there
     (duplicate) or malformed (with file, line and reason). A file that cannot be read
@@ -85,7 +114,7 @@ def ingest_command(
             UNREADABLE,
         )
     summaries = []
-    with open_store(store, create=True) as db:
+    with open_store(store, create=True, wait_for_lock=wait_for_lock, as_json=as_json) as db:
         for path in files:
             try:
                 summary = ingest_file(
@@ -136,12 +165,13 @@ store_app = typer.Typer(cls=HelpGroup, help="The artifact store.", no_args_is_he
 def store_stats(
     store: Path = STORE_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+    wait_for_lock: float = WAIT_OPTION,
 ) -> None:
     """What the store holds: rows per table, orchestrations per orchestrator and their
     outcomes, pairs per dataset, kind and split."""
     from orchrm.store.db import store_summary
 
-    with open_store(store, read_only=True) as db:
+    with open_store(store, read_only=True, wait_for_lock=wait_for_lock, as_json=as_json) as db:
         summary = store_summary(db)
     if as_json:
         print(json.dumps(summary, indent=2, default=str))
@@ -229,6 +259,7 @@ def pairs_mine(
         "pairs (repeatable).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+    wait_for_lock: float = WAIT_OPTION,
 ) -> None:
     """Mine correct-over-incorrect, specialized-over-base and specialized-over-other-domain
     pairs, cap them per task, mix them, and split them by task."""
@@ -241,7 +272,7 @@ def pairs_mine(
         fail("--specialized-for takes ORCHESTRATOR=DOMAIN")
     if targets:
         config = replace(config, specialized_for=dict(targets))
-    with open_store(store) as db:
+    with open_store(store, wait_for_lock=wait_for_lock, as_json=as_json) as db:
         summary = mine(db, config)
     if as_json:
         print(json.dumps(asdict(summary), indent=2))
@@ -313,12 +344,13 @@ def pairs_export(
         help="Start each text with its task's domain line, to train one reward model "
         "for every domain (it then reads the domain at scoring time too).",
     ),
+    wait_for_lock: float = WAIT_OPTION,
 ) -> None:
     """Export a dataset as preference data (prompt/chosen/rejected, one file per split) or
     in the OrchRM-datasets format (input/chosen/rejected/source)."""
     from orchrm.store.pairs import export, export_orchrm_datasets
 
-    with open_store(store, read_only=True) as db:
+    with open_store(store, read_only=True, wait_for_lock=wait_for_lock) as db:
         if fmt == "orchrm-datasets":
             n = export_orchrm_datasets(db, out, dataset)
             console.print(f"{n} pairs -> {out}")

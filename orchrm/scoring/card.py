@@ -3,7 +3,9 @@ YAML metadata the Hugging Face Hub reads (`library_name`, `base_model`, `tags`,
 `datasets` or a description of the data, `license`; written by huggingface_hub's
 `ModelCardData`) and, in prose and tables, what the model is, what it was trained on,
 how well it ranks its validation pairs, its calibration, how to score with it (here,
-through `orchrm serve`, through vLLM) and its limits.
+through `orchrm serve`, through vLLM) and its limits. A model whose run had not finished
+when it was saved says so first (`finished`, `steps` and `planned_steps` in its
+`orchrm.json`; a model without them says nothing of it).
 
 Everything on the card comes from `orchrm.json`, so `write_model_card(folder)` writes it
 again whenever the metadata changes: `save_model` at every save, `train` once its
@@ -136,9 +138,37 @@ def _data_section(meta: dict) -> list[str]:
     return out
 
 
+def _unfinished_note(meta: dict) -> list[str]:
+    """A warning ahead of the rest when the run had not finished as the model was saved."""
+    if meta.get("finished") is not False:
+        return []
+    return [
+        f"**Unfinished run**: this run stopped at step {meta.get('steps', '-')} of "
+        f"{meta.get('planned_steps', '-')}, or was still training, when this model was "
+        "saved; `orchrm train` with `--resume` and the same `--out` continues it.",
+        "",
+    ]
+
+
+def _progress_rows(meta: dict, summary: dict) -> list[tuple]:
+    """Whether the run finished, the steps it planned and the step it resumed from (none
+    for a model saved without them)."""
+    if not isinstance(meta.get("finished"), bool):
+        return []
+    finished = "yes, by early stopping" if summary.get("stopped_early") else "yes"
+    rows = [
+        ("run finished", finished if meta["finished"] else "no"),
+        ("steps planned", meta.get("planned_steps", "-")),
+    ]
+    if meta.get("resumed_from_step") is not None:
+        rows.append(("resumed from step", meta["resumed_from_step"]))
+    return rows
+
+
 def _training_section(meta: dict) -> list[str]:
     config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
     summary = meta.get("training") if isinstance(meta.get("training"), dict) else {}
+    progress = _progress_rows(meta, summary)
     out = ["## Training", ""]
     out.append(
         "Bradley-Terry loss -log sigmoid(r_chosen - r_rejected) on each pair, texts "
@@ -148,6 +178,9 @@ def _training_section(meta: dict) -> list[str]:
         + ". The model saved is the one with the best validation accuracy."
     )
     rows = [(k, f"`{json.dumps(config[k])}`") for k in TRAINING_FIELDS if k in config]
+    rows += progress
+    if progress and not summary:  # an unfinished run: how far it had got
+        rows.append(("steps done", meta.get("steps", "-")))
     if summary:
         rows += [
             ("precision trained in", summary.get("dtype", "-")),
@@ -306,6 +339,7 @@ def model_card(meta: dict, name: str = "MODEL_DIR") -> str:
         "",
         "# orchrm reward model",
         "",
+        *_unfinished_note(meta),
         intro,
         "",
         "## Model",

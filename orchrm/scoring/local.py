@@ -3,14 +3,19 @@ first, padded per batch) in the precision `orchrm.scoring.precision` resolves.""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from orchrm.orchestration import RM_RENDER_VERSION, replace_surrogates
-from orchrm.scoring.backbone import METADATA, ModelError, collate, load_backbone, model_directory
+from orchrm.scoring.backbone import (
+    ModelError,
+    collate,
+    load_backbone,
+    model_directory,
+    read_metadata,
+)
 from orchrm.scoring.base import RenderingScorer, Scored
 from orchrm.scoring.precision import resolve_dtype
 
@@ -44,13 +49,13 @@ class OrchRM(RenderingScorer):
         """Load a saved reward model, or any sequence-classification model directory
         used off the shelf (then without orchrm metadata), to score in `dtype` (auto,
         bf16 or fp32; `orchrm.scoring.precision`). Refuses a model trained on
-        another rendering version unless `check_version` is False."""
+        another rendering version unless `check_version` is False, and a damaged or
+        incomplete model directory (`DamagedModel`, naming the file)."""
         # Resolved first: a bad dtype or ORCHRM_BF16 costs no loading time.
         target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         use_bf16 = resolve_dtype(dtype, target) == "bf16"
         path = model_directory(path)
-        meta_file = path / METADATA
-        metadata = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+        metadata = read_metadata(path)
         version = metadata.get("render_version")
         if check_version and version and version != RM_RENDER_VERSION:
             raise ModelError(

@@ -26,7 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from orchrm.errors import ConfigError
+from orchrm.errors import ConfigError, MissingInput
 from orchrm.orchestration import (
     RM_RENDER_VERSION,
     Orchestration,
@@ -149,7 +149,8 @@ class RemoteConfig(RetryPolicy):
 
 
 def _read_metadata(model_dir: str) -> dict:
-    """The `orchrm.json` of a model directory ({} for a model used off the shelf)."""
+    """The `orchrm.json` of a model directory ({} for a model used off the shelf); a
+    `MissingInput` (exit 3) naming it when it cannot be read or is half-written."""
     if not model_dir:
         return {}
     path = Path(model_dir)
@@ -158,9 +159,12 @@ def _read_metadata(model_dir: str) -> dict:
     try:
         value = json.loads((path / METADATA).read_text()) if (path / METADATA).exists() else {}
     except (OSError, ValueError) as err:
-        raise ConfigError(f"cannot read {path / METADATA}: {err}") from None
+        raise MissingInput(
+            f"{path / METADATA}: cannot be read ({err}): half-written or damaged; copy the "
+            "model directory again, or re-train it"
+        ) from None
     if not isinstance(value, dict):
-        raise ConfigError(f"{path / METADATA} is not a JSON object")
+        raise MissingInput(f"{path / METADATA}: not a JSON object; copy the model directory again")
     return value
 
 

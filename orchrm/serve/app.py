@@ -42,6 +42,7 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -83,6 +84,9 @@ from orchrm.serve.select import (
     select_job,
 )
 from orchrm.serve.workers import WorkerBusy, WorkerPool, WorkerTimeout
+
+if TYPE_CHECKING:
+    from orchrm.serve.guard import Drain
 
 MAX_HEADER_BYTES = 64 * 1024
 """Largest request head (request line and headers); h11 answers 400 beyond."""
@@ -320,13 +324,16 @@ def _first_label(rm) -> str:
     return str(names.get(0, "LABEL_0")) if isinstance(names, dict) else "LABEL_0"
 
 
-def serve(config: ServeConfig) -> None:
-    """Load the reward model and serve it until SIGINT/SIGTERM; then stop accepting,
-    let in-flight requests finish (up to `shutdown_timeout_s`), drain the batcher."""
+def serve(config: ServeConfig) -> Drain | None:
+    """Load the reward model and serve it until SIGINT/SIGTERM; then stop accepting, let
+    in-flight requests finish (up to `shutdown_timeout_s`), drain the batcher, log one
+    line of what the drain did and return it (its `exit_status` is the process's); None
+    when the service stopped before it started (its log says why). A model that cannot
+    be read (`DamagedModel`, `NoModel`) is refused before the port is bound."""
     import torch
-    import uvicorn
 
     from orchrm.scoring.local import OrchRM
+    from orchrm.serve.guard import DrainingServer
 
     config.check()
     if config.num_threads:
@@ -336,7 +343,9 @@ def serve(config: ServeConfig) -> None:
     )
     rm.batch_size = forward_batch_size(config, rm.device)
     rm.score_texts(["warm-up"])  # the first forward pass pays one-off costs
-    uvicorn.Server(uvicorn_config(create_app(rm, config), config)).run()
+    server = DrainingServer(uvicorn_config(create_app(rm, config), config))
+    server.run()
+    return server.drain
 
 
 def forward_batch_size(config: ServeConfig, device) -> int:

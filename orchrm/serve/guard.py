@@ -1,6 +1,7 @@
 """What protects the service at the connection level, below the routes: the HTTP/1.1
 protocol with a header deadline, a connection cap and a shutdown that does not wait for
-slow uploads; and the rate limit on repeated log messages.
+slow uploads; the server that drains on SIGINT/SIGTERM and says what the drain did; and
+the rate limit on repeated log messages.
 
 uvicorn's h11 protocol times out only idle keep-alive connections (and any byte a client
 sends resets that timer), and it takes connections until the process runs out of file
@@ -14,17 +15,26 @@ descriptors. `guarded_h11` adds:
 - on shutdown, a request whose body is still arriving is closed at once (its client sees
   the connection drop) instead of holding the shutdown until its body deadline;
 - a client that half-closes its side after a whole request still gets the answer.
+
+`DrainingServer` is uvicorn's server ending as a service manager expects: on SIGINT or
+SIGTERM it drains (uvicorn's graceful shutdown: in-flight requests get up to
+`shutdown_timeout_s`), logs one line of what the drain did (`Drain`), and returns
+instead of ending the process by the signal; `Drain.exit_status` is then the process's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import resource
+import signal
 import threading
 import time
+from dataclasses import dataclass
 
 import h11
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from orchrm.serve.config import ServeConfig
@@ -182,6 +192,135 @@ def guarded_h11(config: ServeConfig, metrics: Metrics) -> type[GuardedH11]:
         "metrics": metrics,
     }
     return type("GuardedH11", (GuardedH11,), settings)
+
+
+@dataclass(frozen=True)
+class Drain:
+    """What a shutdown did with the requests in flight when it began."""
+
+    finished: int = 0
+    """Requests answered during the drain."""
+    cut_off: int = 0
+    """Requests still running when the drain gave up (past `shutdown_timeout_s`, or at a
+    second Ctrl-C): cancelled; their clients get 503 `shutting_down`, or a dropped
+    connection when their answer had begun."""
+    closed: int = 0
+    """Requests closed unanswered: their client left, or their body was still arriving."""
+    seconds: float = 0.0
+    """From the start of the shutdown to its end (batcher and prepare workers closed)."""
+    signal: int | None = None
+    """The signal that asked for the shutdown (None: asked from within the process)."""
+
+    @property
+    def exit_status(self) -> int:
+        """0 after a clean drain; with requests cut off, the status of a process the
+        signal ended (128 + its number: 143 for SIGTERM, 130 for SIGINT)."""
+        return 128 + (self.signal or signal.SIGTERM) if self.cut_off else 0
+
+    def summary(self) -> str:
+        """The shutdown's log line."""
+        line = (
+            f"shutdown drained in {self.seconds:.2f} s: {self.finished} request(s) finished, "
+            f"{self.cut_off} cut off"
+        )
+        if self.closed:
+            line += f", {self.closed} closed unanswered (client gone or body still arriving)"
+        return line
+
+
+CUT_OFF = "the service shut down before this request was answered; retry"
+
+
+async def _answer_cut_off(scope, send) -> None:
+    """503 `shutting_down` for a request the drain cut off before its answer began."""
+    rid = scope.get("state", {}).get("request_id")
+    body = {"error": "shutting_down", "message": CUT_OFF, "field": None, "request_id": rid}
+    data = json.dumps(body).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(data)).encode()),
+        (b"retry-after", b"1"),
+        (b"connection", b"close"),
+        *([(b"x-request-id", rid.encode())] if rid else []),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+class DrainCounter:
+    """ASGI middleware around the whole app: counts the requests in flight and, once a
+    shutdown has begun (`draining`), how each ends: answered, closed unanswered, or cut
+    off. A request cut off before its answer began gets 503 `shutting_down`; none logs a
+    traceback, as a cut-off is no error of the service."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.draining = False
+        self.in_flight = self.finished = self.closed = self.cancelled = 0
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = answered = False
+
+        async def send_counted(message) -> None:
+            nonlocal started, answered
+            await send(message)
+            started = True
+            body = message["type"] == "http.response.body"
+            answered = answered or (body and not message.get("more_body", False))
+
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send_counted)
+        except asyncio.CancelledError:
+            if not self.draining:  # the event loop itself is ending: leave it to end
+                raise
+            self.cancelled += 1
+            if not started:
+                await _answer_cut_off(scope, send)
+        else:
+            if self.draining:
+                self.finished += answered
+                self.closed += not answered
+        finally:
+            self.in_flight -= 1
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server that drains on SIGINT/SIGTERM and returns (the module docstring);
+    `drain` holds what the drain did once `run` has returned."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        self.requests = DrainCounter(config.app)
+        config.app = self.requests
+        super().__init__(config)
+        self.drain: Drain | None = None
+        self.stopped_by: int | None = None
+
+    def handle_exit(self, sig: int, frame) -> None:
+        super().handle_exit(sig, frame)
+        self.stopped_by = self.stopped_by or sig
+        # uvicorn raises the signals it caught again once it has shut down, which ends
+        # the process by the signal (status 143 for SIGTERM) even after a clean drain:
+        # the caller takes the status from `drain` instead.
+        getattr(self, "_captured_signals", []).clear()
+
+    async def shutdown(self, sockets=None) -> None:
+        start = time.monotonic()
+        self.requests.draining = True
+        await super().shutdown(sockets)
+        counts = self.requests
+        counts.draining = False  # a request cancelled from here on is still in flight
+        self.drain = Drain(
+            finished=counts.finished,
+            cut_off=counts.cancelled + counts.in_flight,
+            closed=counts.closed,
+            seconds=time.monotonic() - start,
+            signal=self.stopped_by,
+        )
+        (log.warning if self.drain.cut_off else log.info)("%s", self.drain.summary())
 
 
 LOG_BURST = 10

@@ -1,5 +1,6 @@
-"""`MineConfig`: what `orchrm pairs mine` can set (kept apart from the mining code so the
-command line reads it without loading DuckDB)."""
+"""`MineConfig`, what `orchrm pairs mine` can set, and `OpenConfig`, how every store
+command opens the store (kept apart from the store's code so the command line reads them
+without loading DuckDB)."""
 
 from __future__ import annotations
 
@@ -58,4 +59,20 @@ class MineConfig:
             raise ConfigError(
                 "split shares must be three (train, validation, test), each >= 0, summing "
                 f"to 1; got {self.split}"
+            )
+
+
+@dataclass
+class OpenConfig:
+    """How a command opens the store when another process holds it."""
+
+    wait_for_lock: float = setting(0.0, min=0)
+    """Seconds to wait for a store another process holds (an ingest writing to it),
+    trying again with a growing pause of at most half a second; 0 fails at once."""
+
+    def __post_init__(self) -> None:
+        check(self)
+        if not math.isfinite(self.wait_for_lock):
+            raise ConfigError(
+                f"wait_for_lock must be a finite number of seconds; got {self.wait_for_lock}"
             )

@@ -6,21 +6,25 @@ Rows are keyed by content hashes, so writing the same artifact twice adds nothin
 whole or not at all. The schema is versioned in the `meta` table. A file is inspected
 read-only before anything is written: a store written by an older orchrm is migrated on
 open; one written by a newer orchrm, another program's DuckDB database, a damaged file
-or a file that is not a DuckDB database is refused and left as it was. Every connection
-has DuckDB's extension auto-install and auto-load off, so opening a store never reaches
-the network.
+or a file that is not a DuckDB database is refused and left as it was. A store another
+process holds (DuckDB locks the file: one writer, or any number of readers) is
+`StoreBusy`, waited for up to a limit when asked. Every connection has DuckDB's extension
+auto-install and auto-load off, so opening a store never reaches the network.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 
-from orchrm.errors import MissingInput, OrchrmError
+from orchrm.errors import Busy, MissingInput, OrchrmError
+from orchrm.store.config import OpenConfig
+from orchrm.store.lock import LockHolder, lock_holder
 
 SCHEMA_VERSION = 1
 DEFAULT_PATH = "orchrm.duckdb"
@@ -120,6 +124,47 @@ class NoStore(StoreError, MissingInput):
     input that cannot be read)."""
 
 
+class StoreBusy(StoreError, Busy):
+    """Another process holds the store's lock: an ingest writing to it, or a reader while
+    this process would write (exit status 5). The message names the store, the holder
+    and how long this process waited; where the command offers a way to wait
+    (`wait_option`, its flag), the advice names it."""
+
+    def __init__(
+        self,
+        path: str,
+        holder: LockHolder,
+        waited: float = 0.0,
+        wait_option: str | None = None,
+    ):
+        super().__init__(path, holder, waited, wait_option)
+        self.path, self.holder, self.waited = path, holder, waited
+        self.wait_option = wait_option
+
+    def __str__(self) -> str:
+        held = f"another process holds its lock ({self.holder})"
+        advice = "wait for it to finish and try again"
+        if self.waited:
+            held = f"another process still holds its lock after {self.waited:g} s ({self.holder})"
+            if self.wait_option:
+                advice = f"wait for it to finish, or give a longer {self.wait_option}"
+        elif self.wait_option:
+            advice = f"wait for it to finish, or give {self.wait_option} SECONDS to wait for it"
+        return f"cannot open store {self.path}: {held}; {advice}"
+
+    def to_dict(self) -> dict:
+        """The error as a command's `--json` prints it."""
+        holder = self.holder
+        return {
+            "error": "store_busy",
+            "message": str(self),
+            "store": self.path,
+            "pid": holder.pid,
+            "program": holder.program,
+            "waited_s": self.waited,
+        }
+
+
 def content_hash(*parts: object) -> str:
     """A stable key for a tuple of values (sha256, 32 hex characters)."""
     digest = hashlib.sha256("\x1f".join("" if p is None else str(p) for p in parts).encode())
@@ -127,8 +172,15 @@ def content_hash(*parts: object) -> str:
 
 
 def connect(path: str | Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with `CONNECTION_CONFIG`: the one way orchrm opens DuckDB."""
-    return duckdb.connect(str(path), read_only=read_only, config=dict(CONNECTION_CONFIG))
+    """A DuckDB connection with `CONNECTION_CONFIG`: the one way orchrm opens DuckDB. A
+    file another process holds is `StoreBusy`."""
+    try:
+        return duckdb.connect(str(path), read_only=read_only, config=dict(CONNECTION_CONFIG))
+    except duckdb.IOException as err:
+        holder = lock_holder(str(err))
+        if holder is None:
+            raise
+        raise StoreBusy(str(path), holder) from None
 
 
 def _first_line(err: BaseException) -> str:
@@ -254,15 +306,62 @@ def inspect_store(path: str | Path) -> int | None:
         db.close()
 
 
+_FIRST_PAUSE, _LONGEST_PAUSE = 0.05, 0.5
+"""Seconds between tries to open a busy store: doubled after each, up to the longest."""
+_TELL_AFTER = 1.0
+"""Seconds of waiting for a busy store before saying so."""
+
+
+def _wait_for_lock(
+    attempt: Callable[[], int | None], limit: float, say: Callable[[str], None] | None
+) -> int | None:
+    """What `attempt()` returns, tried again with a growing pause while it raises
+    `StoreBusy`, until `limit` seconds have passed; then `StoreBusy` saying how long it
+    waited. `say` hears once, after the first second, whom it waits for."""
+    start, pause, told = time.monotonic(), _FIRST_PAUSE, False
+    while True:
+        try:
+            return attempt()
+        except StoreBusy as busy:
+            waited = time.monotonic() - start
+            if not waited < limit:  # a NaN limit too: fail, never wait forever
+                if not limit > 0:
+                    raise
+                raise StoreBusy(busy.path, busy.holder, limit) from None
+            if say is not None and not told and waited >= _TELL_AFTER:
+                say(f"waiting for the store {busy.path} (held by {busy.holder})...")
+                told = True
+            time.sleep(min(pause, limit - waited))
+            pause = min(2 * pause, _LONGEST_PAUSE)
+
+
 class Store:
     """An open store. Use as a context manager, or call `close()`.
 
     The file is inspected read-only first (`inspect_store`) and written only when it is
     new or an orchrm store this orchrm can use; a refused file is left untouched. With
-    `read_only` nothing is created: a missing or empty store is an error."""
+    `read_only` nothing is created: a missing or empty store is an error. A store another
+    process holds is tried again for up to `wait_for_lock` seconds (`say` hears once,
+    after the first second, that it waits), then `StoreBusy`."""
 
-    def __init__(self, path: str | Path = DEFAULT_PATH, read_only: bool = False):
+    def __init__(
+        self,
+        path: str | Path = DEFAULT_PATH,
+        read_only: bool = False,
+        *,
+        wait_for_lock: float = OpenConfig.wait_for_lock,
+        say: Callable[[str], None] | None = None,
+    ):
         self.path = str(path)
+        version = _wait_for_lock(lambda: self._open(read_only), wait_for_lock, say)
+        if version is None:
+            self._create()
+        elif version < SCHEMA_VERSION:
+            self._migrate(version)
+
+    def _open(self, read_only: bool) -> int | None:
+        """Inspect the file, then connect (`self.db`); the schema version it had."""
+        path = self.path
         version = inspect_store(path)
         exists = Path(path).exists()
         if read_only and version is None:
@@ -280,10 +379,7 @@ class Store:
             self.db = connect(self.path, read_only=read_only)
         except duckdb.Error as err:
             raise StoreError(f"cannot open store {self.path}: {_first_line(err)}") from None
-        if version is None:
-            self._create()
-        elif version < SCHEMA_VERSION:
-            self._migrate(version)
+        return version
 
     def _create(self) -> None:
         with self.transaction():

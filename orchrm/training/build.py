@@ -1,10 +1,11 @@
 """The model `train` optimizes, as its config asks (LoRA, gradient checkpointing,
-dropout off, the [CLS]-only last layer), and the atomic save of the result."""
+dropout off, the [CLS]-only last layer), what its saved copy says of the run, and the
+save itself: written beside the previous model and swapped in at once
+(`orchrm.training.output`)."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import asdict
@@ -13,14 +14,15 @@ from pathlib import Path
 import torch
 
 from orchrm.errors import ConfigError
-from orchrm.jsonl import atomic_file, follow_umask_tree, output_error
+from orchrm.jsonl import atomic_file, follow_umask_tree
 from orchrm.orchestration import RM_RENDER_VERSION
 from orchrm.orchestration.rm_text import DOMAIN_PREFIX
 from orchrm.scoring.backbone import METADATA, load_backbone
-from orchrm.scoring.card import data_composition, write_model_card
+from orchrm.scoring.card import CARD, data_composition, model_card, write_model_card
 from orchrm.scoring.last_layer import read_first_position_only
 from orchrm.training.config import TrainConfig
 from orchrm.training.data import data_hash
+from orchrm.training.output import folder_bytes, replace_folder, writing
 
 
 def add_lora(model, r: int, alpha: int, dropout: float):
@@ -121,14 +123,22 @@ def model_metadata(
     train_pairs,
     val_pairs,
     metrics: dict,
+    *,
+    planned_steps: int,
+    resumed_from_step: int | None,
 ) -> dict:
     """What a saved model's `orchrm.json` says of its training at `step`: the backbone,
-    the pair data (its hash and composition), the validation `metrics` with the reward
+    how far the run had got (`finished` stays False until `record_training`), the pair
+    data (its hash and composition), the validation `metrics` with the reward
     statistics the scorer normalizes by, and the settings."""
     return {
         "backbone": backbone,
         "max_length": config.max_length,
         "step": step,
+        "finished": False,
+        "steps": step,
+        "planned_steps": planned_steps,
+        "resumed_from_step": resumed_from_step,
         "pair_data_hash": data_hash(train_records),
         # The scorer gives such a model the domain line too, as it was trained.
         "domain_in_text": any(r["prompt"].startswith(DOMAIN_PREFIX) for r in train_records),
@@ -142,42 +152,55 @@ def model_metadata(
     }
 
 
+def model_bytes(model, saved: Path) -> int:
+    """About the bytes a save of `model` takes: the model saved at `saved` before, or
+    its weights as held (a sharded model's whole size)."""
+    if saved.is_dir():
+        return folder_bytes(saved)
+    return sum(getattr(p, "ds_numel", p.numel()) * p.element_size() for p in model.parameters())
+
+
 def save_model(
     model, tokenizer, out: str | Path, metadata: dict, state_dict: dict | None = None
 ) -> Path:
     """Write a standard Hugging Face directory plus `orchrm.json` and its model card
-    (`README.md`, `orchrm.scoring.card`), atomically (a temporary folder renamed into
-    place). LoRA adapters are merged first. `state_dict`
-    replaces the model's own weights (a consolidated copy of a sharded model)."""
+    (`README.md`, `orchrm.scoring.card`) into a temporary folder beside `out`, then put
+    it at `out` in one step (`orchrm.training.output.replace_folder`): a reader, or a
+    kill, finds the previous model or the new one whole. LoRA adapters are merged
+    first. `state_dict` replaces the model's own weights (a consolidated copy of a
+    sharded model). A write that fails (a full disk, no permission) is an `OutputError`
+    naming `out`; the previous model stays as it was and nothing is left beside it."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
-    try:
+    with writing("the model", out):
+        out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    except OSError as err:
-        raise output_error(out, err) from None
-    try:
-        model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
-        tokenizer.save_pretrained(tmp)
-        metadata = {"render_version": RM_RENDER_VERSION, **metadata}
-        (tmp / METADATA).write_text(json.dumps(metadata, indent=2))
-        write_model_card(tmp, metadata)
-        follow_umask_tree(tmp)  # mkdtemp's 0o700 (and safetensors' 0o600) keep it private
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        try:
+            _write_model(tmp, model, tokenizer, metadata, state_dict)
+            replace_folder(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return out
 
 
+def _write_model(folder: Path, model, tokenizer, metadata: dict, state_dict) -> None:
+    model.save_pretrained(folder, safe_serialization=True, state_dict=state_dict)
+    tokenizer.save_pretrained(folder)
+    metadata = {"render_version": RM_RENDER_VERSION, **metadata}
+    (folder / METADATA).write_text(json.dumps(metadata, indent=2))
+    (folder / CARD).write_text(model_card(metadata))
+    follow_umask_tree(folder)  # mkdtemp's 0o700 (and safetensors' 0o600) keep it private
+
+
 def record_training(model_dir: Path, summary: dict) -> None:
-    """Add a finished run's `summary` to the saved model's `orchrm.json` under "training"
-    (rewritten atomically) and write its model card again."""
+    """Mark the saved model's run finished in its `orchrm.json` (its steps, those
+    planned, the step it resumed from) with the run's `summary` under "training"
+    (rewritten atomically), and write its model card again."""
     path = model_dir / METADATA
-    meta = json.loads(path.read_text()) | {"training": summary}
+    progress = {k: summary[k] for k in ("steps", "planned_steps", "resumed_from_step")}
+    meta = json.loads(path.read_text()) | {"finished": True, **progress, "training": summary}
     with atomic_file(path) as f:
         json.dump(meta, f, indent=2)
     write_model_card(model_dir, meta)

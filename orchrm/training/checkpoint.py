@@ -4,7 +4,10 @@ Each holds the trainable weights (`model.safetensors`), the optimizer state
 (`optimizer.pt`, read back with `weights_only`), the scheduler (`scheduler.json`) and the
 trainer state (`state.json`). A checkpoint is written to a hidden temporary folder,
 flushed to disk and renamed into place, so a kill leaves the whole checkpoint or a
-temporary folder, which the next start removes. Resuming reads the newest checkpoint
+temporary folder, which the next start removes; a write that fails (a full disk, no
+permission) is an `OutputError` naming the checkpoint, and nothing of it is left. The
+room the next checkpoint takes is known before it is written (`checkpoint_bytes`).
+Resuming needs a checkpoint (`require_checkpoint`) and reads the newest checkpoint
 that reads back whole and matches the model; every folder passed over is named with
 what is wrong with it, and no folder in OUT/checkpoints can stop a resume.
 """
@@ -26,14 +29,17 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from orchrm.jsonl import follow_umask_tree
+from orchrm.errors import MissingInput
+from orchrm.jsonl import follow_umask_tree, printable
 from orchrm.scoring.backbone import ModelError
+from orchrm.training.output import RecordedWrites, folder_bytes, replace_folder, writing
 
 FILES = ("model.safetensors", "optimizer.pt", "scheduler.json", "state.json")
 """What a checkpoint folder holds."""
 _NAME = re.compile(r"step-(0|[1-9][0-9]{0,11})")
 _UNFINISHED = (".step-", ".replaced-step-")
-"""Prefixes of the temporary folders a save writes, and of a replaced checkpoint."""
+"""Prefixes of the temporary folders a save writes (a replaced checkpoint's too), and of
+a replaced checkpoint of earlier versions."""
 _READ_ERRORS = (
     OSError,
     ValueError,
@@ -48,6 +54,11 @@ tensors, JSON nested too deep (RecursionError is a RuntimeError)."""
 
 class CheckpointError(ModelError):
     """A checkpoint folder cannot be resumed from (the message says which and why)."""
+
+
+class NoCheckpoint(CheckpointError, MissingInput):
+    """A resume asked for where OUT holds no checkpoint (exit status 3, as any missing
+    input)."""
 
 
 @dataclass
@@ -126,38 +137,78 @@ def checkpoint_folders(out: Path, say: Callable[[str], None] | None = None) -> l
     return sorted(found, key=lambda p: int(p.name.split("-")[1]))
 
 
+def require_checkpoint(out: Path) -> None:
+    """Raise `NoCheckpoint` when OUT/checkpoints holds no step-N folder to resume from."""
+    if not checkpoint_folders(out):
+        folder = Path(out) / "checkpoints"
+        raise NoCheckpoint(
+            f"nothing to resume in {printable(out)}: no checkpoint in {printable(folder)}; "
+            "train without --resume to start at step 0"
+        )
+
+
+def checkpoint_bytes(out: Path, model, optimizer) -> int:
+    """The bytes the next checkpoint under OUT takes: the newest one's on disk, or,
+    before the first, the weights plus the optimizer's two moments (AdamW's) per
+    trained parameter."""
+    found = checkpoint_folders(out)
+    if found:
+        return folder_bytes(found[-1])
+    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    trained = [p for group in optimizer.param_groups for p in group["params"]]
+    return weights + sum(2 * p.numel() * p.element_size() for p in trained)
+
+
 def save_checkpoint(
     out: Path, model, optimizer, scheduler, *, state: TrainState, keep: int
 ) -> Path:
-    """Write OUT/checkpoints/step-N atomically (temporary folder, fsync, rename), then
-    delete all but the `keep` newest checkpoints up to this step."""
+    """Write OUT/checkpoints/step-N atomically (temporary folder, fsync, one rename or
+    exchange), then delete all but the `keep` newest checkpoints up to this step. A
+    write that fails is an `OutputError` naming OUT/checkpoints/step-N; the checkpoints
+    before it stay as they were."""
     folder = Path(out) / "checkpoints"
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder, prefix=_UNFINISHED[0]))
-    weights = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    save_file(weights, tmp / "model.safetensors")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    (tmp / "scheduler.json").write_text(json.dumps(scheduler.state_dict()))
-    (tmp / "state.json").write_text(json.dumps(asdict(state)))
-    for name in FILES:
-        _fsync(tmp / name)
-    follow_umask_tree(tmp)  # mkdtemp's 0o700 and safetensors' 0o600 would keep it private
-    _fsync(tmp)
     final = folder / f"step-{state.step}"
-    aside = None
-    if final.exists():  # a directory cannot be renamed over a full one: move it aside first
-        aside = Path(tempfile.mkdtemp(dir=folder, prefix=_UNFINISHED[1]))
-        os.replace(final, aside)
-    os.replace(tmp, final)
-    _fsync(folder)
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
+    with writing("checkpoint", final):
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder, prefix=_UNFINISHED[0]))
+        try:
+            _write_checkpoint(tmp, model, optimizer, scheduler, state)
+            replace_folder(tmp, final)
+            _fsync(folder)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     # Folders past this step are from a run that went further before it was cut short;
     # they are replaced as training reaches them and must not push out the live ones.
     done = [p for p in checkpoint_folders(out) if int(p.name.split("-")[1]) <= state.step]
     for old in done[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _write_checkpoint(folder: Path, model, optimizer, scheduler, state: TrainState) -> None:
+    """A checkpoint's files into `folder`, flushed to disk."""
+    weights = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    save_file(weights, folder / "model.safetensors")
+    _save_torch(optimizer.state_dict(), folder / "optimizer.pt")
+    (folder / "scheduler.json").write_text(json.dumps(scheduler.state_dict()))
+    (folder / "state.json").write_text(json.dumps(asdict(state)))
+    for name in FILES:
+        _fsync(folder / name)
+    follow_umask_tree(folder)  # mkdtemp's 0o700 and safetensors' 0o600 would keep it private
+    _fsync(folder)
+
+
+def _save_torch(value, path: Path) -> None:
+    """`torch.save` into `path`; a write that fails raises its OS error."""
+    with open(path, "wb") as file:
+        recorded = RecordedWrites(file)
+        try:
+            torch.save(value, recorded)
+        except RuntimeError:
+            if recorded.error is None:
+                raise
+            raise recorded.error from None
 
 
 def _state(path: Path) -> TrainState:

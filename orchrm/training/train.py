@@ -19,7 +19,9 @@ decay; early stopping on validation accuracy; tokens/s and MFU
 (configs/accelerate/) come from `accelerate` (`orchrm.training.parallel`). Resumable
 checkpoints (`orchrm.training.checkpoint`: safetensors weights, optimizer state loaded
 with `weights_only`, JSON trainer state) are written atomically, and a resume passes
-over a damaged one to the newest intact one; because the batch order is a function of
+over a damaged one to the newest intact one; before the steps of each checkpoint
+interval, the disk of OUT is checked for room for a checkpoint and the model
+(`orchrm.training.output`); because the batch order is a function of
 the seed and epoch and dropout is seeded per pass, a resumed run continues exactly where
 the interrupted one stopped, repeating and skipping nothing.
 """
@@ -40,7 +42,7 @@ from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 from transformers import get_linear_schedule_with_warmup
 
-from orchrm.errors import ConfigError, InputError
+from orchrm.errors import ConfigError, InputError, OutputError
 from orchrm.progress import progress_bar
 from orchrm.scoring.backbone import default_backbone, load_backbone
 from orchrm.scoring.precision import resolve_dtype
@@ -54,6 +56,7 @@ from orchrm.training.batching import (
 from orchrm.training.build import (
     add_lora,
     load_for_training,
+    model_bytes,
     model_metadata,
     param_groups,
     record_training,
@@ -61,7 +64,9 @@ from orchrm.training.build import (
 )
 from orchrm.training.checkpoint import (
     TrainState,
+    checkpoint_bytes,
     remove_unfinished,
+    require_checkpoint,
     resume_newest,
     save_checkpoint,
 )
@@ -72,6 +77,7 @@ from orchrm.training.data import Pairs, load_splits, tokenize
 # orchrm.memplan.probe.
 from orchrm.training.evaluate import evaluate_file, pairwise_accuracy  # noqa: F401
 from orchrm.training.loss import pair_loss
+from orchrm.training.output import room_problem, settle_folder
 from orchrm.training.parallel import (
     Placement,
     configure_deepspeed,
@@ -79,7 +85,7 @@ from orchrm.training.parallel import (
     model_to_save,
     placement,
 )
-from orchrm.training.summary import TrainSummary
+from orchrm.training.summary import TrainSummary, summarize
 from orchrm.training.throughput import Meter, device_peak_flops, flops_per_token
 from orchrm.training.tracking import StepStats, Tracker, progress_text, step_values
 
@@ -159,6 +165,8 @@ def _prepare(config: TrainConfig, resume: bool) -> _Run:
     where = placement(accelerator)
     if resume and where.wrapped:
         raise ConfigError("--resume is not supported under DeepSpeed or FSDP launches")
+    if resume:
+        require_checkpoint(Path(config.out))
     # the data first: a file without pairs is said before a model loads
     train_records, val_records = load_splits(config.pairs, config.validation_share, config.seed)
     torch.manual_seed(config.seed)  # the score head's initialization
@@ -209,12 +217,16 @@ def _schedule(run: _Run, resume: bool) -> None:
     )
     if run.main:
         remove_unfinished(run.out, _say)
+        settle_folder(run.out / "model", _say)
     if resume:
         resumed = resume_newest(
             run.out, model, run.optimizer, run.scheduler, main=run.main, say=_say
         )
         if resumed is not None:
             run.state, run.resumed_step = resumed, resumed.step
+            where = run.out / "checkpoints" / f"step-{resumed.step}"
+            if run.main:
+                _say(f"resuming at step {resumed.step} of {run.total_steps} from {where}")
     configure_deepspeed(accelerator, config.batch_size, config.max_grad_norm)
     run.model, run.optimizer = accelerator.prepare(model, run.optimizer)
 
@@ -238,6 +250,8 @@ def _save_model(run: _Run, metrics: dict) -> None:
         run.train_pairs,
         run.val_pairs,
         metrics,
+        planned_steps=run.total_steps,
+        resumed_from_step=run.resumed_step,
     )
     model, state_dict = model_to_save(
         run.accelerator, run.model, run.placement, main=run.main, lora=config.lora, fresh=fresh
@@ -295,6 +309,24 @@ def _finish_step(run: _Run) -> bool:
     flag = [stop]
     broadcast_object_list(flag)
     return flag[0]
+
+
+def _require_room(run: _Run) -> None:
+    """Stop every process, before the steps of a checkpoint interval, when the disk of
+    OUT has no room for the checkpoint and the model they may save."""
+    problem = None
+    if run.main:
+        model = run.accelerator.unwrap_model(run.model)
+        needed = model_bytes(model, run.out / "model")
+        what = "the model"
+        if not run.placement.wrapped:
+            needed += checkpoint_bytes(run.out, model, run.optimizer)
+            what = "a checkpoint and the model"
+        problem = room_problem(run.out, needed, what)
+    shared = [problem]
+    broadcast_object_list(shared)
+    if shared[0] is not None:
+        raise OutputError(shared[0])
 
 
 def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, int]:
@@ -369,6 +401,7 @@ def _track_step(
 def _loop(run: _Run, progress: bool) -> bool:
     """Train until `total_steps` or early stopping; True when it stopped early."""
     state, recent = run.state, []
+    save_every = run.config.save_every or run.config.eval_every
     run.model.train()
     with progress_bar("training reward model", run.total_steps, progress and run.main) as (
         bar,
@@ -380,6 +413,8 @@ def _loop(run: _Run, progress: bool) -> bool:
             for step in steps[steps_done(steps, state.micro) :]:
                 if state.step >= run.total_steps:
                     break
+                if state.step % save_every == 0:
+                    _require_room(run)
                 start = time.perf_counter()
                 loss, accuracy, norm = _train_step(run, step)
                 recent = [*recent[-49:], (loss, accuracy)]
@@ -404,40 +439,6 @@ def _loop(run: _Run, progress: bool) -> bool:
     return False
 
 
-def _summary(run: _Run, stopped: bool) -> TrainSummary:
-    """The run's `TrainSummary`, counts summed over processes."""
-    state, accelerator, meter = run.state, run.accelerator, run.meter
-    counts = torch.tensor(
-        [state.pairs_seen, meter.tokens, meter.padded_tokens], device=accelerator.device
-    )
-    seen, tokens, padded = (int(x) for x in accelerator.reduce(counts, reduction="sum"))
-    rate = meter.throughput(tokens, padded, accelerator.num_processes)
-    return TrainSummary(
-        steps=state.step,
-        pairs_seen=seen,
-        train_seconds=state.train_seconds,
-        pairs_per_second=seen / state.train_seconds if state.train_seconds else 0,
-        best_validation_accuracy=state.best_accuracy if state.best_accuracy >= 0 else None,
-        history=state.history,
-        train_pairs=len(run.train_pairs),
-        validation_pairs=len(run.val_pairs),
-        truncated_texts=run.train_pairs.truncated + run.val_pairs.truncated,
-        bf16=run.bf16,
-        processes=accelerator.num_processes,
-        stopped_early=stopped,
-        resumed_from_step=run.resumed_step,
-        dtype="bf16" if run.bf16 else "fp32",
-        gradient_checkpointing=run.checkpointing,
-        attn_implementation=run.config.attn_implementation,
-        tokens=tokens,
-        padded_tokens=padded,
-        tokens_per_second=rate.tokens_per_second,
-        padded_tokens_per_second=rate.padded_tokens_per_second,
-        mfu=rate.mfu,
-        peak_flops=meter.peak_flops,
-    )
-
-
 def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> TrainSummary:
     """Train (or, with `resume`, continue) a reward model into OUT/model; returns the
     summary that is also stored in the saved model's metadata."""
@@ -446,7 +447,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> T
         stopped = _loop(run, progress)
     finally:
         run.tracker.close()
-    summary = _summary(run, stopped)
+    summary = summarize(run, stopped)
     if not len(run.val_pairs) and (run.main or run.placement.sharded):
         _save_model(run, {})  # nothing to select on: the last model is the model
     if run.main:
@@ -459,8 +460,9 @@ def main(argv: list[str] | None = None) -> None:
     """`python -m orchrm.training.train [--config FILE.yaml] --pairs DIR --out DIR [--key
     value ...]`: every scalar `TrainConfig` field is a flag, with the field's help (for
     `accelerate launch`), the flags given over the file's values. The main process writes
-    OUT/config.yaml, which `--config` reads back to repeat the run. A bad setting: one
-    line on stderr, exit status 2."""
+    OUT/config.yaml, which `--config` reads back to repeat the run. A user's error (a bad
+    setting, a missing input, an output that cannot be written): one line on stderr, the
+    exit status of its kind (docs/robustness.md#exit-status)."""
     import os
 
     from orchrm.configs import argument_parser, config_from_args, dump_config
@@ -473,12 +475,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         config = config_from_args(TrainConfig, args)
+        if os.environ.get("RANK", "0") == "0":
+            dump_config(config, Path(config.out) / "config.yaml")
+        summary = train(config, resume=args.resume, progress=sys.stderr.isatty())
     except OrchrmError as err:
         print(f"orchrm train: {err}", file=sys.stderr)
-        sys.exit(2)
-    if os.environ.get("RANK", "0") == "0":
-        dump_config(config, Path(config.out) / "config.yaml")
-    summary = train(config, resume=args.resume, progress=sys.stderr.isatty())
+        sys.exit(err.exit_code)
     if Accelerator().is_main_process:
         print(json.dumps({k: v for k, v in summary.to_dict().items() if k != "history"}, indent=2))
 

@@ -5,6 +5,7 @@ its calibration and how to serve it; `orchrm calibrate` writes it again."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -65,9 +66,9 @@ def test_a_trained_model_has_a_card_with_hub_metadata_and_its_data(trained):
     assert "## Limits" in card and "None fitted" in card
 
 
-def test_calibrating_writes_the_card_again(trained):
+def test_calibrating_writes_the_card_again(trained, tmp_path):
     out, records = trained
-    model = out / "model"
+    model = shutil.copytree(out / "model", tmp_path / "model")  # the module's model stays
     summary = calibrate_model_dir(model, records, "platt")
     meta = json.loads((model / "orchrm.json").read_text())
     card = (model / "README.md").read_text()

@@ -304,9 +304,10 @@ def rollout(samples: list[Sample], tokenizer, url: str) -> list[dict]:
 
 
 @contextlib.contextmanager
-def orchrm_serve(model: Path, log: Path, *options: str):
+def serve_process(model: Path, log: Path, *options: str):
     """`orchrm serve` in its own process on a free loopback port (fp32, every limit at
-    its default unless `options` set it); yields its port."""
+    its default unless `options` set it), once /healthz answers; yields (process, port).
+    Stopped at the end (SIGTERM, then killed after 60 s) if it is still running."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -324,10 +325,22 @@ def orchrm_serve(model: Path, log: Path, *options: str):
                     break
             except OSError:
                 time.sleep(0.2)
-        yield port
+        yield process, port
     finally:
-        process.terminate()
-        process.wait(60)
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextlib.contextmanager
+def orchrm_serve(model: Path, log: Path, *options: str):
+    """`serve_process`, yielding its port."""
+    with serve_process(model, log, *options) as (_, port):
+        yield port
 
 
 def counts(metrics: str, name: str, key: str, where: str = "") -> dict[str, int]:

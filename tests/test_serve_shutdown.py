@@ -8,23 +8,18 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from benchmarks.framework_scenarios import serve_process
 from tests.samples import HIGH_DOM, tiny_decoder
 
-ORCHRM = Path(sys.executable).with_name("orchrm")
 QUESTION = "What is 6 x 7?"
 DRAINED = r"shutdown drained in (\d+\.\d\d) s: (\d+) request\(s\) finished, (\d+) cut off"
 
@@ -48,34 +43,6 @@ def call(port: int, method: str, path: str, body: dict | None = None) -> tuple[i
 
 def score(port: int) -> tuple[int, str]:
     return call(port, "POST", "/score", {"question": QUESTION, "orchestrations": [HIGH_DOM]})
-
-
-@contextmanager
-def serving(model: Path, log: Path, *options: str) -> Iterator[tuple[subprocess.Popen, int]]:
-    """`orchrm serve` (fp32) on a free loopback port, once /healthz answers: (process,
-    port). Killed at the end if it is still running."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    command = [str(ORCHRM)] if ORCHRM.exists() else [sys.executable, "-m", "orchrm"]
-    args = ["serve", "--rm", str(model), "--port", str(port), "--dtype", "fp32", *options]
-    env = {k: v for k, v in os.environ.items() if k != "ORCHRM_API_KEY"}
-    with log.open("w") as out:
-        process = subprocess.Popen([*command, *args], stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-            try:
-                if call(port, "GET", "/healthz")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.2)
-        yield process, port
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 def in_flight(port: int, wanted: int) -> None:
@@ -117,7 +84,7 @@ def slow_upload(port: int) -> socket.socket:
 
 def test_sigterm_drains_the_requests_in_flight_and_exits_0(model, tmp_path):
     log = tmp_path / "serve.log"
-    with serving(model, log, "--max-wait-ms", "3000", "--shutdown-timeout", "20") as served:
+    with serve_process(model, log, "--max-wait-ms", "3000", "--shutdown-timeout", "20") as served:
         process, port = served
         assert score(port)[0] == 200  # answered before the signal: not part of the drain
         threads, answers = start_requests(port, 2)  # they wait in the 3 s batch window
@@ -136,7 +103,7 @@ def test_sigterm_drains_the_requests_in_flight_and_exits_0(model, tmp_path):
 
 def test_sigint_with_nothing_in_flight_exits_0(model, tmp_path):
     log = tmp_path / "serve.log"
-    with serving(model, log) as (process, port):
+    with serve_process(model, log) as (process, port):
         assert score(port)[0] == 200
         process.send_signal(signal.SIGINT)
         assert process.wait(30) == 0, log.read_text()
@@ -146,7 +113,7 @@ def test_sigint_with_nothing_in_flight_exits_0(model, tmp_path):
 def test_a_drain_cut_short_says_how_many_and_exits_as_the_signal(model, tmp_path):
     log = tmp_path / "serve.log"
     options = ("--max-wait-ms", "10000", "--shutdown-timeout", "1")
-    with serving(model, log, *options) as (process, port):
+    with serve_process(model, log, *options) as (process, port):
         threads, answers = start_requests(port, 1)  # waits 10 s in the batch window
         in_flight(port, 1)
         process.send_signal(signal.SIGTERM)

@@ -118,6 +118,23 @@ def tiny_decoder(folder: Path, texts: list[str]) -> Path:
     return folder
 
 
+def tiny_gguf(path: Path, architecture: str, rows: int) -> Path:
+    """A GGUF file of `architecture` with one block and a zero embedding of `rows` x 8;
+    skips the test without the gguf package."""
+    import numpy as np
+    import pytest
+
+    gguf = pytest.importorskip("gguf", reason="writing a GGUF file needs the gguf package")
+    writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_block_count(1)
+    writer.add_tensor("token_embd.weight", np.zeros((rows, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
 def tiny_training():
     """A model, optimizer and scheduler small enough to checkpoint in milliseconds."""
     import torch

@@ -17,6 +17,7 @@ from orchrm.jsonl import write_jsonl
 from orchrm.scoring.backbone import GGUF_INSTALL, backbone_budget, load_backbone
 from orchrm.scoring.local import OrchRM, rewards
 from orchrm.training.config import TrainConfig
+from tests.samples import tiny_gguf
 
 PROMPT = "Question: what is {a} + {b}?\nPlan: "
 PAIRS = [
@@ -150,17 +151,7 @@ def test_gguf_without_the_gguf_package_says_how_to_install_it(tmp_path, monkeypa
 
 
 def test_an_architecture_transformers_cannot_read_from_gguf_is_one_line(tmp_path):
-    gguf = pytest.importorskip("gguf", reason="writing a GGUF file needs the gguf package")
-    import numpy as np
-
-    path = tmp_path / "rwkv.gguf"
-    writer = gguf.GGUFWriter(str(path), "rwkv6")
-    writer.add_block_count(1)
-    writer.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    path = tiny_gguf(tmp_path / "rwkv.gguf", "rwkv6", rows=4)
     for load in (lambda: load_backbone(str(path)), lambda: backbone_budget(str(path), 64)):
         with pytest.raises(ConfigError) as err:
             load()

@@ -25,7 +25,7 @@ from orchrm.cli import app
 from orchrm.scoring.backbone import DamagedModel, backbone_budget, load_backbone
 from orchrm.scoring.local import OrchRM
 from orchrm.serve.guard import DrainingServer
-from tests.samples import HIGH_DOM, tiny_decoder
+from tests.samples import HIGH_DOM, tiny_decoder, tiny_gguf
 
 QUESTION = "What is 6 x 7?"
 REMEDY = "copy the model directory again, or re-train it"
@@ -152,17 +152,7 @@ def test_a_missing_shard_of_a_sharded_model_is_named(model, tmp_path):
 
 
 def test_a_gguf_backbone_cut_short_is_named(tmp_path):
-    gguf = pytest.importorskip("gguf", reason="writing a GGUF file needs the gguf package")
-    import numpy as np
-
-    path = tmp_path / "tiny.gguf"
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_block_count(1)
-    writer.add_tensor("token_embd.weight", np.zeros((40, 8), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    path = tiny_gguf(tmp_path / "tiny.gguf", "llama", rows=40)
     for keep, problem in ((path.stat().st_size - 100, "truncated or damaged"), (0, "empty")):
         os.truncate(path, keep)
         for load in (lambda: load_backbone(str(path)), lambda: backbone_budget(str(path), 64)):

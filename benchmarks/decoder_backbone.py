@@ -28,10 +28,10 @@ from pathlib import Path
 from world_pairs import SAMPLES, world_pairs
 
 from orchrm.cli import quiet_third_party
-from orchrm.demo import DemoConfig
 from orchrm.evaluation.lineup import evaluate_tasks
 from orchrm.evaluation.metrics import evaluate_selectors
 from orchrm.evaluation.report import points
+from orchrm.experiments.demo import DemoConfig
 from orchrm.runtime.local_llm import bundled_gguf
 from orchrm.scoring.backbone import backbone_budget
 from orchrm.scoring.local import OrchRM

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from orchrm.configs import argument_parser, given
-from orchrm.demo import run_demo
-from orchrm.demo_config import DemoConfig
+from orchrm.experiments.demo import run_demo
+from orchrm.experiments.demo_config import DemoConfig
 
 
 def main() -> None:

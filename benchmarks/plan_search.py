@@ -137,7 +137,7 @@ def _stand_in(name: str, args) -> Preset:
 def _trained(name: str, args) -> Preset:
     from orchrm.cli import quiet_third_party
     from orchrm.configs import load_config
-    from orchrm.demo_config import DemoConfig
+    from orchrm.experiments.demo_config import DemoConfig
     from orchrm.scoring.local import OrchRM
     from orchrm.training.config import TrainConfig
     from orchrm.training.train import train

@@ -28,10 +28,10 @@ import tempfile
 from pathlib import Path
 
 from orchrm.cli import quiet_third_party
-from orchrm.demo_config import DemoConfig
 from orchrm.evaluation.lineup import build_lineup, evaluate_tasks, read_world_tasks
 from orchrm.evaluation.metrics import tasks_from_logs
 from orchrm.evaluation.report import points
+from orchrm.experiments.demo_config import DemoConfig
 from orchrm.scoring.local import OrchRM
 from orchrm.training.config import TrainConfig
 from orchrm.training.train import train

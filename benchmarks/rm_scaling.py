@@ -30,10 +30,10 @@ from pathlib import Path
 from rm_ceiling import chosen_p, cue_gap, fit_features, linear_scores
 from world_pairs import SAMPLES, world_pairs
 
-from orchrm.demo import DemoConfig
 from orchrm.evaluation.lineup import evaluate_tasks
 from orchrm.evaluation.metrics import evaluate_selectors
 from orchrm.evaluation.report import points
+from orchrm.experiments.demo import DemoConfig
 from orchrm.scoring.backbone import backbone_budget
 from orchrm.scoring.local import OrchRM
 from orchrm.selection.selectors import (

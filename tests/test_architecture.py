@@ -30,10 +30,8 @@ RANK = {
     "evaluation": 13,
     "viewer": 14,
     "experiments": 15,
-    "demo_config": 16,
-    "demo": 17,
-    "cli": 18,
-    "__main__": 19,
+    "cli": 16,
+    "__main__": 17,
 }
 SHARED = {"__init__", "errors", "jsonl", "progress", "configs", "terminal"}
 

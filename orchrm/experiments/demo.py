@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from orchrm.demo_config import DemoConfig
 from orchrm.evaluation.lineup import (
     build_lineup,
     evaluate_tasks,
@@ -22,6 +21,7 @@ from orchrm.evaluation.lineup import (
 )
 from orchrm.evaluation.metrics import tasks_from_logs
 from orchrm.evaluation.report import points, terminal_table, write_report
+from orchrm.experiments.demo_config import DemoConfig
 from orchrm.experiments.world_models import (
     PairDataset,
     WorldRMConfig,

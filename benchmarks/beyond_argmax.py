@@ -21,7 +21,8 @@ from pathlib import Path
 
 from orchrm.calibration.methods import expected_calibration_error, fit_calibration, scored_outcomes
 from orchrm.evaluation.lineup import build_lineup
-from orchrm.evaluation.metrics import evaluate_selectors, tasks_from_logs
+from orchrm.evaluation.loading import tasks_from_logs
+from orchrm.evaluation.metrics import evaluate_selectors
 from orchrm.jsonl import write_jsonl
 from orchrm.scoring.world import WorldScorer
 from orchrm.selection.selectors import AdaptiveSelector, CostAwareSelector

@@ -16,19 +16,10 @@ calibrated on its validation tasks by the demo. Nothing is trained here.
 from __future__ import annotations
 
 import argparse
-import shutil
-import tempfile
 from pathlib import Path
 
-from orchrm.evaluation.lineup import build_lineup, read_world_tasks
-from orchrm.evaluation.metrics import evaluate_selectors, tasks_from_logs
-from orchrm.evaluation.plots import plots
-from orchrm.evaluation.reliability import selector_calibration
+from orchrm.experiments.world_studies import SAMPLES, beyond_trained, pareto_figure
 from orchrm.scoring.local import OrchRM
-from orchrm.selection.selectors import AdaptiveSelector, CostAwareSelector
-
-TOLERANCES = (0.005, 0.01, 0.02, 0.05)
-WEIGHTS = (0.1, 0.25, 0.5)
 
 
 def _points(value: float | None, ci) -> str:
@@ -38,34 +29,10 @@ def _points(value: float | None, ci) -> str:
 
 
 def preset_table(demo: Path, preset: str, models: dict, args) -> None:
-    logs = [str(demo / "logs" / f"{preset}.test.jsonl")]
-    world = read_world_tasks([demo / "logs" / f"{preset}.test.tasks.jsonl"])
-    tasks = tasks_from_logs(logs, "specialized", 8)
-    lineup = build_lineup(
-        tasks,
-        rm=models[preset],
-        mixed_rm=models.get("mixed"),
-        unified_rm=models.get("unified"),
-        world_tasks=world,
-        reruns=args.reruns,
-        seed=0,
-    )
-    chosen = dict(lineup.selectors)
-    for name in ("judge-orch", "judge-traj", "logp", "random"):
-        chosen.pop(name, None)  # not this benchmark's question; the demo's report has them
-    base, rm = chosen["orchrm"], models[preset]
-    for tolerance in TOLERANCES:
-        chosen[f"adaptive tol {tolerance}"] = AdaptiveSelector(base, rm, tolerance=tolerance)
-    for weight in WEIGHTS:
-        chosen[f"cost weight {weight}"] = CostAwareSelector(base, rm, cost_weight=weight)
-    evs = {
-        against: evaluate_selectors(lineup.tasks, chosen, [8], domain=preset, baseline=against)
-        for against in ("majority", "orchrm")
-    }
-    at_majority, at_argmax = evs["majority"].at(8), evs["orchrm"].at(8)
-    argmax = at_argmax["orchrm"]
-    calibration = selector_calibration(lineup.tasks, base)
-    print(f"\n### {preset}: best-of-8 on {len(lineup.tasks)} held-out tasks\n")
+    got = beyond_trained(demo, preset, models, args.reruns)
+    ev, at_argmax = got.evaluation, got.versus_argmax
+    calibration, argmax = ev.calibration, at_argmax["orchrm"]
+    print(f"\n### {preset}: best-of-{SAMPLES} on {got.tasks} held-out tasks\n")
     if calibration is not None:
         print(
             f"orchrm's calibrated P(correct) on {calibration.candidates:,} held-out candidates: "
@@ -74,6 +41,7 @@ def preset_table(demo: Path, preset: str, models: dict, args) -> None:
         )
     print("| selector | expected % | vs majority | vs argmax | orch. tokens | total tokens |")
     print("|---|---:|---:|---:|---:|---:|")
+    at_majority = ev.at(SAMPLES)
     for name, r in sorted(at_majority.items(), key=lambda kv: -(kv[1].expected_accuracy or 0)):
         if r.expected_accuracy is None:
             continue
@@ -86,14 +54,9 @@ def preset_table(demo: Path, preset: str, models: dict, args) -> None:
             f"{share:.0%} | {r.total_tokens:,.0f} |"
         )
     if args.img:
-        ev = evs["majority"]
-        ev.calibration = calibration
-        with tempfile.TemporaryDirectory() as folder:
-            for path in plots(ev, Path(folder)):
-                if path.name.endswith("_pareto.png"):
-                    target = Path(args.img) / f"beyond_{path.name}"
-                    shutil.copyfile(path, target)
-                    print(f"\n![{preset} Pareto]({target})")
+        target = pareto_figure(ev, Path(args.img))
+        if target is not None:
+            print(f"\n![{preset} Pareto]({target})")
 
 
 def main() -> None:

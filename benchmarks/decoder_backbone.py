@@ -25,15 +25,14 @@ import argparse
 import time
 from pathlib import Path
 
-from world_pairs import SAMPLES, world_pairs
-
 from orchrm.cli import quiet_third_party
 from orchrm.evaluation.lineup import evaluate_tasks
 from orchrm.evaluation.metrics import evaluate_selectors
 from orchrm.evaluation.report import points
-from orchrm.experiments.demo import DemoConfig
+from orchrm.experiments.demo_config import DemoConfig
+from orchrm.experiments.world_models import Cut
+from orchrm.experiments.world_studies import SAMPLES, world_pairs
 from orchrm.runtime.local_llm import bundled_gguf
-from orchrm.scoring.backbone import backbone_budget
 from orchrm.scoring.local import OrchRM
 from orchrm.selection.selectors import (
     RewardModelSelector,
@@ -82,7 +81,7 @@ def main() -> None:
             args.test_tasks,
             args.seed,
             folder,
-            backbone_budget(backbone, MAX_LENGTH),
+            Cut(MAX_LENGTH, backbone),
             (0.85, 0.15, 0.0),
         )
         tasks = world.test

@@ -1,5 +1,5 @@
 """orchrm driven by the RL frameworks' own client code, at a scale of your choosing: the
-scenarios of `framework_scenarios.py` (which tests/test_frameworks_verl.py and
+runs of `orchrm.experiments.frameworks` (whose scenarios tests/test_frameworks_verl.py and
 tests/test_frameworks_openrlhf.py hold to their figures), with their figures printed.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/framework_clients.py verl [--samples 2000]
@@ -27,76 +27,28 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
-import tempfile
-import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks import framework_scenarios as s
-
-
-def reward_model(folder: Path) -> Path:
-    """The default backbone with a seeded reward head, saved as orchrm saves a model, at
-    64 tokens: most plans are cut, so a wrong truncation shows in the rewards."""
-    import torch
-
-    from orchrm.scoring.backbone import default_backbone, load_backbone
-    from orchrm.training.build import save_model
-
-    torch.manual_seed(0)
-    model, tokenizer = load_backbone(default_backbone())
-    metadata = {"max_length": 64, "reward_mean": 0.5, "reward_std": 2.0}
-    return save_model(model, tokenizer, folder, metadata)
+from orchrm.experiments.frameworks import openrlhf_run, verl_run
 
 
 def verl(samples: int, threads: int) -> None:
-    from orchrm.rl import verl_reward
-    from orchrm.scoring import local
-
-    folder = Path(tempfile.mkdtemp())
-    rows = s.verl_rows(samples)
-    rm_dir = reward_model(folder / "rm")
-    policy, tokenizer = s.smollm2_tokenizer(folder / "policy")
-    expected = s.one_at_a_time(rm_dir, rows)
-    loads = []
-    real = local.load_backbone
-    local.load_backbone = lambda *a, **k: loads.append(a[0]) or real(*a, **k)
-    config = s.verl_config(policy, rm_path=rm_dir, dtype="fp32")
-    data = s.data_proto(rows, tokenizer)
-    start = time.perf_counter()
-    outputs = s.run_reward_loop(config, data, threads)
-    seconds = time.perf_counter() - start
-    wrong = sum(abs(o["reward_score"] - e) > 1e-4 for o, e in zip(outputs, expected, strict=True))
-    (scorer,) = verl_reward._SCORERS.values()
-    batcher = scorer.__dict__["_callers"]
-    valid = sum(o["reward_extra_info"]["valid"] for o in outputs)
+    r = verl_run(samples, threads)
     print(
-        f"verl reward loop: {samples} samples ({valid:.0f} valid plans) from {threads} threads "
-        f"in {seconds:.2f} s; model loads {len(loads)}; rewards differing from one-at-a-time "
-        f"scoring {wrong}; scoring rounds {batcher.rounds} (largest {batcher.largest_round} calls)"
+        f"verl reward loop: {r.samples} samples ({r.valid:.0f} valid plans) from {r.threads} "
+        f"threads in {r.seconds:.2f} s; model loads {r.loads}; rewards differing from "
+        f"one-at-a-time scoring {r.wrong}; scoring rounds {r.rounds} (largest "
+        f"{r.largest_round} calls)"
     )
 
 
 def openrlhf(at_once: int, options: list[str]) -> None:
     logging.disable(logging.WARNING)
-    folder = Path(tempfile.mkdtemp())
-    plans = s.world_plans()
-    tokenizer = s.chatml_tokenizer(plans)
-    model = reward_model(folder / "model")
-    samples = [s.sample(tokenizer, *plans[i % len(plans)]) for i in range(at_once)]
-    with s.Posts() as posts, s.orchrm_serve(model, folder / "serve.log", *options) as port:
-        start = time.monotonic()
-        outputs = s.rollout(samples, tokenizer, f"http://127.0.0.1:{port}/get_reward")
-        seconds = time.monotonic() - start
-    attempts = sum(posts.statuses.values())
-    missing = sum(o["reward"] is None for o in outputs)
+    r = openrlhf_run(at_once, options)
     print(
-        f"OpenRLHF rollout: {at_once} single-sample requests at once "
-        f"({' '.join(options) or 'default limits'}), {posts.peak} in flight at the peak; "
-        f"attempts {attempts} {dict(posts.statuses)}; retries {attempts - at_once}; samples "
-        f"without a reward {missing}; {seconds:.1f} s"
+        f"OpenRLHF rollout: {r.at_once} single-sample requests at once "
+        f"({' '.join(r.options) or 'default limits'}), {r.peak} in flight at the peak; "
+        f"attempts {r.attempts} {r.statuses}; retries {r.retries}; samples "
+        f"without a reward {r.missing}; {r.seconds:.1f} s"
     )
 
 

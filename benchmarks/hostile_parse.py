@@ -2,10 +2,10 @@
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/hostile_parse.py [--sizes 10000,100000,1000000]
 
-Runs every generator of `hostile_texts.py`, those `tests/test_hostile_parse.py` holds to
-linear time (long runs of each kind of whitespace after `${`, `<` and `Answer:`, brackets,
-unclosed and repeated tags, deep nesting, lone surrogates, and orchestrations of thousands
-of agents), at each size, once per stage, and prints for each stage and size the worst
+Runs every generator of `orchrm.runtime.hostile`, those `tests/test_hostile_parse.py`
+holds to linear time (long runs of each kind of whitespace after `${`, `<` and `Answer:`,
+brackets, unclosed and repeated tags, deep nesting, lone surrogates, and orchestrations of
+thousands of agents), at each size, once per stage, and prints for each stage and size the worst
 time over the generators and which generator it was. A stage that raises anything but
 `ParseError` stops the run.
 """
@@ -14,29 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from hostile_texts import (
-    GRAPH_GENERATORS,
-    GRAPH_STAGES,
-    STAGES,
-    TEXT_GENERATORS,
-    timed,
-)
-
-
-def worst_times(sizes: list[int]) -> dict[tuple[str, int], tuple[float, str]]:
-    """(stage, size) -> (worst seconds, generator name) over all generators."""
-    worst: dict[tuple[str, int], tuple[float, str]] = {}
-    runs = [(STAGES, TEXT_GENERATORS, ""), (GRAPH_STAGES, GRAPH_GENERATORS, "graph ")]
-    for stages, generators, prefix in runs:
-        for name, make in generators.items():
-            for size in sizes:
-                subject = make(size)
-                for stage, fn in stages.items():
-                    seconds = timed(fn, subject)
-                    key = (f"{prefix}{stage}", size)
-                    if seconds > worst.get(key, (-1.0, ""))[0]:
-                        worst[key] = (seconds, name)
-    return worst
+from orchrm.runtime.hostile import GRAPH_GENERATORS, TEXT_GENERATORS, worst_times
 
 
 def main() -> None:

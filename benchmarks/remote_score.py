@@ -29,7 +29,7 @@ import torch
 import uvicorn
 
 from orchrm.parse import parse_harmony
-from orchrm.scoring.backbone import default_backbone, load_backbone
+from orchrm.rmodel.backbone import default_backbone, load_backbone
 from orchrm.scoring.load import load_scorer
 from orchrm.scoring.local import OrchRM
 from orchrm.serve.app import create_app, uvicorn_config

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from orchrm.calibration.methods import METADATA_KEY, fit_calibration, scored_outcomes
 from orchrm.evaluation.lineup import build_lineup, evaluate_tasks
-from orchrm.evaluation.metrics import tasks_from_logs
+from orchrm.evaluation.loading import tasks_from_logs
 from orchrm.evaluation.report import terminal_table, write_report
 from orchrm.jsonl import write_jsonl
 from orchrm.scoring.world import WorldScorer

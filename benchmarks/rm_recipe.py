@@ -24,17 +24,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import tempfile
 from pathlib import Path
 
 from orchrm.cli import quiet_third_party
-from orchrm.evaluation.lineup import build_lineup, evaluate_tasks, read_world_tasks
-from orchrm.evaluation.metrics import tasks_from_logs
-from orchrm.evaluation.report import points
+from orchrm.errors import MissingInput
 from orchrm.experiments.demo_config import DemoConfig
-from orchrm.scoring.local import OrchRM
+from orchrm.experiments.world_studies import demo_pairs, recipe_run
 from orchrm.training.config import TrainConfig
-from orchrm.training.train import train
 
 
 def _arguments() -> argparse.Namespace:
@@ -50,30 +46,13 @@ def _arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def versus_majority(demo: Path, model: Path) -> str:
-    """The model's argmax minus majority on the demo's held-out math tasks, expected
-    accuracy in points with its paired 95% interval."""
-    samples = DemoConfig.samples
-    tasks = tasks_from_logs([str(demo / "logs" / "math.test.jsonl")], "specialized", samples)
-    lineup = build_lineup(
-        tasks,
-        rm=OrchRM.load(model),
-        world_tasks=read_world_tasks([demo / "logs" / "math.test.tasks.jsonl"]),
-        reruns=DemoConfig.reruns,
-        seed=0,
-    )
-    chosen = {k: v for k, v in lineup.selectors.items() if k in ("orchrm", "majority")}
-    ev = evaluate_tasks(lineup.tasks, chosen, samples, domain="math", progress=False)
-    r = ev.at(samples)["orchrm"]
-    return points(r.expected_vs_baseline, r.expected_vs_baseline_ci)
-
-
 def main() -> None:
     args = _arguments()
     quiet_third_party()  # transformers' load reports would bury the table
-    pairs = args.demo / "pairs" / "math"
-    if not (pairs / "train.jsonl").is_file():
-        raise SystemExit(f"{pairs}/train.jsonl is missing: run `orchrm demo --out {args.demo}`")
+    try:
+        demo_pairs(args.demo)
+    except MissingInput as e:
+        raise SystemExit(str(e)) from None
     print(
         "| sorted together | passes | clip | seed | validation accuracy | reward std | "
         "pairs/s | argmax minus majority |"
@@ -84,24 +63,18 @@ def main() -> None:
     clips = [float(c) for c in args.clip.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
     for sort, npass, clip, seed in itertools.product(sorts, passes, clips, seeds):
-        with tempfile.TemporaryDirectory() as out:
-            summary = train(
-                TrainConfig(
-                    pairs=str(pairs),
-                    out=out,
-                    max_length=DemoConfig.max_length,
-                    lr=args.lr,
-                    max_steps=args.steps,
-                    eval_every=args.steps,
-                    max_grad_norm=clip,
-                    sort_batches=sort,
-                    forward_passes=npass,
-                    seed=seed,
-                    num_threads=args.threads,
-                ),
-                progress=False,
-            )
-            gain = versus_majority(args.demo, Path(out) / "model")
+        run = TrainConfig(
+            max_length=DemoConfig.max_length,
+            lr=args.lr,
+            max_steps=args.steps,
+            eval_every=args.steps,
+            max_grad_norm=clip,
+            sort_batches=sort,
+            forward_passes=npass,
+            seed=seed,
+            num_threads=args.threads,
+        )
+        summary, gain = recipe_run(args.demo, run, DemoConfig.samples, DemoConfig.reruns)
         last = summary.history[-1]
         print(
             f"| {sort} | {npass} | {clip:g} | {seed} | {summary.best_validation_accuracy:.3f} | "

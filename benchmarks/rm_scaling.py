@@ -10,11 +10,12 @@ backbone (with warm-up and decay over its own steps). Held-out tasks come from t
 world seed; best-of-8 over the specialized orchestrator's candidates. Printed per model:
 validation pairwise accuracy, expected accuracy of Orch-RM's pick, its gain over majority
 task by task (with the paired 95% bootstrap interval of the report), and whether it reads
-the question's hint (`rm_ceiling.cue_gap`); beside it, the same two figures for
-`features-BT` (`rm_ceiling.fit_features`) fit on a random sample of as many training
-pairs as the model saw: what a reader that already has the right features learns from
-that much data. And once: majority vote's expected accuracy (20 re-executions per
-candidate, as the demo measures it), random and bayes.
+the question's hint (`orchrm.experiments.features_bt.cue_gap`); beside it, the same two
+figures for `features-BT` (`orchrm.experiments.features_bt.fit_features`) fit on a
+random sample of as many training pairs as the model saw: what a reader that already
+has the right features learns from that much data. And once: majority vote's expected
+accuracy (20 re-executions per candidate, as the demo measures it), random and bayes.
+The world logs and pairs in OUT are reused while their settings stay the same.
 
 The default seed (10) is not the demo's (0), so settings tuned here are not tuned on
 the demo's held-out tasks.
@@ -23,27 +24,11 @@ the demo's held-out tasks.
 from __future__ import annotations
 
 import argparse
-import random
-import time
 from pathlib import Path
 
-from rm_ceiling import chosen_p, cue_gap, fit_features, linear_scores
-from world_pairs import SAMPLES, world_pairs
-
-from orchrm.evaluation.lineup import evaluate_tasks
-from orchrm.evaluation.metrics import evaluate_selectors
-from orchrm.evaluation.report import points
-from orchrm.experiments.demo import DemoConfig
-from orchrm.scoring.backbone import backbone_budget
-from orchrm.scoring.local import OrchRM
-from orchrm.selection.selectors import (
-    RewardModelSelector,
-    bayes_selector,
-    majority_selector,
-    random_selector,
-)
-from orchrm.training.config import TrainConfig
-from orchrm.training.train import train
+from orchrm.experiments.demo_config import DemoConfig
+from orchrm.experiments.world_models import Cut
+from orchrm.experiments.world_studies import SAMPLES, references, scaling_row, world_pairs
 
 MAX_LENGTH = 128
 
@@ -74,24 +59,19 @@ def main() -> None:
     args = _arguments()
     steps = [int(s) for s in args.steps.split(",")]
     out = Path(args.out)
-    budget = backbone_budget("", MAX_LENGTH)
+    cut = Cut(MAX_LENGTH, "")  # the default MiniLM's budget at MAX_LENGTH tokens
     world = world_pairs(
         args.preset,
         args.train_tasks,
         args.test_tasks,
         args.seed,
         out,
-        budget,
+        cut,
         (0.85, 0.15, 0.0),
         None if args.follow is None else {"follow": args.follow},
     )
     tasks, mined = world.test, world.mined
-    baselines = evaluate_tasks(
-        tasks,
-        {"majority": majority_selector, "random": random_selector(0), "bayes": bayes_selector},
-        SAMPLES,
-        progress=False,
-    ).at(SAMPLES)
+    baselines = references(tasks)
     print(
         f"{args.preset}: {args.train_tasks} training tasks (world seed {args.seed}), "
         f"{mined.kept} pairs {mined.by_split}; {len(tasks)} held-out tasks x {SAMPLES}"
@@ -100,7 +80,6 @@ def main() -> None:
         "expected accuracy %: "
         + ", ".join(f"{k} {100 * baselines[k].expected_accuracy:.1f}" for k in baselines)
     )
-    pair_lines = (world.pairs / "train.jsonl").read_text().splitlines()
     print(
         "\n| steps | pairs seen | train s | validation pairwise acc | orchrm expected acc % "
         "| - majority (paired 95% CI) | reads the cue "
@@ -108,38 +87,11 @@ def main() -> None:
     )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in steps:
-        started = time.perf_counter()
-        summary = train(
-            TrainConfig(
-                pairs=str(world.pairs),
-                out=str(out / f"rm-{n}"),
-                max_steps=n,
-                max_length=MAX_LENGTH,
-                lr=args.lr,
-                eval_every=max(1, n // 2),
-                seed=0,
-            ),
-            progress=False,
-        )
-        seconds = time.perf_counter() - started
-        rm = OrchRM.load(out / f"rm-{n}" / "model")
-        orchrm = RewardModelSelector(rm)  # `evaluate` scores every plan once (warm)
-        versus = evaluate_selectors(
-            tasks, {"orchrm": orchrm, "majority": majority_selector}, [SAMPLES]
-        )
-        versus = versus.at(SAMPLES)["orchrm"]
-        scores = [list(orchrm(t).scores) for t in tasks]  # looked up, not scored again
-        seen = min(summary.pairs_seen, len(pair_lines))
-        sample = world.pairs / f"sample-{seen}.jsonl"
-        sample.write_text("\n".join(random.Random(0).sample(pair_lines, seen)) + "\n")
-        fit = fit_features(world.train, sample, (budget,))
-        features = linear_scores(tasks, fit.keys, fit.bt)
+        r = scaling_row(world, n, out, MAX_LENGTH, args.lr, cut)
         print(
-            f"| {n} | {seen} | {seconds:.0f} | {summary.best_validation_accuracy:.3f} | "
-            f"{100 * chosen_p(tasks, scores):.1f} | "
-            f"{points(versus.expected_vs_baseline, versus.expected_vs_baseline_ci)} | "
-            f"{cue_gap(tasks, scores):+.2f} | "
-            f"{100 * chosen_p(tasks, features):.1f} | {cue_gap(tasks, features):+.2f} |",
+            f"| {n} | {r.pairs_seen} | {r.seconds:.0f} | {r.validation_accuracy:.3f} | "
+            f"{100 * r.expected:.1f} | {r.versus_majority} | {r.cue_gap:+.2f} | "
+            f"{100 * r.features_expected:.1f} | {r.features_cue_gap:+.2f} |",
             flush=True,
         )
 

@@ -19,8 +19,9 @@ import time
 import torch
 
 from orchrm.parse import from_dict
-from orchrm.scoring.backbone import default_backbone
+from orchrm.rmodel.backbone import default_backbone
 from orchrm.scoring.local import OrchRM
+from orchrm.training.throughput import matmul_rate
 from orchrm.world.generate import generate
 
 
@@ -47,16 +48,6 @@ def plain_loop(rm: OrchRM, batch: list[str], size: int) -> list[float]:
         )
         scores += rm.model(**enc).logits[:, 0].tolist()
     return scores
-
-
-def matmul_rate(dtype: torch.dtype, n: int = 1024, repeat: int = 10) -> float:
-    """Measured dense matmul FLOP/s at this dtype."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(repeat):
-        a @ b
-    return 2 * n**3 * repeat / (time.perf_counter() - start)
 
 
 def main() -> None:

@@ -1,81 +1,62 @@
-"""The world benchmarks' shared setup: logs, mined pairs and held-out tasks, as the demo
-makes them (not a benchmark itself; `rm_scaling.py` and `world_headroom.py` import it)."""
+"""The world data the world benchmarks share, built (or reused) into a folder.
+
+    .venv/bin/python benchmarks/world_pairs.py [--preset math] [--train-tasks 150]
+        [--test-tasks 200] [--seed 20] [--max-length 512] [--backbone NAME]
+        [--split 1,0,0] [--follow 0.75] [--out runs/world-pairs]
+
+Runs `orchrm.experiments.world_studies.world_pairs`, what `rm_scaling.py`,
+`world_headroom.py` and `decoder_backbone.py` train and evaluate on: training logs from
+world SEED and held-out logs from SEED + 1 (OUT/logs), pairs mined as the demo mines them
+and exported cut to the budget (OUT/pairs), each stage reused while its settings stay the
+same. Prints what was mined and how many held-out tasks have 8 candidates.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from pathlib import Path
+import argparse
 
-from orchrm.evaluation.metrics import tasks_from_logs
-from orchrm.evaluation.reruns import with_reruns
-from orchrm.experiments.world_models import PairDataset, WorldRMConfig, world_reward_models
-from orchrm.jsonl import write_jsonl
-from orchrm.selection.selectors import CandidateSet
-from orchrm.store.pairs import MineSummary
-from orchrm.world.generate import generate
-from orchrm.world.orchestrators import orchestrators
-from orchrm.world.tasks import Preset
-
-SAMPLES = 8
+from orchrm.experiments.world_models import Cut
+from orchrm.experiments.world_studies import RERUNS, SAMPLES, world_pairs
 
 
-@dataclass
-class WorldPairs:
-    train: list[CandidateSet]
-    """Training tasks, once per orchestrator (specialized, then base)."""
-    test: list[CandidateSet]
-    """Held-out tasks with exactly SAMPLES specialized candidates, re-executed 20 times
-    (so votes have an expected accuracy)."""
-    pairs: Path
-    """The export folder (train.jsonl, validation.jsonl)."""
-    mined: MineSummary
-
-
-def world_pairs(
-    preset: str | Preset,
-    train_tasks: int,
-    test_tasks: int,
-    seed: int,
-    out: Path,
-    budget=(512, None),
-    split: tuple[float, float, float] = (1.0, 0.0, 0.0),
-    specialized: dict | None = None,
-) -> WorldPairs:
-    """Training logs from world `seed`, held-out logs from `seed + 1`, both in OUT/logs;
-    pairs mined as the demo mines them and exported cut to `budget` into OUT/pairs.
-    `specialized`: fields to change on the specialized orchestrator (e.g. `follow`)."""
-    (out / "logs").mkdir(parents=True, exist_ok=True)
-    world = {}
-    for part, n, s in (("train", train_tasks, seed), ("test", test_tasks, seed + 1)):
-        writers = orchestrators(s)
-        writers["specialized"] = dataclasses.replace(writers["specialized"], **(specialized or {}))
-        generated = generate(preset, n, SAMPLES, s, progress=False, writers=writers)
-        world[part] = generated.tasks
-        write_jsonl(generated.records, out / "logs" / f"{part}.jsonl")
-    name = preset if isinstance(preset, str) else preset.name
-    result = world_reward_models(
-        WorldRMConfig(
-            out=str(out),
-            logs=[str(out / "logs" / "train.jsonl")],
-            datasets=(PairDataset("world", name),),
-            store="store.duckdb",
-            split=split,
-            budget=budget,
-        )
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="math")
+    parser.add_argument("--train-tasks", type=int, default=150)
+    parser.add_argument("--test-tasks", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=20, help="world seed of the training tasks")
+    parser.add_argument("--max-length", type=int, default=512, help="tokens a text is cut to")
+    parser.add_argument(
+        "--backbone",
+        default=None,
+        help="count the tokens with this backbone's tokenizer ('': the default MiniLM); "
+        "default: approximate counts",
     )
-    mined = result.datasets["world"].mined
-    train_log, test_log = str(out / "logs" / "train.jsonl"), str(out / "logs" / "test.jsonl")
-    test = [
-        t
-        for t in tasks_from_logs([test_log], "specialized", SAMPLES)
-        if len(t.candidates) == SAMPLES
-    ]
-    return WorldPairs(
-        train=[
-            t for o in ("specialized", "base") for t in tasks_from_logs([train_log], o, SAMPLES)
-        ],
-        test=with_reruns(test, world["test"], 20),
-        pairs=out / "pairs",
-        mined=mined,
+    parser.add_argument("--split", default="1,0,0", help="train,validation,test task shares")
+    parser.add_argument("--follow", type=float, default=None, help="the specialized's `follow`")
+    parser.add_argument("--out", default="runs/world-pairs")
+    args = parser.parse_args()
+    split = tuple(float(x) for x in args.split.split(","))
+    world = world_pairs(
+        args.preset,
+        args.train_tasks,
+        args.test_tasks,
+        args.seed,
+        args.out,
+        Cut(args.max_length, args.backbone),
+        split,
+        None if args.follow is None else {"follow": args.follow},
     )
+    mined = world.mined
+    print(
+        f"{args.preset}: {args.train_tasks} training tasks (world seed {args.seed}), "
+        f"{len(world.test)} held-out tasks with {SAMPLES} candidates, each re-executed "
+        f"{RERUNS} times"
+    )
+    print(
+        f"pairs kept {mined.kept} of {mined.available}; by split {mined.by_split} -> {world.pairs}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -27,7 +27,8 @@ from orchrm.calibration.methods import (
 )
 from orchrm.errors import ConfigError, InputError
 from orchrm.evaluation.lineup import build_lineup
-from orchrm.evaluation.metrics import evaluate_selectors, tasks_from_logs
+from orchrm.evaluation.loading import tasks_from_logs
+from orchrm.evaluation.metrics import evaluate_selectors
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import Agent, DoM, Edge, Orchestration
 from orchrm.parse import from_dict, parse_harmony
@@ -192,7 +193,9 @@ def test_predicted_cost_follows_each_sub_agents_call_pattern():
     bounded = predict_cost(
         plan("ReflexionAgent"),
         RunConfig(reflexion_rounds=1),
-        CostModel(reflexion_critics=3.0, reflexion_refines=3.0),
+        CostModel(
+            mean_calls={("ReflexionAgent", "critic"): 3.0, ("ReflexionAgent", "refine"): 3.0}
+        ),
     )
     assert bounded.calls == 3  # answer, one critic, one refinement at most
     assert predict_cost(Orchestration(answer="42", dom=DoM.LOW)).calls == 0

@@ -11,7 +11,6 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from orchrm.cli import app
-from orchrm.cli.help import first_sentence
 from tests.conftest import every_command
 
 COMMANDS = list(every_command(get_command(app)))
@@ -34,6 +33,8 @@ def test_help_fits_80_columns_and_shows_every_option_whole(path, command):
         if param.is_flag:
             shown = re.search(rf"(?<![\w-]){re.escape(param.opts[-1])}(?![\w-])(.*)", text)
             assert not shown.group(1).startswith((" INT", " TEXT", " BOOL", " <")), name
+        if param.param_type_name == "option" and not param.is_flag:
+            assert param.help, name
     assert "<bool>" not in text and "…" not in text
 
 
@@ -49,4 +50,3 @@ def test_the_command_list_is_one_sentence_per_command_on_wrapped_lines():
     text = CliRunner(env={"COLUMNS": "80"}).invoke(app, ["--help"]).output
     listed = text.split("\nCommands:\n")[1]
     assert "  ingest          Ingest logs into the store.\n" in listed
-    assert first_sentence("One. Two.") == "One." and first_sentence("A b\nc.") == "A b c."

@@ -97,12 +97,14 @@ def test_a_field_the_code_sets_is_neither_written_nor_read(tmp_path):
     ("text", "message"),
     [
         ("lr: 0.1\nlearning_rate: 3\n", "unknown key 'learning_rate'"),
-        ("batch_size: many\n", "batch_size must be an integer, got string 'many'"),
-        ("batch_size: 2.5\n", "batch_size must be an integer, got number 2.5"),
-        ("lora: 1\n", "lora must be a boolean, got integer 1"),
-        ("batch_size: 0\n", "batch_size must be at least 1, got 0"),
-        ("dtype: fp16\n", "dtype must be one of auto, bf16, fp32, got 'fp16'"),
-        ("lr: -1\n", "lr must be at least 0.0, got -1.0"),
+        ("batch_size: many\n", "batch_size should be a valid integer, unable to parse"),
+        ("batch_size: 2.5\n", "batch_size should be a valid integer, got a number with a"),
+        ("lora: maybe\n", "lora should be a valid boolean, unable to interpret input, got"),
+        ("batch_size: 0\n", "batch_size should be greater than or equal to 1, got 0"),
+        ("dtype: fp16\n", "dtype should be 'auto', 'bf16' or 'fp32', got 'fp16'"),
+        ("lr: -1\n", "lr should be greater than or equal to 0, got -1"),
+        ("lr: .nan\n", "lr should be a finite number, got nan"),
+        ("train:\n  epochs: x\n", "unknown key 'train'"),
         ("- lr\n", "a config file holds a mapping of keys, not a list"),
         ("lr: [1\n", "not YAML at line 2"),
     ],
@@ -177,12 +179,20 @@ def test_a_bad_config_file_is_one_line_and_exit_status_2(tmp_path, orchrm_cli):
     assert missing.returncode == 3 and "none.yaml: cannot read the config file" in missing.stderr
 
 
-def test_the_accelerate_entry_point_reads_the_file_too(monkeypatch, tmp_path):
+def test_the_accelerate_entry_point_is_orchrm_train(monkeypatch, tmp_path):
+    """`accelerate launch -m orchrm.training.train ...` runs `orchrm train ...`."""
+    import runpy
+    import sys
+
     seen = _capture_train(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p").mkdir()
     recipe = tmp_path / "r.yaml"
     recipe.write_text(f"pairs: p\nout: {tmp_path / 'o'}\nlora_dropout: 0.2\nsave_every: 7\n")
+    argv = ["orchrm.training.train", "--config", str(recipe), "--num-threads", "2"]
+    monkeypatch.setattr(sys, "argv", argv)
     with pytest.raises(SystemExit):
-        orchrm.training.train.main(["--config", str(recipe), "--num-threads", "2"])
+        runpy.run_module("orchrm.training.train", run_name="__main__")
     expected = TrainConfig(
         pairs="p", out=str(tmp_path / "o"), lora_dropout=0.2, save_every=7, num_threads=2
     )
@@ -226,15 +236,18 @@ def test_cross_validate_takes_its_nested_configs_and_writes_them(monkeypatch, tm
     assert load_config(LotoConfig, out / "config.yaml") == config
 
 
-def test_the_memory_plan_reads_a_recipe_and_its_options_override_it(capsys):
+def test_the_memory_plan_reads_a_recipe_and_its_options_override_it():
     import json
 
-    from orchrm.memplan.plan import main, plan_from_train_config
+    from orchrm.memplan.plan import plan_from_train_config
 
     recipe = ROOT / "configs" / "demo-rm.yaml"
-    main(["--config", str(recipe), "--json"])
-    planned = json.loads(capsys.readouterr().out)
+    runner = CliRunner()
+    planned = runner.invoke(app, ["plan-memory", "--config", str(recipe), "--json"])
+    assert planned.exit_code == 0, planned.output
     expected = plan_from_train_config(load_config(TrainConfig, recipe)).to_dict()
-    assert planned == json.loads(json.dumps(expected))
-    main(["--config", str(recipe), "--max-length", "64", "--json"])
-    assert json.loads(capsys.readouterr().out)["max_length"] == 64
+    assert json.loads(planned.output) == json.loads(json.dumps(expected))
+    args = ["plan-memory", "--config", str(recipe), "--max-length", "64", "--json"]
+    assert json.loads(runner.invoke(app, args).output)["max_length"] == 64
+    bad = runner.invoke(app, ["plan-memory", "--micro-batch-pairs", "0"])
+    assert bad.exit_code == 2 and "--micro-batch-pairs" in bad.output

@@ -21,8 +21,11 @@
   identifiers joined by `/`, optionally ending in `.py`) that does not exist; a path with
   a capital letter is a placeholder (`orchrm/tasks/benchmarks/NAME.py`) or prose, and
   skipped.
-- **Benchmarks stand alone.** No file under `benchmarks/` imports from `tests/`, and
-  `docs/architecture.md`'s table of scripts has a row for each of them.
+- **Benchmarks stand alone.** No file under `benchmarks/` imports from `tests/`; nothing
+  imports a script under `benchmarks/`: not the package, not the tests, not another
+  script (as `benchmarks.NAME`, as a sibling `NAME`, relatively, or by name through
+  `importlib` or `runpy`); and `docs/architecture.md`'s table of scripts has a row for
+  each of them.
 """
 
 from __future__ import annotations
@@ -240,28 +243,73 @@ def test_the_name_rule_skips_format_names_and_files():
     assert [p for _, p in _paths(paths)] == ["orchrm/tasks/run.py", "orchrm/serve"]
 
 
+SCRIPTS = ROOT / "benchmarks"
+_LOADERS = {"import_module", "__import__", "run_module", "run_path", "spec_from_file_location"}
+
+
+def _imported(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted name) of everything `path` imports, at its top, inside a function or
+    for type checking: an import statement's modules (`from a import b` gives `a` and
+    `a.b`; a relative one gives `.`), and a string constant handed to `importlib`'s or
+    `runpy`'s loaders (a file path with its `/` as dots and without `.py`)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                found.append((node.lineno, "."))
+            elif node.module:
+                found.append((node.lineno, node.module))
+                found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.Call) and node.args:
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else None
+            called = node.func.id if isinstance(node.func, ast.Name) else called
+            first = node.args[-1] if called == "spec_from_file_location" else node.args[0]
+            if called in _LOADERS and isinstance(first, ast.Constant):
+                name = str(first.value).removeprefix("./").removesuffix(".py")
+                found.append((node.lineno, name.replace("/", ".")))
+    return found
+
+
 def _imports_tests(path: Path) -> list[int]:
     """Lines where `path` imports the tests package."""
-    lines = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules = [node.module]
-        elif isinstance(node, ast.Import):
-            modules = [a.name for a in node.names]
-        else:
-            continue
-        if any(m == "tests" or m.startswith("tests.") for m in modules):
-            lines.append(node.lineno)
-    return lines
+    return sorted({line for line, m in _imported(path) if m == "tests" or m.startswith("tests.")})
+
+
+def _imports_scripts(path: Path, scripts: set[str]) -> list[int]:
+    """Lines where `path` imports a script of `benchmarks/` (`scripts`: their names
+    without `.py`): as the `benchmarks` package, as a sibling module (a script run from
+    `benchmarks/` finds its siblings), or relatively."""
+    lines = set()
+    for line, name in _imported(path):
+        top = name.split(".")[0]
+        if name == "." or top == "benchmarks" or top in scripts:
+            lines.add(line)
+    return sorted(lines)
 
 
 def test_no_benchmark_imports_from_tests():
     found = [
         f"{path.relative_to(ROOT)}:{line}"
-        for path in sorted((ROOT / "benchmarks").rglob("*.py"))
+        for path in sorted(SCRIPTS.rglob("*.py"))
         for line in _imports_tests(path)
     ]
     assert not found, "benchmarks import from tests/: " + ", ".join(found)
+
+
+def test_nothing_imports_a_benchmark_script():
+    scripts = {p.stem for p in SCRIPTS.rglob("*.py")}
+    sources = [*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *SCRIPTS.rglob("*.py")]
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(sources)
+        for line in _imports_scripts(path, scripts)
+    ]
+    assert not found, (
+        "these import a script of benchmarks/ (what a script shares belongs in the "
+        "package): " + ", ".join(found)
+    )
 
 
 def test_every_benchmark_script_has_a_row():
@@ -278,3 +326,18 @@ def test_the_import_check_sees_every_form(tmp_path):
     path = tmp_path / "b.py"
     path.write_text("import tests.samples\nfrom tests import x\nimport testsuite\n")
     assert _imports_tests(path) == [1, 2]
+    path.write_text(
+        "import benchmarks.serve_load\n"
+        "from benchmarks import gpu_check\n"
+        "from world_pairs import SAMPLES\n"
+        "from . import x\n"
+        "import importlib, runpy\n"
+        "importlib.import_module('benchmarks.rm_score')\n"
+        "runpy.run_path('benchmarks/real_exec.py')\n"
+        "__import__('long_render')\n"
+        "import orchrm.serve.loadgen\n"
+        "from orchrm.world import generate\n"
+        "importlib.import_module('orchrm.serve')\n"
+    )
+    scripts = {"serve_load", "gpu_check", "world_pairs", "rm_score", "real_exec", "long_render"}
+    assert _imports_scripts(path, scripts) == [1, 2, 3, 4, 6, 7, 8]

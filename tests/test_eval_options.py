@@ -10,7 +10,7 @@ import orchrm.evaluation.lineup
 from orchrm.cli import app
 from orchrm.errors import ConfigError
 from orchrm.evaluation.lineup import build_lineup
-from orchrm.evaluation.metrics import tasks_from_logs
+from orchrm.evaluation.loading import tasks_from_logs
 from orchrm.jsonl import write_jsonl
 from orchrm.selection.options import SelectorOptions
 from orchrm.selection.registry import LineupInputs
@@ -89,7 +89,7 @@ def test_an_option_out_of_range_is_refused_in_one_line(world_log, args, says):
 
 
 def test_the_config_refuses_what_the_command_line_cannot_check():
-    with pytest.raises(ConfigError, match="cost_measure must be one of calls, tokens"):
+    with pytest.raises(ConfigError, match="cost_measure should be 'calls', 'tokens' or"):
         SelectorOptions(cost_measure="dollars")
     with pytest.raises(ConfigError, match="adaptive_confidence must be strictly"):
         SelectorOptions(adaptive_confidence=1.0)

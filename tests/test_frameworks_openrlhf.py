@@ -13,6 +13,7 @@ orchrm.json), scored in fp32 on both sides.
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import re
@@ -24,21 +25,15 @@ import pytest
 agent = pytest.importorskip("openrlhf.utils.agent", reason="openrlhf 0.11 is not installed")
 aiohttp = pytest.importorskip("aiohttp", reason="aiohttp (OpenRLHF's HTTP client) is missing")
 
-from benchmarks.framework_scenarios import (  # noqa: E402
-    Posts,
-    chatml_tokenizer,
-    counts,
-    orchrm_serve,
-    rollout,
-    sample,
-    world_plans,
-)
 from orchrm.calibration.methods import PlattCalibration  # noqa: E402
 from orchrm.errors import ConfigError  # noqa: E402
+from orchrm.experiments.frameworks import world_plans  # noqa: E402
 from orchrm.orchestration import RM_RENDER_VERSION  # noqa: E402
-from orchrm.scoring.backbone import METADATA  # noqa: E402
+from orchrm.rmodel.files import METADATA  # noqa: E402
 from orchrm.scoring.local import OrchRM  # noqa: E402
 from orchrm.serve.config import ServeConfig, client_networks, is_allowed  # noqa: E402
+from orchrm.serve.openrlhf_rollout import Posts, chatml_tokenizer, rollout, sample  # noqa: E402
+from orchrm.serve.process import orchrm_serve  # noqa: E402
 from tests.samples import tiny_decoder  # noqa: E402
 from tests.test_serve import Records, Server, call  # noqa: E402
 
@@ -93,6 +88,17 @@ def as_openrlhf_reads(output: dict) -> tuple[float, float, dict[str, float]]:
     score = torch.tensor([output["scores"]])[0].item()
     logs = {k: torch.tensor([v])[0].item() for k, v in output["extra_logs"].items()}
     return reward, score, logs
+
+
+def counts(metrics: str, name: str, key: str, where: str = "") -> dict[str, int]:
+    """The Prometheus counter `name` from /metrics text, by its label `key`, over the
+    lines that hold `where` (a label and its value, `route="/get_reward"`)."""
+    out: dict[str, int] = collections.Counter()
+    for line in metrics.splitlines():
+        if line.startswith(name + "{") and where in line:
+            label = re.search(rf'{key}="([^"]*)"', line).group(1)
+            out[label] += int(float(line.rsplit(" ", 1)[1]))
+    return dict(out)
 
 
 def test_a_rollout_storm_is_answered_on_the_first_try_with_calibrated_scores(

@@ -15,19 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.framework_scenarios import (
+from orchrm.experiments.frameworks import verl_rows
+from orchrm.orchestration import render_for_rm
+from orchrm.rl import verl_reward
+from orchrm.rl.rewards import runnable
+from orchrm.rl.verl_loop import (
     data_proto,
     one_at_a_time,
     run_reward_loop,
     smollm2_tokenizer,
     verl_config,
-    verl_rows,
 )
-from orchrm.orchestration import render_for_rm
-from orchrm.rl import verl_reward
-from orchrm.rl.rewards import runnable
-from orchrm.scoring import local
-from orchrm.scoring.backbone import METADATA
+from orchrm.rmodel import backbone
+from orchrm.rmodel.files import METADATA
 from orchrm.scoring.local import OrchRM
 from tests.samples import tiny_decoder
 from tests.test_serve import Server
@@ -77,13 +77,13 @@ def fresh_process(monkeypatch):
     """A worker process's state: no scorer loaded yet, and each model load counted."""
     monkeypatch.setattr(verl_reward, "_SCORERS", {})
     loads = []
-    real = local.load_backbone
+    real = backbone.load_backbone
 
     def counted(*args, **kwargs):
         loads.append(args[0])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(local, "load_backbone", counted)
+    monkeypatch.setattr(backbone, "load_backbone", counted)
     return loads
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.gpu_check import PARTS
+from orchrm.experiments.gpu_check import PARTS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ nesting, lone surrogates, thousands of agents. At 10 KB, 100 KB and 1 MB every s
 raise nothing but `ParseError` and take time that grows linearly: the 100 KB and 1 MB runs
 may take at most `SCALE` times the linear share of the 10 KB run, or a small absolute
 floor (the machine may be loaded), and a run that passes `HARD_CAP_S` is stopped.
-The generators and stages live in `benchmarks/hostile_texts.py`;
+The generators and stages live in `orchrm.runtime.hostile`;
 `benchmarks/hostile_parse.py` prints the same measurements as a table.
 """
 
@@ -21,22 +21,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.hostile_texts import (
-    DEBATE_OPEN,
-    GRAPH_GENERATORS,
-    GRAPH_STAGES,
-    HARD_CAP_S,
-    STAGES,
-    TEXT_GENERATORS,
-    WHITESPACE,
-    broken,
-    chain,
-    hard_cap,
-    parse_both,
-    repeat,
-    text_plan,
-    timed,
-)
 from orchrm.orchestration import (
     approx_token_count,
     harmony_tags,
@@ -54,6 +38,22 @@ from orchrm.parse import (
     extract_thinking,
     parse_harmony,
     parse_mas_code,
+)
+from orchrm.runtime.hostile import (
+    DEBATE_OPEN,
+    GRAPH_GENERATORS,
+    GRAPH_STAGES,
+    HARD_CAP_S,
+    STAGES,
+    TEXT_GENERATORS,
+    WHITESPACE,
+    broken,
+    chain,
+    hard_cap,
+    parse_both,
+    repeat,
+    text_plan,
+    timed,
 )
 from orchrm.runtime.prompts import extract_answer
 from orchrm.tasks.answers import as_number, math_correct
@@ -182,7 +182,7 @@ SURROGATE_PLAN = (
 def test_lone_surrogates_parse_validate_and_render_to_text_a_tokenizer_accepts():
     from transformers import AutoTokenizer
 
-    from orchrm.scoring.backbone import default_backbone, token_counter
+    from orchrm.rmodel.backbone import default_backbone, token_counter
 
     o = parse_harmony(SURROGATE_PLAN)
     assert o.agents[0].debate_roles == ("x\ud800", "y")

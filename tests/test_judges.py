@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchrm.evaluation.lineup import build_lineup, evaluate_tasks, read_world_tasks
-from orchrm.evaluation.metrics import tasks_from_logs
+from orchrm.evaluation.loading import tasks_from_logs
 from orchrm.jsonl import write_jsonl
 from orchrm.world.generate import generate
 

@@ -10,7 +10,8 @@ import pytest
 
 from orchrm.errors import InputError
 from orchrm.evaluation.lineup import build_lineup
-from orchrm.evaluation.metrics import evaluate_selectors, tasks_from_logs
+from orchrm.evaluation.loading import tasks_from_logs
+from orchrm.evaluation.metrics import evaluate_selectors
 from orchrm.jsonl import write_jsonl
 from orchrm.world.generate import generate
 from tests.samples import candidate_set

@@ -8,7 +8,7 @@ by the offline MiniLM's fast tokenizer (`render_budget`) and by characters, the 
 fit, stay whole when it fits, lose thinking first and keep the structure and the question
 as the rules say; the work is linear in the text; and `orchrm pairs export` cuts texts to
 exactly the token counts the trainer (`orchrm.training.data.tokenize`) reads.
-The cases and counters live in `benchmarks/long_cases.py`; `benchmarks/long_render.py`
+The cases and counters live in `orchrm.scoring.long_cases`; `benchmarks/long_render.py`
 prints the same renders' speed and sizes.
 """
 
@@ -20,15 +20,6 @@ from functools import cache
 
 import pytest
 
-from benchmarks.long_cases import (
-    COUNTERS,
-    WHOLE,
-    LongCase,
-    budget_of,
-    count_many,
-    full_text,
-    long_cases,
-)
 from orchrm.orchestration import (
     Agent,
     Orchestration,
@@ -37,6 +28,15 @@ from orchrm.orchestration import (
     rm_prompt,
 )
 from orchrm.orchestration.rm_text import QUESTION_SHARE, TokenCounter
+from orchrm.scoring.long_cases import (
+    COUNTERS,
+    WHOLE,
+    LongCase,
+    budget_of,
+    count_many,
+    full_text,
+    long_cases,
+)
 from tests.samples import DATA
 
 BUDGETS = (4096, 8192, 16384)
@@ -78,7 +78,7 @@ def render_cases(
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from orchrm.scoring.backbone import default_backbone
+    from orchrm.rmodel.backbone import default_backbone
 
     return AutoTokenizer.from_pretrained(default_backbone())
 
@@ -349,7 +349,7 @@ def test_exported_token_counts_are_what_the_trainer_reads(cases, tokenizer, tmp_
     special tokens plus the tokenizer's specials, within 4096, so `tokenize` truncates
     nothing; the longest texts were cut to sit at the budget."""
     from orchrm.jsonl import read_jsonl, write_jsonl
-    from orchrm.scoring.backbone import backbone_budget, token_counter
+    from orchrm.rmodel.backbone import backbone_budget, token_counter
     from orchrm.store.db import Store
     from orchrm.store.ingest import ingest_file
     from orchrm.store.pairs import MineConfig, export, mine

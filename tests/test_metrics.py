@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchrm.evaluation.metrics import evaluate_selectors, tasks_from_logs
+from orchrm.evaluation.loading import tasks_from_logs
+from orchrm.evaluation.metrics import evaluate_selectors
 from orchrm.jsonl import write_jsonl
 from orchrm.selection.selectors import CandidateSet, majority_selector
 from orchrm.world.generate import generate
@@ -78,7 +79,7 @@ def test_selectors_are_compared_with_the_baseline_task_by_task():
 
 
 def test_store_tasks_match_log_tasks_and_hold_out_trained_ones(tmp_path):
-    from orchrm.evaluation.metrics import tasks_from_store
+    from orchrm.evaluation.loading import tasks_from_store
     from orchrm.store.db import Store
     from orchrm.store.ingest import ingest_file
     from orchrm.store.pairs import MineConfig, mine

@@ -1,4 +1,4 @@
-"""The model card (`orchrm.scoring.card`): every saved model directory gets a README.md
+"""The model card (`orchrm.rmodel.card`): every saved model directory gets a README.md
 with the Hub's YAML metadata and what the model is, was trained on, how well it ranks,
 its calibration and how to serve it; `orchrm calibrate` writes it again."""
 
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from orchrm.calibration.methods import calibrate_model_dir
-from orchrm.scoring.card import MARK, model_card, write_model_card
+from orchrm.rmodel.card import MARK, model_card, write_model_card
 from orchrm.training.train import train
 from tests.samples import tiny_train_config, world_math_pairs
 

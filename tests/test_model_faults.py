@@ -22,7 +22,8 @@ import pytest
 from typer.testing import CliRunner
 
 from orchrm.cli import app
-from orchrm.scoring.backbone import DamagedModel, backbone_budget, load_backbone
+from orchrm.rmodel.backbone import backbone_budget, load_backbone
+from orchrm.rmodel.files import DamagedModel
 from orchrm.scoring.local import OrchRM
 from orchrm.serve.guard import DrainingServer
 from tests.samples import HIGH_DOM, tiny_decoder, tiny_gguf

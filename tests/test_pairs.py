@@ -306,7 +306,7 @@ def test_bad_split_shares_raise(many_tasks, split):
 
 
 def test_nan_split_share_raises(many_tasks):
-    with pytest.raises(ValueError, match="split shares"):
+    with pytest.raises(ValueError, match=r"split\.0 should be a finite number"):
         mine(many_tasks, MineConfig(split=(math.nan, 0.5, 0.5)))
 
 
@@ -449,7 +449,7 @@ def test_trl_reward_trainer_trains_on_the_exported_jsonl(world, tmp_path):
 def test_export_can_cut_by_the_reward_models_own_tokenizer(world, tmp_path):
     from transformers import AutoTokenizer
 
-    from orchrm.scoring.backbone import default_backbone
+    from orchrm.rmodel.backbone import default_backbone
 
     tok = AutoTokenizer.from_pretrained(default_backbone())
 
@@ -470,7 +470,7 @@ def test_pairs_export_command_cuts_by_a_tokenizer_and_names_one_it_cannot_load(
 ):
     from transformers import AutoTokenizer
 
-    from orchrm.scoring.backbone import default_backbone, token_counter
+    from orchrm.rmodel.backbone import default_backbone, token_counter
 
     db = tmp_path / "cli.duckdb"
     with Store(db) as store:

@@ -11,7 +11,8 @@ import pytest
 
 from orchrm.errors import ConfigError
 from orchrm.evaluation.lineup import build_lineup
-from orchrm.evaluation.metrics import evaluate_selectors, tasks_from_logs
+from orchrm.evaluation.loading import tasks_from_logs
+from orchrm.evaluation.metrics import evaluate_selectors
 from orchrm.evaluation.reruns import world_outcome
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import render_for_rm, validate
@@ -205,7 +206,7 @@ def test_the_search_scores_through_a_real_reward_model_in_fp32(world, tmp_path: 
     import json
 
     from orchrm.orchestration import RM_RENDER_VERSION
-    from orchrm.scoring.backbone import METADATA
+    from orchrm.rmodel.files import METADATA
     from orchrm.scoring.local import OrchRM
     from tests.samples import tiny_decoder
 

@@ -1,4 +1,4 @@
-"""`orchrm.scoring.precision`: what `dtype auto` resolves to, and ORCHRM_BF16 overriding the
+"""`orchrm.rmodel.precision`: what `dtype auto` resolves to, and ORCHRM_BF16 overriding the
 hardware's say in it, on every CPU alike."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from orchrm.errors import ConfigError
-from orchrm.scoring.precision import BF16_ENV, bf16_detected, bf16_supported, resolve_dtype
+from orchrm.rmodel.precision import BF16_ENV, bf16_detected, bf16_supported, resolve_dtype
 
 CPU = torch.device("cpu")
 
@@ -38,7 +38,7 @@ def test_auto_or_unset_asks_the_hardware(value, monkeypatch):
 def test_the_hardware_is_read_from_cpuinfo_and_a_missing_file_means_fp32(monkeypatch):
     from pathlib import Path
 
-    import orchrm.scoring.precision as precision
+    import orchrm.rmodel.precision as precision
 
     class Fake(type(Path())):
         text = ""

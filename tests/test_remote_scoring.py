@@ -18,12 +18,18 @@ import uvicorn
 
 from orchrm.errors import ConfigError, OrchrmError
 from orchrm.parse import parse_harmony
-from orchrm.scoring.backbone import default_backbone, load_backbone
+from orchrm.rmodel.backbone import default_backbone, load_backbone
 from orchrm.scoring.base import Scored, Scorer
 from orchrm.scoring.load import load_scorer
 from orchrm.scoring.local import OrchRM
 from orchrm.scoring.remote_http import RemoteError
-from orchrm.scoring.remote_protocols import apportion, logit, protocol_of, read_pooling
+from orchrm.scoring.remote_protocols import (
+    PROTOCOLS,
+    apportion,
+    logit,
+    protocol_of,
+    read_pooling,
+)
 from orchrm.serve.app import create_app, uvicorn_config
 from orchrm.serve.config import ServeConfig
 from orchrm.training.build import save_model
@@ -98,7 +104,12 @@ def close(a: list[float], b: list[float]) -> float:
 # --------------------------------------------------------------------------- protocols
 
 
-@pytest.mark.parametrize("kind", ["vllm", "vllm-pooling", "sglang", "openrlhf"])
+RENDERED_HERE = [p for p in PROTOCOLS if p != "orchrm"]
+"""Every protocol whose server reads rendered texts (`orchrm serve`'s `/score` renders
+itself: tests/test_serve.py); a protocol added to `PROTOCOLS` is held to this test."""
+
+
+@pytest.mark.parametrize("kind", RENDERED_HERE)
 def test_each_protocol_scores_as_the_local_model(kind, rm, rm_dir, items, local):
     with LoopbackRM(rm, kind) as server:
         scorer = load_scorer(

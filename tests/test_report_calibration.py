@@ -17,7 +17,7 @@ from orchrm.calibration.methods import (
     fit_calibration,
 )
 from orchrm.evaluation.lineup import build_lineup, evaluate_tasks
-from orchrm.evaluation.metrics import tasks_from_logs
+from orchrm.evaluation.loading import tasks_from_logs
 from orchrm.evaluation.plots import figures
 from orchrm.evaluation.reliability import calibration_report
 from orchrm.evaluation.report import markdown, terminal_table, write_report

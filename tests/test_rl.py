@@ -34,7 +34,7 @@ from orchrm.rl.policy import (
     train_tokenizer,
 )
 from orchrm.rl.rewards import ExecutionReward, OrchRMReward, TokenLedger, runnable
-from orchrm.scoring.backbone import METADATA
+from orchrm.rmodel.files import METADATA
 from orchrm.scoring.local import OrchRM
 from orchrm.world.backend import WorldBackend
 from orchrm.world.generate import world_config
@@ -361,7 +361,7 @@ def test_rl_command_rejects_an_unknown_method(tmp_path):
         app, ["rl", "--out", str(tmp_path), "--method", "ppo"]
     )
     assert result.exit_code == 2 and "'ppo' is not one of 'grpo', 'rft', 'dpo'" in result.output
-    with pytest.raises(ConfigError, match="method must be one of grpo, rft, dpo"):
+    with pytest.raises(ConfigError, match="method should be 'grpo', 'rft' or 'dpo', got 'ppo'"):
         RLExperimentConfig(method="ppo")  # the library refuses it too
 
 

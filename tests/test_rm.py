@@ -19,7 +19,8 @@ from transformers import AutoModelForSequenceClassification
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import render_for_rm
 from orchrm.parse import parse_harmony
-from orchrm.scoring.backbone import ModelError, token_counter
+from orchrm.rmodel.backbone import token_counter
+from orchrm.rmodel.files import ModelError
 from orchrm.scoring.local import OrchRM
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
@@ -80,7 +81,7 @@ def test_training_learns_and_saves_a_standard_checkpoint(trained):
 
 def test_training_moves_the_weights(trained):
     out, _ = trained
-    from orchrm.scoring.backbone import default_backbone
+    from orchrm.rmodel.backbone import default_backbone
 
     before = load_file(Path(default_backbone()) / "model.safetensors")
     after = load_file(out / "model" / "model.safetensors")
@@ -239,6 +240,7 @@ def test_accelerate_launch_trains_with_two_cpu_processes(pairs_dir, tmp_path, la
         "no",
         "-m",
         "orchrm.training.train",
+        "--json",
         "--pairs",
         str(pairs_dir),
         "--out",
@@ -387,7 +389,7 @@ def test_validation_scores_each_distinct_text_once(trained, pairs_dir, monkeypat
 
 
 def test_the_score_head_can_get_its_own_learning_rate():
-    from orchrm.scoring.backbone import default_backbone, load_backbone
+    from orchrm.rmodel.backbone import default_backbone, load_backbone
     from orchrm.training.build import param_groups
 
     model, _ = load_backbone(default_backbone())

@@ -8,8 +8,8 @@ import copy
 import pytest
 import torch
 
-from orchrm.scoring.backbone import collate
-from orchrm.scoring.last_layer import read_first_position_only
+from orchrm.rmodel.backbone import collate
+from orchrm.rmodel.last_layer import read_first_position_only
 from orchrm.training.build import add_lora, disable_dropout
 
 

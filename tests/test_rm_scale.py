@@ -19,8 +19,8 @@ from safetensors.torch import load_file
 import orchrm.training.train as rm_train
 from orchrm.errors import ConfigError
 from orchrm.jsonl import write_jsonl
-from orchrm.scoring.backbone import default_backbone, load_backbone
-from orchrm.scoring.local import OrchRM, rewards
+from orchrm.rmodel.backbone import default_backbone, load_backbone, rewards
+from orchrm.scoring.local import OrchRM
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
 from orchrm.store.pairs import MineConfig, export, mine
@@ -566,7 +566,7 @@ def test_two_processes_accumulate_budget_passes_in_step(pairs_dir, decoders, tmp
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
         "--main_process_port", launch_port, "--num_processes", "2", "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "orchrm.training.train",
-        "--pairs", str(pairs_dir),
+        "--json", "--pairs", str(pairs_dir),
         "--out", str(tmp_path), "--backbone", str(decoders["llama"]), "--max-steps", "2",
         "--max-length", "192", "--batch-size", "4", "--grad-accumulation", "2",
         "--max-tokens-per-batch", "700", "--eval-every", "2", "--num-threads", "1",

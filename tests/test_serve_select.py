@@ -169,7 +169,7 @@ def test_selector_options_change_the_choice_as_they_do_here(calibrated_server, c
             {"selector_options": {"cost_weight": -1}},
             "invalid_value",
             "selector_options",
-            "at least",
+            "cost_weight should be greater than or equal to 0",
         ),
         ({"selector_options": {"weight": 1}}, "unknown_field", "selector_options.weight", "known"),
         (
@@ -182,7 +182,7 @@ def test_selector_options_change_the_choice_as_they_do_here(calibrated_server, c
             {"selector_options": {"cost_measure": "dollars"}},
             "invalid_value",
             "selector_options",
-            "cost_measure must be one of",
+            "cost_measure should be 'calls', 'tokens' or",
         ),
         ({"selector_options": [1]}, "wrong_type", "selector_options", "object"),
     ],

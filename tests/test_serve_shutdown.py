@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.framework_scenarios import serve_process
+from orchrm.serve.process import serve_process
 from tests.samples import HIGH_DOM, tiny_decoder
 
 QUESTION = "What is 6 x 7?"

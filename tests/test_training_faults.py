@@ -358,7 +358,7 @@ def test_an_unfinished_run_says_so_and_its_resume_says_where_it_continues(
 
 
 def test_a_model_without_the_run_keys_still_gets_its_card():
-    from orchrm.scoring.card import model_card
+    from orchrm.rmodel.card import model_card
 
     card = model_card({"step": 3, "training": {"steps": 3}})
     assert "Unfinished" not in card and "| steps done | 3 |" in card

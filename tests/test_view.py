@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from orchrm.errors import InputError
-from orchrm.evaluation.metrics import tasks_from_logs
+from orchrm.evaluation.loading import tasks_from_logs
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import RM_RENDER_VERSION, Agent, Edge, Orchestration, render_for_rm
 from orchrm.parse import parse_harmony
-from orchrm.scoring.backbone import METADATA
+from orchrm.rmodel.files import METADATA
 from orchrm.selection.selectors import first_max, majority_selector, oracle_selector
 from orchrm.viewer.graph import layers, layout
 from orchrm.viewer.json_form import read_view_json, view_json_of

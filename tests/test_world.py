@@ -264,7 +264,12 @@ def test_hinted_type_reads_back_every_hint_phrase():
 
 
 def test_world_logs_become_pairs_cut_to_the_budget_in_one_pipeline(tmp_path):
-    from orchrm.experiments.world_models import PairDataset, WorldRMConfig, world_reward_models
+    from orchrm.experiments.world_models import (
+        Cut,
+        PairDataset,
+        WorldRMConfig,
+        world_reward_models,
+    )
     from orchrm.jsonl import read_jsonl, write_jsonl
     from orchrm.orchestration import approx_token_count
 
@@ -274,7 +279,7 @@ def test_world_logs_become_pairs_cut_to_the_budget_in_one_pipeline(tmp_path):
         out=str(tmp_path),
         logs=[str(log)],
         datasets=(PairDataset("m", "math"),),
-        budget=(40, None),
+        budget=Cut(40),
     )
     stages = []
     result = world_reward_models(config, stage_done=stages.append)
@@ -285,7 +290,7 @@ def test_world_logs_become_pairs_cut_to_the_budget_in_one_pipeline(tmp_path):
     assert len(rows) + sum(1 for _ in read_jsonl(m.pairs / "validation.jsonl")) == sum(
         m.mined.kept.values()
     )
-    wide = world_reward_models(replace(config, out=str(tmp_path / "wide"), budget=(512, None)))
+    wide = world_reward_models(replace(config, out=str(tmp_path / "wide"), budget=Cut(512)))
     uncut = [r for _, r in read_jsonl(wide.datasets["m"].pairs / "train.jsonl")]
     lengths = [approx_token_count(r["chosen"]) for r in rows]
     assert max(lengths) < max(approx_token_count(r["chosen"]) for r in uncut)  # cut to 40

@@ -14,18 +14,18 @@ scores); the store only names their tasks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from orchrm.calibration.methods import METHODS, CalibrationSummary
-from orchrm.configs import check, setting
+from orchrm.configs import config, setting
 from orchrm.errors import ConfigError, InputError
 
 HELD_OUT_SPLITS = ("validation", "test")
 """The splits of a pair dataset whose tasks a model trained on its `train` split never saw."""
 
 
-@dataclass
+@config
 class CalibrateConfig:
     """Which model, which records, which map."""
 
@@ -34,7 +34,7 @@ class CalibrateConfig:
     gets the map, replacing one it holds."""
     logs: tuple[str, ...] = ()
     """orchrm.run/1 logs with executed records (`orchrm run`, `orchrm world generate`)."""
-    method: str = setting("isotonic", choices=METHODS)
+    method: Literal[METHODS] = setting("isotonic")
     """The map: isotonic (a monotone step function, for a few hundred candidates or more)
     or platt (a sigmoid of the score, two parameters, for fewer)."""
     orchestrator: str | None = None
@@ -44,14 +44,11 @@ class CalibrateConfig:
     --dataset (None: every executed record of the logs)."""
     dataset: str = "default"
     """With --tasks-from: the pair dataset (as `orchrm pairs mine --dataset` named it)."""
-    split: str = setting("validation", choices=HELD_OUT_SPLITS)
+    split: Literal[HELD_OUT_SPLITS] = setting("validation")
     """With --tasks-from: the split whose tasks to fit on."""
 
-    def __post_init__(self) -> None:
-        check(self)
 
-
-@dataclass(frozen=True)
+@config(frozen=True)
 class CalibrateResult:
     """What `calibrate` fitted, on what, and where it is stored."""
 
@@ -199,7 +196,7 @@ def chosen_records(config: CalibrateConfig) -> tuple[list[dict], str]:
 def calibrate(config: CalibrateConfig) -> CalibrateResult:
     """Fit and store the calibration `config` asks for (`calibrate_model_dir`)."""
     from orchrm.calibration.methods import calibrate_model_dir
-    from orchrm.scoring.backbone import model_directory
+    from orchrm.rmodel.files import model_directory
 
     if not config.rm:
         raise ConfigError("give the reward model to calibrate (--rm)")

@@ -286,8 +286,8 @@ def calibrate_model_dir(
     on) with the model in `model_dir`, fit `method`, and store the map in its
     `orchrm.json` under "calibration" and what it was fitted on under "calibration_fit"
     (rewritten atomically, every other key kept); the model card is written again."""
-    from orchrm.scoring.backbone import METADATA, model_directory
-    from orchrm.scoring.card import write_model_card
+    from orchrm.rmodel.card import write_model_card
+    from orchrm.rmodel.files import METADATA, model_directory
     from orchrm.scoring.load import load_scorer
 
     folder = model_directory(model_dir)

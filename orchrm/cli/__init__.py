@@ -6,15 +6,22 @@ from __future__ import annotations
 import errno
 
 import typer
+from typer.core import TyperGroup
 
 from orchrm import __version__
 from orchrm.cli.bestofn import cross_validate_command, eval_command
 from orchrm.cli.console import UNREADABLE, UNWRITABLE, console, fail
 from orchrm.cli.demo import demo_command
-from orchrm.cli.help import HelpCommand, HelpGroup
+from orchrm.cli.help import HelpCommand
 from orchrm.cli.parse import parse_command
 from orchrm.cli.rl import rl_command
-from orchrm.cli.rm import calibrate_command, evaluate_rm_command, score_command, train_command
+from orchrm.cli.rm import (
+    calibrate_command,
+    evaluate_rm_command,
+    plan_memory_command,
+    score_command,
+    train_command,
+)
 from orchrm.cli.run import run_command
 from orchrm.cli.serve import serve_command
 from orchrm.cli.store import ingest_command, pairs_app, store_app
@@ -23,7 +30,7 @@ from orchrm.cli.world import world_app
 from orchrm.errors import OrchrmError
 
 
-class OrchrmGroup(HelpGroup):
+class OrchrmGroup(TyperGroup):
     """The top command: a user's error (`OrchrmError`, or an OS error about a named file)
     is one line on stderr and the exit status of its kind (`console.USAGE`,
     `UNREADABLE`, `UNWRITABLE`); anything else is a bug and keeps its traceback (exit
@@ -48,6 +55,7 @@ class OrchrmGroup(HelpGroup):
 
 app = typer.Typer(
     cls=OrchrmGroup,
+    rich_markup_mode=None,
     name="orchrm",
     help="Reward modeling for multi-agent orchestrations: score orchestrations before they run.",
     no_args_is_help=True,
@@ -107,6 +115,7 @@ app.command("ingest", cls=HelpCommand)(ingest_command)
 app.add_typer(store_app, name="store")
 app.add_typer(pairs_app, name="pairs")
 app.command("train", cls=HelpCommand)(train_command)
+app.command("plan-memory", cls=HelpCommand)(plan_memory_command)
 app.command("evaluate-rm", cls=HelpCommand)(evaluate_rm_command)
 app.command("score", cls=HelpCommand)(score_command)
 app.command("calibrate", cls=HelpCommand)(calibrate_command)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
 
 import typer
 
@@ -27,14 +27,13 @@ from orchrm.cli.console import (
 from orchrm.cli.options import config_options
 from orchrm.configs import dump_config
 from orchrm.jsonl import printable
+from orchrm.scoring.config import ScoreConfig
 from orchrm.training.config import TrainConfig
 from orchrm.training.summary import TrainSummary
 
-DTYPE_HELP = (
-    "Precision of the forward passes; auto: bf16 where the hardware runs it fast (CUDA "
-    "with bf16, a CPU with AMX), else fp32; the ORCHRM_BF16 environment variable (1 or 0) "
-    "overrides the detection."
-)
+SERVER_ONLY = ["rm_url", "protocol", "tokenizer", "max_length", "batch_size", "out"]
+"""ScoreConfig's fields for `orchrm score` alone (a server, the output file)."""
+PEAK_HELP = "FLOP/s per device, or a GPU by name (H100, A100, ...); default: this machine's."
 
 
 @config_options(TrainConfig)
@@ -44,25 +43,22 @@ def train_command(
     plan: bool = typer.Option(
         False,
         "--plan",
-        help="Print the memory and time plan of this training (parameters, bytes per "
-        "device for weights, gradients, optimizer state and activations, a step time) "
-        "and exit: nothing is loaded but the backbone's config.",
+        help="Print the memory and time plan of this training and exit (`orchrm "
+        "plan-memory` with these settings): nothing is loaded but the backbone's config.",
     ),
     devices: int = typer.Option(1, "--devices", min=1, help="With --plan: devices to shard over."),
     zero_stage: int = typer.Option(
         0, "--zero-stage", min=0, max=3, help="With --plan: the ZeRO stage (0: none)."
     ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the run's summary as JSON (with --plan: the plan)."
+    ),
 ) -> None:
     """Train a Bradley-Terry reward model on exported pairs (progress bar with live loss,
     accuracy and ETA); OUT/config.yaml holds the settings, for `--config` to repeat the
-    run. Multi-process: `accelerate launch ... -m orchrm.training.train`."""
+    run. Multi-process: `accelerate launch ... -m orchrm train ...`."""
     if plan:
-        from orchrm.memplan.plan import plan_from_train_config
-        from orchrm.memplan.text import plan_text
-
-        planned = plan_from_train_config(config, num_devices=devices, zero_stage=zero_stage)
-        console.print(plan_text(planned, console.width), highlight=False, markup=False)
-        return
+        return _print_plan(config, as_json, num_devices=devices, zero_stage=zero_stage)
     from orchrm.training.train import train
 
     if not config.pairs:
@@ -72,8 +68,15 @@ def train_command(
             f"no pairs at {config.pairs}: give `orchrm pairs export`'s folder or a pair file",
             UNREADABLE,
         )
-    dump_config(config, Path(config.out) / "config.yaml")
+    main = os.environ.get("RANK", "0") == "0"  # one of `accelerate launch`'s processes
+    if main:
+        dump_config(config, Path(config.out) / "config.yaml")
     summary = train(config, resume=resume)
+    if not main:
+        return
+    if as_json:
+        print(json.dumps({k: v for k, v in summary.to_dict().items() if k != "history"}, indent=2))
+        return
     processes = f"{summary.processes} process" + ("es" if summary.processes > 1 else "")
     console.print(
         f"trained {summary.steps} steps on {summary.train_pairs:,} pairs in {summary.dtype} "
@@ -93,6 +96,57 @@ def train_command(
     console.print(f"model -> {Path(config.out) / 'model'}", highlight=False)
 
 
+@config_options(TrainConfig, into="train", leave_out=["peak_flops"])
+def plan_memory_command(
+    train: TrainConfig,
+    model: str = typer.Argument(
+        None,
+        help="Model directory, config.json or a known shape (llama-3.1-8b, ...); "
+        "default: --backbone, else the offline MiniLM.",
+    ),
+    micro_batch_pairs: int = typer.Option(
+        None, "--micro-batch-pairs", min=1, help="Pairs per forward pass (default: the batch's)."
+    ),
+    num_devices: int = typer.Option(1, "--num-devices", "--devices", min=1, help="Devices."),
+    zero_stage: int = typer.Option(0, "--zero-stage", min=0, max=3, help="The ZeRO stage."),
+    mfu: float = typer.Option(0.35, "--mfu", min=0.0, max=1.0, help="Model FLOPs utilization."),
+    peak_flops: str = typer.Option(None, "--peak-flops", help=PEAK_HELP),
+    device_memory_gib: float = typer.Option(None, "--device-memory-gib", help="GiB a device."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+) -> None:
+    """Plan a reward model's training: parameters, bytes per device for weights,
+    gradients, optimizer state and activations, and a step time, for any `orchrm train`
+    settings or recipe (`--config`); nothing is loaded but the backbone's config."""
+    if model:
+        train = replace(train, backbone=model)
+    try:
+        peak = float(peak_flops) if peak_flops is not None else None
+    except ValueError:
+        peak = peak_flops
+    memory = int(device_memory_gib * 2**30) if device_memory_gib else None
+    _print_plan(
+        train,
+        as_json=as_json,
+        micro_batch_pairs=micro_batch_pairs,
+        num_devices=num_devices,
+        zero_stage=zero_stage,
+        mfu=mfu,
+        peak_flops=peak,
+        device_memory=memory,
+    )
+
+
+def _print_plan(train: TrainConfig, as_json: bool = False, **options) -> None:
+    from orchrm.memplan.plan import plan_from_train_config
+    from orchrm.memplan.text import plan_text
+
+    planned = plan_from_train_config(train, **options)
+    if as_json:
+        print(json.dumps(planned.to_dict(), indent=2))
+    else:
+        console.print(plan_text(planned, console.width), highlight=False, markup=False)
+
+
 def validation_line(summary: TrainSummary) -> str:
     """The saved model's validation figures: its accuracy, the step it is from and its
     accuracy by pair kind, all of the one validation pass it was chosen at."""
@@ -106,16 +160,16 @@ def validation_line(summary: TrainSummary) -> str:
     )
 
 
+@config_options(ScoreConfig, required=["rm"], leave_out=SERVER_ONLY)
 def evaluate_rm_command(
+    config: ScoreConfig,
     pairs: Path = typer.Argument(..., help="An exported pair file, e.g. runs/pairs/test.jsonl."),
-    rm: Path = typer.Option(..., "--rm", help="A trained reward model directory."),
-    dtype: Literal["auto", "bf16", "fp32"] = typer.Option("auto", "--dtype", help=DTYPE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Pairwise accuracy of a reward model on held-out pairs: overall, per kind, per domain."""
     from orchrm.training.train import evaluate_file
 
-    metrics = evaluate_file(rm, pairs, dtype=dtype)
+    metrics = evaluate_file(Path(config.rm), pairs, dtype=config.dtype)
     if as_json:
         print(json.dumps(metrics, indent=2))
         return
@@ -128,35 +182,10 @@ def evaluate_rm_command(
     )
 
 
+@config_options(ScoreConfig, flags={"protocol": "--protocol"})
 def score_command(
+    config: ScoreConfig,
     files: list[Path] = typer.Argument(..., help="Record files (any form `orchrm parse` reads)."),
-    rm: Path = typer.Option(
-        None, "--rm", help="A trained reward model directory (with --rm-url: its local copy)."
-    ),
-    rm_url: str = typer.Option(
-        None,
-        "--rm-url",
-        help="Score through a reward server: .../classify (vLLM), .../get_reward (OpenRLHF), "
-        ".../score (orchrm serve); docs/remote-scoring.md.",
-    ),
-    protocol: str = typer.Option(
-        None,
-        "--protocol",
-        help="With --rm-url: vllm, vllm-pooling, sglang, openrlhf or orchrm (default: by route).",
-    ),
-    tokenizer: str = typer.Option(
-        None, "--tokenizer", help="With --rm-url and no --rm: the tokenizer to render with."
-    ),
-    max_length: int = typer.Option(
-        None, "--max-length", min=2, help="With --rm-url and no --rm: tokens per text."
-    ),
-    out: Path = typer.Option(None, "--out", help="JSONL of scores (default: stdout)."),
-    batch_size: int = typer.Option(
-        32, "--batch-size", help="Orchestrations per forward pass (per request with --rm-url)."
-    ),
-    dtype: Literal["auto", "bf16", "fp32"] = typer.Option(
-        "auto", "--dtype", help=DTYPE_HELP + " Not with --rm-url: a server scores in its own."
-    ),
 ) -> None:
     """Score every orchestration in FILES with a reward model, here or through a reward
     server: one JSON line per record (file, line, task_id, score or null with the
@@ -167,11 +196,20 @@ def score_command(
     from orchrm.scoring.files import score_files
     from orchrm.scoring.load import load_scorer
 
+    out = Path(config.out) if config.out else None
     if out is not None and out.is_dir():  # before the model loads and every record is scored
         raise output_error(out, IsADirectoryError(errno.EISDIR, "Is a directory", str(out)))
-    remote = {"tokenizer": tokenizer, "max_length": max_length}
+    remote = {"tokenizer": config.tokenizer, "max_length": config.max_length}
     remote = {k: v for k, v in remote.items() if v is not None}
-    model = load_scorer(rm, rm_url, protocol, batch_size=batch_size, dtype=dtype, **remote)
+    rm = Path(config.rm) if config.rm else None
+    model = load_scorer(
+        rm,
+        config.rm_url,
+        config.protocol,
+        batch_size=config.batch_size,
+        dtype=config.dtype,
+        **remote,
+    )
     result = score_files(model, files)
     unreadable = [report_unreadable(path, err) for path, err in result.unreadable]
     if out:

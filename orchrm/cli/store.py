@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from orchrm.cli.console import (
     EXAMPLES,
@@ -20,7 +21,7 @@ from orchrm.cli.console import (
     print_problems,
     warn,
 )
-from orchrm.cli.help import HelpCommand, HelpGroup
+from orchrm.cli.help import HelpCommand
 from orchrm.cli.options import config_options
 from orchrm.configs import field_help
 from orchrm.jsonl import printable
@@ -158,7 +159,9 @@ def _print_ingest(summaries: list, store: Path, details: bool) -> None:
     print_problems(problems, None if details else EXAMPLES)
 
 
-store_app = typer.Typer(cls=HelpGroup, help="The artifact store.", no_args_is_help=True)
+store_app = typer.Typer(
+    cls=TyperGroup, rich_markup_mode=None, help="The artifact store.", no_args_is_help=True
+)
 
 
 @store_app.command("stats", cls=HelpCommand)
@@ -208,7 +211,10 @@ def store_stats(
 
 
 pairs_app = typer.Typer(
-    cls=HelpGroup, help="Win/lose pairs: mine and export.", no_args_is_help=True
+    cls=TyperGroup,
+    rich_markup_mode=None,
+    help="Win/lose pairs: mine and export.",
+    no_args_is_help=True,
 )
 
 
@@ -357,7 +363,7 @@ def pairs_export(
             return
         max_tokens, count = max_length, None
         if tokenizer != "approx":
-            from orchrm.scoring.backbone import backbone_budget
+            from orchrm.rmodel.backbone import backbone_budget
 
             max_tokens, count = backbone_budget(tokenizer, max_length)
         written = export(db, out, dataset, fmt, max_tokens, count, domain_in_text)

@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import typer
 
 from orchrm.cli.console import console, warn
-from orchrm.cli.rm import DTYPE_HELP
+from orchrm.cli.options import config_options
+from orchrm.scoring.config import ScoreConfig
 
 
+@config_options(
+    ScoreConfig,
+    into="scoring",
+    leave_out=["protocol", "tokenizer", "max_length", "batch_size", "out"],
+)
 def view_command(
+    scoring: ScoreConfig,
     files: list[Path] = typer.Argument(
         ...,
         help="orchrm.run/1 logs (.jsonl), stores (.duckdb), report folders or their view.json.",
     ),
     out: Path = typer.Option(Path("view.html"), "--out", help="The HTML page to write."),
-    rm: Path = typer.Option(
-        None, "--rm", help="A reward model directory: its scores and picks join the page."
-    ),
-    rm_url: str = typer.Option(
-        None, "--rm-url", help="Score through a reward server instead (see orchrm eval)."
-    ),
     orchestrator: str = typer.Option(
         None, "--orchestrator", help="Whose samples are the candidates (default: everyone's)."
     ),
@@ -33,9 +33,6 @@ def view_command(
         None, "--max-tasks", min=1, help="Show only the first tasks (default: all)."
     ),
     title: str = typer.Option(None, "--title", help="The page's title (default: the files)."),
-    dtype: Literal["auto", "bf16", "fp32"] = typer.Option(
-        "auto", "--dtype", help=DTYPE_HELP + " Not with --rm-url: a server scores in its own."
-    ),
 ) -> None:
     """Write one HTML page (it loads nothing from the network): per task, its candidate
     orchestrations drawn as graphs, each with its reward-model score, answer and whether
@@ -45,10 +42,10 @@ def view_command(
     from orchrm.viewer.page import build_view
 
     scorer = None
-    if rm or rm_url:
+    if scoring.rm or scoring.rm_url:
         from orchrm.scoring.load import load_scorer
 
-        scorer = load_scorer(rm, rm_url, dtype=dtype)
+        scorer = load_scorer(scoring.rm, scoring.rm_url, dtype=scoring.dtype)
     page = build_view(
         files, scorer, orchestrator=orchestrator, n=samples, max_tasks=max_tasks, title=title
     )

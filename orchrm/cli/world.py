@@ -7,13 +7,17 @@ from pathlib import Path
 
 import typer
 from rich.table import Table
+from typer.core import TyperGroup
 
 from orchrm.cli.console import console, fail
-from orchrm.cli.help import HelpCommand, HelpGroup
+from orchrm.cli.help import HelpCommand
 from orchrm.cli.options import spelled_as
 
 world_app = typer.Typer(
-    cls=HelpGroup, help="The offline world: a benchmark with ground truth.", no_args_is_help=True
+    cls=TyperGroup,
+    rich_markup_mode=None,
+    help="The offline world: a benchmark with ground truth.",
+    no_args_is_help=True,
 )
 
 

@@ -5,17 +5,18 @@ reads them without loading the selectors and DuckDB."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+from typing import Literal
 
-from orchrm.configs import check, setting
+from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
-from orchrm.scoring.precision import DTYPES
+from orchrm.rmodel.precision import DTYPES
 from orchrm.selection.options import SelectorOptions
 from orchrm.store.config import MineConfig
 from orchrm.training.config import TrainConfig
 
 
-@dataclass
+@config
 class LotoConfig:
     """What to mine, how to train each fold, and what to evaluate."""
 
@@ -42,11 +43,8 @@ class LotoConfig:
     seed: int = setting(0, panel="Data")
     """Seeds the folds (by hash of the task id), the pair mining and every fold's training."""
 
-    def __post_init__(self) -> None:
-        check(self)
 
-
-@dataclass
+@config
 class EvalConfig:
     """Which held-out tasks, which models and judges, and where the report goes."""
 
@@ -62,13 +60,13 @@ class EvalConfig:
     rm_url: str | None = setting(None, panel="Model")
     """Score through a reward server instead: .../classify (vLLM, SGLang), .../get_reward
     (OpenRLHF), .../score (orchrm serve)."""
-    rm_protocol: str | None = setting(
-        None, choices=("vllm", "sglang", "openrlhf", "orchrm"), panel="Model"
+    rm_protocol: Literal["vllm", "sglang", "openrlhf", "orchrm"] | None = setting(
+        None, panel="Model"
     )
     """With --rm-url: the server's protocol (default: read from the URL's route)."""
     external_rm: str | None = setting(None, panel="Model")
     """Any Hugging Face sequence-classification reward model directory, as a baseline."""
-    dtype: str = setting("auto", choices=DTYPES, panel="Model")
+    dtype: Literal[DTYPES] = setting("auto", panel="Model")
     """Precision the reward models loaded here score in (--rm, --external-rm); auto: bf16
     where the hardware runs it fast, else fp32 (ORCHRM_BF16 overrides the detection). A
     server (--rm-url) scores in its own."""
@@ -95,7 +93,6 @@ class EvalConfig:
     """How orchrm-adaptive and orchrm-cost choose."""
 
     def __post_init__(self) -> None:
-        check(self)
         if self.logs and self.store:
             raise ConfigError("give either log files or --store, not both")
         if self.held_out_of and not self.store:

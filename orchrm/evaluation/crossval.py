@@ -17,7 +17,8 @@ from pathlib import Path
 from orchrm.errors import InputError
 from orchrm.evaluation.config import LotoConfig
 from orchrm.evaluation.lineup import build_lineup, by_domain, evaluate_tasks
-from orchrm.evaluation.metrics import Evaluation, tasks_from_store
+from orchrm.evaluation.loading import tasks_from_store
+from orchrm.evaluation.metrics import Evaluation
 from orchrm.jsonl import write_jsonl
 from orchrm.selection.selectors import CandidateSet, RewardModelSelector, Selection
 from orchrm.store.db import Store
@@ -81,7 +82,7 @@ def _fold_selector(
 
 def cross_validate(store: Store, config: LotoConfig, say=print) -> list[Evaluation]:
     """Mine, train one reward model per fold, evaluate best-of-N per domain."""
-    from orchrm.scoring.backbone import backbone_budget
+    from orchrm.rmodel.backbone import backbone_budget
 
     mined = mine(store, replace(config.mine, split=(1.0, 0.0, 0.0), seed=config.seed))
     say(f"pairs: {', '.join(f'{k} {v}' for k, v in mined.kept.items()) or 'none'}")

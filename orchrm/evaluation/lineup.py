@@ -14,7 +14,8 @@ from pathlib import Path
 
 from orchrm.errors import InputError
 from orchrm.evaluation.config import EvalConfig
-from orchrm.evaluation.metrics import Evaluation, evaluate_selectors, tasks_from_logs
+from orchrm.evaluation.loading import tasks_from_logs
+from orchrm.evaluation.metrics import Evaluation, evaluate_selectors
 from orchrm.selection.registry import LineupInputs, line_up
 from orchrm.selection.selectors import CandidateSet, Selector
 
@@ -130,7 +131,7 @@ def by_domain(tasks: list[CandidateSet]) -> dict[str, list[CandidateSet]]:
 def _held_out_tasks(config: EvalConfig) -> list[CandidateSet]:
     """The candidate sets `config` names, each domain's with at least `n` candidates;
     raises InputError saying what there is when none qualifies."""
-    from orchrm.evaluation.metrics import tasks_from_store
+    from orchrm.evaluation.loading import tasks_from_store
 
     if config.store:
         from orchrm.store.db import Store

@@ -1,38 +1,32 @@
-"""`orchrm demo`: the whole story offline, on the controlled world.
+"""`orchrm demo`: the whole story offline, on the controlled world, strung from the
+stages of `orchrm.experiments.stages`.
 
 For each preset asked for (`math` by default): generate logs for training tasks and
 held-out test tasks, ingest the training logs, mine pairs, train the default MiniLM reward
 model per domain (and, with `mixed`, one on every domain's pairs mixed), then evaluate
 best-of-8 on the held-out tasks against every selector (with two presets or more, another
 domain's reward model serves as `external-rm`), and write the report (Markdown, PNGs,
-JSON) to the output folder.
+JSON) to the output folder. Run again into the same folder, each stage whose inputs are
+unchanged is reused: OUT/logs, OUT/pairs, OUT/rm/NAME and OUT/eval/PRESET hold their
+manifests.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
-from orchrm.evaluation.lineup import (
-    build_lineup,
-    evaluate_tasks,
-    first_candidates,
-    offline_selectors,
-)
-from orchrm.evaluation.metrics import tasks_from_logs
 from orchrm.evaluation.report import points, terminal_table, write_report
 from orchrm.experiments.demo_config import DemoConfig
+from orchrm.experiments.stages import WorldLog, best_of_n, world_log
 from orchrm.experiments.world_models import (
     PairDataset,
     WorldRMConfig,
     WorldRMResult,
     world_reward_models,
 )
-from orchrm.jsonl import write_jsonl
-from orchrm.scoring.local import OrchRM
 from orchrm.training.config import TrainConfig
-from orchrm.viewer.page import selections, write_evaluation_view
-from orchrm.world.generate import generate
 
 
 def _gap_share(at: dict, measure: str) -> str:
@@ -58,31 +52,24 @@ def _versus_majority(r) -> str:
     return "; ".join(parts) + " (points, paired 95% CIs)" if parts else "n/a"
 
 
-def _generate_logs(config: DemoConfig, say) -> tuple[dict, dict]:
-    """Training and held-out logs (and their task files) of each preset into OUT/logs;
-    returns the log paths and the world tasks, both by (preset, part)."""
-    out = Path(config.out)
-    (out / "logs").mkdir(parents=True, exist_ok=True)
-    logs: dict[tuple[str, str], Path] = {}
-    world: dict[tuple[str, str], list] = {}
+def _generate_logs(config: DemoConfig, say) -> dict[tuple[str, str], WorldLog]:
+    """Training and held-out logs (and their task files) of each preset into OUT/logs,
+    by (preset, part)."""
+    logs: dict[tuple[str, str], WorldLog] = {}
     for preset in config.presets:
         for part, n, seed in (
             ("train", config.train_tasks, config.seed),
             ("test", config.test_tasks, config.seed + 1),
         ):
-            generated = generate(preset, n, config.samples, seed)
-            world[(preset, part)] = generated.tasks
-            logs[(preset, part)] = out / "logs" / f"{preset}.{part}.jsonl"
-            write_jsonl(generated.records, logs[(preset, part)])
-            write_jsonl(
-                [t.to_dict() for t in generated.tasks],
-                out / "logs" / f"{preset}.{part}.tasks.jsonl",
-            )
+            name = f"{preset}.{part}"
+            log = world_log(Path(config.out) / "logs", name, preset, n, config.samples, seed)
+            logs[(preset, part)] = log
+            speed = f"{log.info['executions_per_s']:.0f} executed orchestrations/s"
             say(
-                f"{preset} {part}: {len(generated.records)} records "
-                f"({generated.executions_per_s:.0f} executed orchestrations/s)"
+                f"{preset} {part}: {log.info['records']} records "
+                f"({'reused' if log.reused else speed})"
             )
-    return logs, world
+    return logs
 
 
 def _reward_models(config: DemoConfig, logs: dict, lap) -> WorldRMResult:
@@ -99,7 +86,7 @@ def _reward_models(config: DemoConfig, logs: dict, lap) -> WorldRMResult:
     return world_reward_models(
         WorldRMConfig(
             out=config.out,
-            logs=[str(logs[(preset, "train")]) for preset in config.presets],
+            logs=[logs[(preset, "train")] for preset in config.presets],
             datasets=tuple(
                 # Validated once, at the end: in the demo the last step beat the halfway
                 # one for every model.
@@ -122,24 +109,24 @@ def _reward_models(config: DemoConfig, logs: dict, lap) -> WorldRMResult:
     )
 
 
-def _evaluate_preset(config: DemoConfig, preset: str, models: dict, logs: dict, world: dict):
-    """Best-of-N on the preset's held-out tasks against the whole line-up, with notes."""
+def _evaluate_preset(config: DemoConfig, preset: str, trained: dict, logs: dict, loaded: dict):
+    """Best-of-N on the preset's held-out tasks against the whole line-up (the stage in
+    OUT/eval/PRESET), with notes; returns the evaluation and its tasks for the page."""
     others = [p for p in config.presets if p != preset]
     other = others[0] if others else None
-    tasks = tasks_from_logs([str(logs[(preset, "test")])], "specialized", config.samples)
-    lineup = build_lineup(
-        tasks,
-        rm=models[preset],
-        external_rm=models[other] if other else None,
-        mixed_rm=models.get("mixed"),
-        unified_rm=models.get("unified"),
-        world_tasks=world[(preset, "test")],
+    roles = {"rm": preset, "external_rm": other, "mixed_rm": "mixed", "unified_rm": "unified"}
+    done = best_of_n(
+        Path(config.out) / "eval" / preset,
+        logs[(preset, "test")],
+        {role: trained[name] for role, name in roles.items() if name in trained},
+        samples=config.samples,
         reruns=config.reruns,
         seed=config.seed,
+        domain=preset,
+        dtype=config.dtype,
+        loaded=loaded,
     )
-    ev = evaluate_tasks(lineup.tasks, lineup.selectors, config.samples, domain=preset)
-    shown = first_candidates(lineup.tasks, config.samples)
-    picks = selections(shown, offline_selectors(lineup))
+    ev = done.evaluation
     at = ev.at(ev.n)
     cheaper = at["judge-traj"].verification_tokens / max(1.0, at["orchrm"].verification_tokens)
     ev.notes = {
@@ -156,7 +143,17 @@ def _evaluate_preset(config: DemoConfig, preset: str, models: dict, logs: dict, 
         "trajectory level: reads each answer's correctness right 85% of "
         "the time",
     }
-    return ev, shown, picks
+    return ev, done.views
+
+
+def _write_view(out: Path, views: list) -> None:
+    """OUT/view.json and OUT/view.html: every preset's held-out tasks with the picks."""
+    from orchrm.viewer.html import render_page
+    from orchrm.viewer.json_form import view_json
+    from orchrm.viewer.task import VIEW_HTML, VIEW_JSON
+
+    (out / VIEW_JSON).write_text(json.dumps(view_json(views)), encoding="utf-8")
+    (out / VIEW_HTML).write_text(render_page(views, title="orchrm demo"), encoding="utf-8")
 
 
 def run_demo(config: DemoConfig, say=print) -> dict:
@@ -172,17 +169,16 @@ def run_demo(config: DemoConfig, say=print) -> dict:
         now = time.perf_counter()
         seconds[stage], mark = round(now - mark, 1), now
 
-    logs, world = _generate_logs(config, say)
+    logs = _generate_logs(config, say)
     lap("generate")
     trained = _reward_models(config, logs, lap)
-    models, held_out, truncated = {}, {}, {}
+    held_out, truncated = {}, {}
     for name, t in trained.datasets.items():
         kinds = ", ".join(f"{n:,} {k}" for k, n in sorted(t.mined.kept.items()))
         splits = ", ".join(f"{n:,} {k}" for k, n in sorted(t.mined.by_split.items()))
         say(f"pairs {name}: {kinds} ({splits})")
     for name, t in trained.datasets.items():
         summary = t.summary
-        models[name] = OrchRM.load(t.model, dtype=config.dtype)
         held_out[name] = summary.best_validation_accuracy
         truncated[name] = summary.truncated_texts
         say(
@@ -190,7 +186,7 @@ def run_demo(config: DemoConfig, say=print) -> dict:
             f"{summary.best_validation_accuracy:.3f} ({summary.dtype}; "
             f"{summary.pairs_per_second:.1f} pairs/s; {summary.truncated_texts} of "
             f"{2 * (summary.train_pairs + summary.validation_pairs)} texts over "
-            f"{config.max_length} tokens)"
+            f"{config.max_length} tokens){' (reused)' if t.reused else ''}"
         )
         if t.calibration is not None:
             c = t.calibration
@@ -198,14 +194,13 @@ def run_demo(config: DemoConfig, say=print) -> dict:
                 f"calibration {name}: {c.calibration.method} on {c.candidates:,} validation "
                 f"samples, ECE {c.ece_raw:.3f} raw -> {c.ece:.3f}"
             )
-    evaluations, shown, picks = [], [], []
+    evaluations, views, loaded = [], [], {}
     for preset in config.presets:
-        ev, tasks, chosen = _evaluate_preset(config, preset, models, logs, world)
+        ev, shown = _evaluate_preset(config, preset, trained.datasets, logs, loaded)
         evaluations.append(ev)
-        shown += tasks
-        picks += chosen
+        views += shown
         lap(f"evaluate {preset}")
-    write_evaluation_view(out, shown, picks, title="orchrm demo")
+    _write_view(out, views)
     seconds["total"] = round(time.perf_counter() - started, 1)
     report = write_report(
         evaluations,

@@ -3,18 +3,18 @@ command line reads it without loading PyTorch)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Literal
 
-from orchrm.configs import check, setting
+from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
-from orchrm.scoring.precision import DTYPES
+from orchrm.rmodel.precision import DTYPES
 from orchrm.training.config import SMALL_DATA_LR, SMALL_DATA_STEPS
 
 WORLD_PRESETS = ("math", "search", "multihop", "science")
 """The offline world's presets (`orchrm.world.tasks.PRESETS`)."""
 
 
-@dataclass
+@config
 class DemoConfig:
     """Sizes of the demo; docs/results.md#the-demo says how long the defaults take."""
 
@@ -43,9 +43,9 @@ class DemoConfig:
     """Training steps of the multihop reward model: its pairs carry little to learn (the
     orchestration matters little there), and fewer steps keep the demo near 15 minutes
     on two CPU cores without bf16."""
-    dtype: str = setting("auto", choices=DTYPES, panel="Model")
+    dtype: Literal[DTYPES] = setting("auto", panel="Model")
     """Precision the reward models train and score in; auto: bf16 where the hardware runs
-    it fast, else fp32 (`orchrm.scoring.precision`; ORCHRM_BF16 overrides the detection)."""
+    it fast, else fp32 (`orchrm.rmodel.precision`; ORCHRM_BF16 overrides the detection)."""
     lr: float = setting(SMALL_DATA_LR, panel="Optimization")
     """Learning rate of the three reward models."""
     max_length: int = setting(128, min=16, panel="Model")
@@ -57,7 +57,6 @@ class DemoConfig:
     vote get an expected accuracy (`orchrm.evaluation.reruns`); 0: none."""
 
     def __post_init__(self) -> None:
-        check(self)
         unknown = [p for p in self.presets if p not in WORLD_PRESETS]
         if unknown or not self.presets or len(set(self.presets)) < len(self.presets):
             raise ConfigError(

@@ -4,9 +4,10 @@ tasks, the reward model it builds, the evaluation), holding one config per train
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
+from typing import Literal
 
-from orchrm.configs import check, setting
+from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
 from orchrm.rl.config import DPOConfig, GRPOConfig, PolicyConfig, RFTConfig, TinyPolicyConfig
 from orchrm.training.config import SMALL_DATA_LR, SMALL_DATA_STEPS
@@ -22,7 +23,7 @@ RUNS = {
 (method, GRPO's reward)."""
 
 
-@dataclass
+@config
 class RLExperimentConfig:
     """How the orchestrator is trained on the world and evaluated. The policy's settings
     (`policy`) seed the world too: its training tasks use `policy.seed`, the held-out
@@ -31,7 +32,7 @@ class RLExperimentConfig:
     out: str = "runs/rl"
     """Folder for the world logs, the default policy and reward model when built here,
     each run's checkpoints, token log, curve and the report."""
-    method: str = setting("grpo", choices=METHODS)
+    method: Literal[METHODS] = setting("grpo")
     """`grpo` (TRL's GRPOTrainer), `rft` (rejection-sampling fine-tuning) or `dpo`
     (TRL's DPOTrainer on pairs mined from the world logs)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -97,7 +98,6 @@ class RLExperimentConfig:
 
     def check(self) -> None:
         """Raise ConfigError on a setting that cannot work (run at construction)."""
-        check(self)
         if self.tasks:
             if self.method != "grpo" or self.grpo.reward != "orchrm":
                 raise ConfigError(

@@ -5,21 +5,24 @@ One world log (both world orchestrators on the training tasks, executed) feeds a
 them, through the same path a user takes with real logs: the base orchestrator's outputs
 are the policy's supervised data; the log is ingested into a store, pairs are mined
 (specialized-over-base and correct-over-incorrect, 1:3) and the reward model is trained
-on them; the same pairs, as raw harmony texts, are DPO's data. Each artifact is reused
-when it is already in OUT, so a comparison builds it once.
+on them; the same pairs, as raw harmony texts, are DPO's data. The log, the pairs and
+the reward model are the stages of `orchrm.experiments.stages`, each reused from OUT
+while its inputs stay the same, so a comparison builds them once; the policy is reused
+when it is in OUT.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from orchrm.errors import InputError
 from orchrm.experiments.rl_config import RLExperimentConfig
+from orchrm.experiments.stages import WorldLog, world_log
 from orchrm.experiments.world_models import PairDataset, WorldRMConfig, world_reward_models
-from orchrm.jsonl import read_jsonl, write_jsonl
+from orchrm.jsonl import read_jsonl
 from orchrm.rl.policy import (
     new_policy,
     policy_prompt,
@@ -29,17 +32,6 @@ from orchrm.rl.policy import (
 )
 from orchrm.runtime import prompts
 from orchrm.world.tasks import WorldTask, generate_tasks
-
-
-@dataclass
-class WorldLogs:
-    """The training log of one preset: its records and what producing them cost."""
-
-    path: Path
-    records: list[dict]
-    execution_tokens: int
-    """Sub-agent tokens spent executing the log (the one-off data cost behind the reward
-    model and the DPO pairs)."""
 
 
 def train_tasks(config: RLExperimentConfig) -> list[WorldTask]:
@@ -70,45 +62,34 @@ def prompt_rows(tasks, chat: bool = False, dom: str = "high") -> list[dict]:
     ]
 
 
-def world_logs(config: RLExperimentConfig, say=print) -> WorldLogs:
-    """The training log, generated (both world orchestrators, executed) or reused."""
-    from orchrm.world.generate import generate
-
-    out = Path(config.out) / "world"
-    path = out / f"{config.preset}.train.jsonl"
-    meta_path = out / f"{config.preset}.train.meta.json"
-    meta = {
-        "preset": config.preset,
-        "tasks": config.train_tasks,
-        "samples": config.log_samples,
-        "seed": config.seed,
-    }
-    if path.exists() and meta_path.exists() and json.loads(meta_path.read_text()) == meta:
-        records = [r for _, r in read_jsonl(path)]
-    else:
-        start = time.perf_counter()
-        generated = generate(
-            config.preset, config.train_tasks, config.log_samples, config.seed, config.progress
-        )
-        records = generated.records
-        write_jsonl(records, path)
-        meta_path.write_text(json.dumps(meta))
+def world_logs(config: RLExperimentConfig, say=print) -> WorldLog:
+    """The training log in OUT/world (both world orchestrators, executed): the world-log
+    stage."""
+    log = world_log(
+        Path(config.out) / "world",
+        f"{config.preset}.train",
+        config.preset,
+        config.train_tasks,
+        config.log_samples,
+        config.seed,
+        progress=config.progress,
+    )
+    if not log.reused:
         say(
-            f"world log: {len(records)} records of {config.train_tasks} {config.preset} tasks "
-            f"({time.perf_counter() - start:.0f} s) -> {path}"
+            f"world log: {log.info['records']} records of {config.train_tasks} {config.preset} "
+            f"tasks ({log.info['seconds']:.0f} s) -> {log.path}"
         )
-    tokens = sum(r["tokens"]["execution"] for r in records)
-    return WorldLogs(path, records, tokens)
+    return log
 
 
-def build_policy(config: RLExperimentConfig, logs: WorldLogs, say=print) -> Path:
+def build_policy(config: RLExperimentConfig, logs: WorldLog, say=print) -> Path:
     """The offline default policy in OUT/policy: a tokenizer trained on the questions and
     the base orchestrator's outputs, then supervised fine-tuning on (prompt -> output).
     Reused when present. Writes `policy.json` with the loss and the build time."""
     path = Path(config.out) / "policy"
     if (path / "config.json").exists():
         return path
-    base = [r for r in logs.records if r["orchestrator"] == "base" and r["raw"]]
+    base = [r for r in logs.records() if r["orchestrator"] == "base" and r["raw"]]
     if not base:
         raise InputError(f"{logs.path} has no base-orchestrator outputs to learn from")
     examples = [(policy_prompt(r["question"]), r["raw"]) for r in base]
@@ -146,18 +127,17 @@ def build_policy(config: RLExperimentConfig, logs: WorldLogs, say=print) -> Path
 
 
 def _world_rm_config(
-    config: RLExperimentConfig, logs: WorldLogs, steps: int | None
+    config: RLExperimentConfig, logs: WorldLog, steps: int | None
 ) -> WorldRMConfig:
-    """The pipeline to OUT/rm/model from the training log (pairs only when `steps` is
-    None): mined as `orchrm demo` mines its per-domain datasets, into the store kept in
-    OUT."""
+    """The stages from the training log to OUT/pairs and OUT/rm/model (pairs only when
+    `steps` is None), mined as `orchrm demo` mines its per-domain datasets, into the
+    store OUT/orchrm.duckdb."""
     from orchrm.training.config import TrainConfig
 
     return WorldRMConfig(
         out=config.out,
-        logs=[str(logs.path)],
+        logs=[logs],
         datasets=(PairDataset(f"rl-{config.preset}", config.preset, steps=steps),),
-        fresh_store=False,
         seed=config.seed,
         train=TrainConfig(
             max_length=config.rm_max_length,
@@ -170,22 +150,19 @@ def _world_rm_config(
     )
 
 
-def build_rm(config: RLExperimentConfig, logs: WorldLogs, say=print) -> Path:
+def build_rm(config: RLExperimentConfig, logs: WorldLog, say=print) -> Path:
     """A reward model in OUT/rm/model trained as `orchrm demo` trains its per-domain ones
-    (MiniLM, `rm_steps` steps of 16 pairs); reused when present."""
-    model_dir = Path(config.out) / "rm" / "model"
-    if (model_dir / "config.json").exists():
-        return model_dir
+    (MiniLM, `rm_steps` steps of 16 pairs): the pairs and reward-model stages."""
     result = world_reward_models(_world_rm_config(config, logs, config.rm_steps))
-    summary = result.datasets[f"rl-{config.preset}"].summary
-    say(
-        f"reward model: held-out pairwise accuracy {summary.best_validation_accuracy:.3f} "
-        f"-> {model_dir}"
-    )
-    return model_dir
+    trained = result.datasets[f"rl-{config.preset}"]
+    if not trained.reused:
+        accuracy = trained.summary.best_validation_accuracy
+        shown = "none" if accuracy is None else f"{accuracy:.3f}"
+        say(f"reward model: held-out pairwise accuracy {shown} -> {trained.model}")
+    return trained.model
 
 
-def dpo_rows(config: RLExperimentConfig, logs: WorldLogs) -> list[dict]:
+def dpo_rows(config: RLExperimentConfig, logs: WorldLog) -> list[dict]:
     """DPO's preference rows in the policy's prompt format: the mined pairs' raw
     orchestrator texts (`orchrm.store.pairs.export_orchrm_datasets`), `prompt` = the policy
     prompt of the question."""

@@ -31,6 +31,7 @@ from orchrm.experiments.rl_compare import (
     write_report,
 )
 from orchrm.experiments.rl_config import RUNS, RLExperimentConfig
+from orchrm.experiments.stages import WorldLog
 from orchrm.rl.policy import load_policy
 from orchrm.rl.rewards import ExecutionReward, OrchRMReward, TokenLedger
 from orchrm.training.tracking import Tracker
@@ -43,7 +44,7 @@ from orchrm.world.tasks import WorldTask
 class Prepared:
     """What every run starts from."""
 
-    logs: data.WorldLogs
+    logs: WorldLog
     policy_dir: Path
     rm_dir: Path | None
     train: list[WorldTask]

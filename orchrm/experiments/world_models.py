@@ -1,18 +1,48 @@
-"""World logs to reward models, the way a user goes with real logs: ingest the logs into
-a store, mine win/lose pairs (specialized-over-base and correct-over-incorrect), export
-them cut to the reward model's own token budget, and train a reward model on each pair
-dataset. The demo, orchestrator training (`orchrm.experiments.rl_data`) and the world benchmarks
-all go through `world_reward_models`.
+"""World logs to reward models, the way a user goes with real logs, as two stages
+(`orchrm.experiments.stages`): the pairs (`mine_pairs`: ingest the logs into a fresh
+store, mine win/lose pairs, specialized-over-base and correct-over-incorrect, and export
+them cut to the reward model's own token budget) and a reward model per pair dataset
+(`train_reward_model`: trained, then calibrated on its validation tasks' executed
+samples). `world_reward_models` runs both; the demo, orchestrator training
+(`orchrm.experiments.rl_data`) and the world benchmarks all go through it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from orchrm.experiments.stages import (
+    STAGE_JSON,
+    WorldLog,
+    file_fingerprint,
+    fingerprint,
+    run_stage,
+)
 from orchrm.store.pairs import MineSummary
 from orchrm.training.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Cut:
+    """How the exported texts are cut to a reward model's token budget."""
+
+    max_length: int = 512
+    """Tokens of a whole text."""
+    backbone: str | None = None
+    """The backbone whose tokenizer counts the tokens ('': the default MiniLM), leaving
+    room for its special tokens (`orchrm.rmodel.backbone.render_budget`); None:
+    `approx_token_count` counts them, up to `max_length`."""
+    trust_remote_code: bool = False
+
+    def budget(self) -> tuple[int, object]:
+        """(max_tokens, count_tokens) for `orchrm.store.pairs.export`."""
+        from orchrm.rmodel.backbone import backbone_budget
+
+        if self.backbone is None:
+            return self.max_length, None
+        return backbone_budget(self.backbone, self.max_length, self.trust_remote_code)
 
 
 @dataclass(frozen=True)
@@ -39,20 +69,19 @@ class WorldRMConfig:
 
     out: str
     """Folder for the store, the exported pairs (OUT/pairs) and the models (OUT/rm)."""
-    logs: list[str]
-    """`orchrm.run/1` world logs to ingest (both orchestrators' samples)."""
+    logs: list
+    """The logs to ingest (both orchestrators' samples): `WorldLog` stages, or paths of
+    other `orchrm.run/1` logs, whose fingerprint is their content's."""
     datasets: tuple[PairDataset, ...]
     store: str = "orchrm.duckdb"
-    """The store's file name in OUT; replaced when `fresh_store`."""
-    fresh_store: bool = True
-    """Start from an empty store (False: ingest into the one in OUT)."""
+    """The store's file name in OUT, made afresh whenever the pairs are mined again."""
     split: tuple[float, float, float] = (0.85, 0.15, 0.0)
     """Train, validation and test shares of the tasks."""
     seed: int = 0
     """Seeds the pair splits."""
-    budget: tuple[int, object] | None = None
-    """(max_tokens, count_tokens) the exported texts are cut to; None: the budget of the
-    reward model `train` describes (`orchrm.scoring.backbone.backbone_budget`)."""
+    budget: Cut | None = None
+    """How the exported texts are cut; None: to the budget of the reward model `train`
+    describes."""
     train: TrainConfig = field(default_factory=TrainConfig)
     """Training settings of every model; `pairs`, `out` and `max_steps` are set per
     dataset."""
@@ -61,6 +90,14 @@ class WorldRMConfig:
     samples of its validation tasks and stored with it (`orchrm.calibration.methods`);
     None: not calibrated."""
     progress: bool = True
+
+    def cut(self) -> Cut:
+        """`budget`, or the cut of the model `train` describes."""
+        t = self.train
+        return self.budget or Cut(t.max_length, t.backbone, t.trust_remote_code)
+
+    def log_paths(self) -> list[str]:
+        return [str(log.path if isinstance(log, WorldLog) else log) for log in self.logs]
 
 
 @dataclass
@@ -74,11 +111,15 @@ class TrainedPairs:
     model: Path | None = None
     """The saved reward model (OUT/rm/.../model)."""
     summary: object | None = None
-    """Its `orchrm.training.train.TrainSummary`."""
+    """Its `orchrm.training.summary.TrainSummary`."""
     validation_tasks: frozenset[str] = frozenset()
     """The tasks of its validation pairs, on whose executed samples it is calibrated."""
     calibration: object | None = None
     """Its `orchrm.calibration.methods.CalibrationSummary` (None: not calibrated)."""
+    fingerprint: str = ""
+    """The fingerprint of its model's stage, or of its pairs when no model is trained."""
+    reused: bool = False
+    """The last stage that made it (its model's, else the pairs') was reused."""
 
 
 @dataclass
@@ -89,57 +130,148 @@ class WorldRMResult:
     datasets: dict[str, TrainedPairs]
 
 
+def mine_pairs(config: WorldRMConfig) -> WorldRMResult:
+    """The pairs stage: ingest the logs into a fresh OUT/STORE, mine and export every
+    dataset into OUT/pairs/FOLDER. Its manifest is OUT/pairs/stage.json; each dataset
+    gets a fingerprint of its own (its settings, the cut, the split and seed, the logs),
+    so adding a dataset leaves the others' models reused."""
+    out = Path(config.out)
+    store_path = out / config.store
+    cut, logs = config.cut(), config.log_paths()
+    upstream = [
+        log.fingerprint if isinstance(log, WorldLog) else file_fingerprint(log)
+        for log in config.logs
+    ]
+    shared = {"split": config.split, "seed": config.seed, "cut": asdict(cut)}
+    datasets = {d.name: {**_pair_values(d), **shared} for d in config.datasets}
+    values = {"datasets": datasets, "store": config.store}
+
+    def build() -> dict:
+        from orchrm.store.db import Store
+        from orchrm.store.ingest import ingest_file
+        from orchrm.store.pairs import MineConfig, export, mine
+
+        out.mkdir(parents=True, exist_ok=True)
+        store_path.unlink(missing_ok=True)
+        budget = cut.budget()
+        info = {}
+        with Store(store_path) as store:
+            for log in logs:
+                ingest_file(store, log)
+            for d in config.datasets:
+                mine_config = MineConfig(
+                    dataset=d.name,
+                    domain=d.domain,
+                    seed=config.seed,
+                    specialized=("specialized",),
+                    base=("base",),
+                    split=config.split,
+                )
+                mined = mine(store, mine_config)
+                pairs = out / "pairs" / d.folder
+                export(store, pairs, d.name, "jsonl", *budget, domain_in_text=d.domain_in_text)
+                info[d.name] = {
+                    "fingerprint": fingerprint("pairs", datasets[d.name], upstream),
+                    "mined": asdict(mined),
+                    "validation_tasks": sorted(_validation(store, d)),
+                }
+        return info
+
+    outputs = [store_path, *(out / "pairs" / d.folder / "train.jsonl" for d in config.datasets)]
+    manifest = out / "pairs" / STAGE_JSON
+    run = run_stage(manifest, "pairs", values, upstream, outputs, build)
+    done = {}
+    for d in config.datasets:
+        got = run.info[d.name]
+        done[d.name] = TrainedPairs(
+            d,
+            MineSummary(**got["mined"]),
+            out / "pairs" / d.folder,
+            validation_tasks=frozenset(got["validation_tasks"]),
+            fingerprint=got["fingerprint"],
+            reused=run.reused,
+        )
+    return WorldRMResult(store_path, done)
+
+
+def _pair_values(d: PairDataset) -> dict:
+    """A dataset's settings that its pairs depend on (not its model's)."""
+    return {
+        "name": d.name,
+        "domain": d.domain,
+        "folder": d.folder,
+        "domain_in_text": d.domain_in_text,
+    }
+
+
+def train_reward_model(
+    config: WorldRMConfig, trained: TrainedPairs, executed: Callable[[], list[dict]]
+) -> None:
+    """The reward-model stage of one dataset: train on its exported pairs into
+    OUT/rm/FOLDER (manifest OUT/rm/FOLDER/stage.json) and calibrate it on the records
+    `executed()` returns (the logs' executed samples), kept to its validation tasks.
+    Fills `trained`'s model, summary, calibration, fingerprint and reused."""
+    from orchrm.calibration.methods import CalibrationSummary, calibration_from_dict
+    from orchrm.training.summary import TrainSummary
+
+    run = dataset_train_config(config, trained.dataset)
+    folder = Path(run.out)
+    values = {"train": asdict(run), "calibration": config.calibration}
+
+    def build() -> dict:
+        from orchrm.training.train import train
+
+        summary = train(run, progress=config.progress)
+        info = {"summary": summary.to_dict(), "calibration": None}
+        if config.calibration and trained.validation_tasks:
+            c = _calibrate(folder / "model", trained.validation_tasks, executed(), config)
+            info["calibration"] = {
+                "map": c.calibration.to_dict(),
+                "candidates": c.candidates,
+                "ece_raw": c.ece_raw,
+                "ece": c.ece,
+            }
+        return info
+
+    outputs = [folder / "model" / "config.json", folder / "model" / "orchrm.json"]
+    stage = run_stage(
+        folder / STAGE_JSON, "reward model", values, [trained.fingerprint], outputs, build
+    )
+    trained.model = folder / "model"
+    trained.summary = TrainSummary(**stage.info["summary"])
+    c = stage.info["calibration"]
+    trained.calibration = c and CalibrationSummary(
+        calibration_from_dict(c["map"]), c["candidates"], c["ece_raw"], c["ece"]
+    )
+    trained.fingerprint, trained.reused = stage.fingerprint, stage.reused
+
+
 def world_reward_models(
     config: WorldRMConfig, stage_done: Callable[[str], None] | None = None
 ) -> WorldRMResult:
-    """Ingest, mine, export every dataset, then train the models asked for.
-    `stage_done` is called after "ingest and mine" and after each "train NAME"."""
-    from orchrm.scoring.backbone import backbone_budget
-    from orchrm.store.db import Store
-    from orchrm.store.ingest import ingest_file
-    from orchrm.store.pairs import MineConfig, export, mine
-    from orchrm.training.train import train
-
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    store_path = out / config.store
-    if config.fresh_store:
-        store_path.unlink(missing_ok=True)
-    t = config.train
-    budget = config.budget or backbone_budget(t.backbone, t.max_length, t.trust_remote_code)
-    done: dict[str, TrainedPairs] = {}
-    with Store(store_path) as store:
-        for log in config.logs:
-            ingest_file(store, log)
-        for d in config.datasets:
-            mine_config = MineConfig(
-                dataset=d.name,
-                domain=d.domain,
-                seed=config.seed,
-                specialized=("specialized",),
-                base=("base",),
-                split=config.split,
-            )
-            mined = mine(store, mine_config)
-            pairs = out / "pairs" / d.folder
-            export(store, pairs, d.name, "jsonl", *budget, domain_in_text=d.domain_in_text)
-            done[d.name] = TrainedPairs(d, mined, pairs, validation_tasks=_validation(store, d))
+    """The pairs stage, then the reward-model stage of every dataset with steps (each
+    reused while its inputs stay the same). `stage_done` is called after "ingest and
+    mine" and after each "train NAME"."""
+    result = mine_pairs(config)
     if stage_done:
         stage_done("ingest and mine")
-    tasks = frozenset().union(*(t.validation_tasks for t in done.values()))
-    executed = _executed_records(config.logs, tasks) if config.calibration else []
-    for trained in done.values():
+    tasks = frozenset().union(*(t.validation_tasks for t in result.datasets.values()))
+    read: list[list[dict]] = []
+
+    def executed() -> list[dict]:
+        """The logs' executed records of every validation task, read once for all the
+        models that are calibrated here (only these are kept in memory)."""
+        if not read:
+            read.append(_executed_records(config.log_paths(), tasks))
+        return read[0]
+
+    for trained in result.datasets.values():
         if trained.dataset.steps is None:
             continue
-        run = dataset_train_config(config, trained.dataset)
-        rm_dir = Path(run.out)
-        trained.summary = train(run, progress=config.progress)
-        trained.model = rm_dir / "model"
-        if config.calibration and trained.validation_tasks:
-            trained.calibration = _calibrate(trained, executed, config.calibration)
+        train_reward_model(config, trained, executed)
         if stage_done:
             stage_done(f"train {trained.dataset.name}")
-    return WorldRMResult(store_path, done)
+    return result
 
 
 def dataset_train_config(config: WorldRMConfig, dataset: PairDataset) -> TrainConfig:
@@ -164,8 +296,7 @@ def _validation(store, dataset: PairDataset) -> frozenset[str]:
 
 
 def _executed_records(logs: list[str], tasks: frozenset[str]) -> list[dict]:
-    """The executed records of `tasks` in the logs, read once for every model's
-    calibration (only these are kept in memory)."""
+    """The executed records of `tasks` in the logs."""
     from orchrm.calibration.calibrate import executed
     from orchrm.jsonl import read_jsonl
 
@@ -174,9 +305,9 @@ def _executed_records(logs: list[str], tasks: frozenset[str]) -> list[dict]:
     ]
 
 
-def _calibrate(trained: TrainedPairs, executed: list[dict], method: str):
+def _calibrate(model: Path, tasks: frozenset[str], executed: list[dict], config: WorldRMConfig):
     """Fit the model's calibration on its validation tasks' executed samples."""
     from orchrm.calibration.methods import calibrate_model_dir
 
-    records = [r for r in executed if r.get("task_id") in trained.validation_tasks]
-    return calibrate_model_dir(trained.model, records, method)
+    records = [r for r in executed if r.get("task_id") in tasks]
+    return calibrate_model_dir(model, records, config.calibration)

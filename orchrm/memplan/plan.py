@@ -19,13 +19,12 @@ per device; communication buffers of a distributed launch are not counted.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from dataclasses import asdict, replace
+from typing import Any, Literal
 
-from orchrm.configs import given
-from orchrm.errors import ConfigError, OrchrmError
+from orchrm.configs import config, setting
+from orchrm.errors import ConfigError
 from orchrm.memplan.result import MemoryPlan, TrainingPlan
 from orchrm.memplan.shapes import (
     Backbone,
@@ -38,7 +37,6 @@ from orchrm.memplan.shapes import (
     read_backbone,
     step_flops,
 )
-from orchrm.memplan.text import plan_text
 
 GIB = 1024**3
 GPUS = {
@@ -66,59 +64,36 @@ PRESETS = {
 ATTENTION = ("sdpa", "eager", "flash_attention_2", "flash_attention_3")
 
 
-@dataclass(frozen=True)
+@config(frozen=True)
 class PlanSettings:
     """What a plan is made for: the batch, precision, LoRA, attention, checkpointing and
     sharding of the training run, and the devices it runs on."""
 
-    max_length: int
+    max_length: int = setting(min=1)
     """Tokens per text."""
-    micro_batch_pairs: int
+    micro_batch_pairs: int = setting(min=1)
     """Pairs per forward pass and device."""
-    dtype: str = "bf16"
-    """`bf16` or `fp32`."""
+    dtype: Literal["bf16", "fp32"] = "bf16"
+    """The precision of the forward and backward passes."""
     lora: bool = False
     """Train a LoRA adapter and the score head instead of every weight."""
-    lora_r: int = 32
+    lora_r: int = setting(32, min=1)
     """The LoRA rank."""
     gradient_checkpointing: bool | None = None
     """None: on only when the peak without it would not fit `device_memory`."""
-    attn_implementation: str = "sdpa"
-    """One of `ATTENTION`."""
-    zero_stage: int = 0
+    attn_implementation: Literal[ATTENTION] = "sdpa"
+    """The attention kernel."""
+    zero_stage: int = setting(0, min=0, max=3)
     """0: nothing sharded; 1: optimizer state; 2: and gradients; 3: and weights."""
-    num_devices: int = 1
+    num_devices: int = setting(1, min=1)
     """Devices the ZeRO stage shards over."""
-    mfu: float = 0.35
+    mfu: float = setting(0.35, min=1e-6, max=1.0)
     """Model FLOPs utilization the step time assumes."""
     peak_flops: float | str | None = None
     """FLOP/s per device or a `GPUS` name (None: this machine's GPU, if known; on a CPU
     the step time is left out)."""
     device_memory: int | None = None
     """Bytes per device (None: the GPU's)."""
-
-    def check(self) -> None:
-        """Raise ConfigError for a setting no plan can be made for."""
-        if self.max_length < 1 or self.micro_batch_pairs < 1:
-            raise ConfigError(
-                f"max_length and micro_batch_pairs must be at least 1, not "
-                f"{self.max_length} and {self.micro_batch_pairs}"
-            )
-        if self.dtype not in ("bf16", "fp32"):
-            raise ConfigError(f"dtype must be 'bf16' or 'fp32', not {self.dtype!r}")
-        if self.lora_r < 1:
-            raise ConfigError(f"lora_r must be at least 1, not {self.lora_r}")
-        if self.zero_stage not in (0, 1, 2, 3):
-            raise ConfigError(f"zero_stage must be 0, 1, 2 or 3, not {self.zero_stage}")
-        if self.num_devices < 1:
-            raise ConfigError(f"num_devices must be at least 1, not {self.num_devices}")
-        if not 0 < self.mfu <= 1:
-            raise ConfigError(f"mfu must be in (0, 1], not {self.mfu}")
-        if self.attn_implementation not in ATTENTION:
-            raise ConfigError(
-                f"attn_implementation must be one of {', '.join(ATTENTION)}, "
-                f"not {self.attn_implementation!r}"
-            )
 
 
 def _resolve_peak(
@@ -228,7 +203,6 @@ def plan_training(
     `gradient_checkpointing` None turns it on only when the peak without it would not
     fit `device_memory`; the plan holds the value chosen."""
     s = replace(settings, **options) if settings else PlanSettings(**options)
-    s.check()
     backbone = _backbone(config_or_path)
     peak, gpu, gpu_memory = _resolve_peak(s.peak_flops, s.dtype)
     memory_limit = s.device_memory if s.device_memory is not None else gpu_memory
@@ -295,153 +269,44 @@ def _notes(attn_implementation: str, *, dtype: str, lora: bool) -> list[str]:
     return notes
 
 
-def _dtype_of(train_config, cuda: bool) -> str:
-    """'bf16' or 'fp32' as `orchrm train` will resolve the config's `dtype` (and its
-    `bf16` shorthand) on this machine: auto is bf16 where the hardware runs it fast."""
-    precision = getattr(train_config, "precision", None)
-    dtype = precision() if callable(precision) else getattr(train_config, "dtype", None)
-    bf16 = getattr(train_config, "bf16", None)
-    if dtype in (None, "", "auto") and bf16 is not None:
-        dtype = "bf16" if bf16 else "fp32"
+def train_settings(train_config, gpu: bool | None = None) -> tuple[str, dict[str, Any]]:
+    """The backbone and the `PlanSettings` fields of an `orchrm.training.config.
+    TrainConfig`, each left open (auto, None) resolved by the config's own rules as
+    `orchrm train` resolves it on a GPU (`gpu`; None: on this machine)."""
     import torch
 
-    from orchrm.scoring.precision import resolve_dtype
-
-    return resolve_dtype(dtype, torch.device("cuda" if cuda else "cpu"))
-
-
-def train_settings(train_config) -> tuple[str, dict[str, Any]]:
-    """The backbone ('' : the offline MiniLM) and the `PlanSettings` fields an
-    `orchrm.training.config.TrainConfig` sets: `max_length`, `batch_size` pairs (fewer
-    when `max_tokens_per_batch` holds fewer texts of `max_length`), LoRA, precision,
-    attention, checkpointing and peak FLOP/s, each left open (auto, None) resolved as
-    `orchrm train` resolves it on this machine."""
-    import torch
-
-    from orchrm.scoring.backbone import default_backbone
+    from orchrm.rmodel.backbone import default_backbone
+    from orchrm.rmodel.precision import resolve_dtype
 
     backbone = train_config.backbone or default_backbone()
-    max_length = train_config.max_length
-    pairs = train_config.batch_size
-    max_tokens = getattr(train_config, "max_tokens_per_batch", None)
-    if max_tokens:
-        pairs = max(1, min(pairs, max_tokens // (2 * max_length)))
-    lora = bool(getattr(train_config, "lora", False))
-    cuda = torch.cuda.is_available()
-    checkpointing = getattr(train_config, "gradient_checkpointing", None)
-    if checkpointing is None:  # orchrm.training.build.load_for_training's rule
-        big = count_parameters(_backbone(backbone)).total > 1e9
-        checkpointing = cuda and (lora or big)
+    cuda = torch.cuda.is_available() if gpu is None else gpu
+    dtype = train_config.precision()
+    if dtype == "auto":  # every GPU the plan knows runs bf16 fast
+        dtype = "bf16" if cuda else resolve_dtype(dtype, torch.device("cpu"))
+    parameters = count_parameters(_backbone(backbone)).total
     return backbone, {
-        "max_length": max_length,
-        "micro_batch_pairs": pairs,
-        "dtype": _dtype_of(train_config, cuda),
-        "lora": lora,
-        "lora_r": getattr(train_config, "lora_r", 32),
-        "gradient_checkpointing": checkpointing,
-        "attn_implementation": getattr(train_config, "attn_implementation", None) or "sdpa",
-        "peak_flops": getattr(train_config, "peak_flops", None),
+        "max_length": train_config.max_length,
+        "micro_batch_pairs": train_config.pairs_per_pass(),
+        "dtype": dtype,
+        "lora": train_config.lora,
+        "lora_r": train_config.lora_r,
+        "gradient_checkpointing": train_config.checkpointing(parameters, cuda),
+        "attn_implementation": train_config.attn_implementation,
+        "peak_flops": train_config.peak_flops,
     }
 
 
-def plan_from_train_config(train_config, num_devices: int = 1, zero_stage: int = 0) -> TrainingPlan:
-    """The plan of an `orchrm.training.config.TrainConfig` (`train_settings`) over
-    `num_devices` at ZeRO stage `zero_stage`."""
-    backbone, settings = train_settings(train_config)
-    return plan_training(backbone, zero_stage=zero_stage, num_devices=num_devices, **settings)
+def plan_from_train_config(train_config, **options: Any) -> TrainingPlan:
+    """The plan of an `orchrm.training.config.TrainConfig` (`train_settings`), with any
+    `PlanSettings` field given as `options` over it (`num_devices=8, zero_stage=3`); a
+    GPU named as `peak_flops` plans for that GPU."""
+    given = {k: v for k, v in options.items() if v is not None}
+    gpu = True if isinstance(given.get("peak_flops"), str) else None
+    backbone, settings = train_settings(train_config, gpu)
+    return plan_training(backbone, **{**settings, **given})
 
 
-def _peak_flops_arg(text: str) -> float | str:
-    try:
-        return float(text)
-    except ValueError:
-        return text
+if __name__ == "__main__":  # `python -m orchrm.memplan.plan` is `orchrm plan-memory`
+    from orchrm.cli import app
 
-
-PLAN_OPTIONS = {f.name for f in fields(PlanSettings)} - {"device_memory"}
-"""The `PlanSettings` fields the command line sets by their own name (`--max-length`)."""
-
-
-def argument_parser() -> argparse.ArgumentParser:
-    """The command's options; a setting left out keeps the `--config` recipe's, else
-    `PlanSettings`' default. The options that set a `TrainConfig` field take its help."""
-    from orchrm.configs import field_help
-    from orchrm.training.config import TrainConfig
-
-    helps = {k: v.replace("%", "%%") for k, v in field_help(TrainConfig).items()}
-    parser = argparse.ArgumentParser(
-        prog="python -m orchrm.memplan.plan",
-        description="Plan a reward model's training memory and time.",
-    )
-    parser.add_argument(
-        "config",
-        nargs="?",
-        help="model directory, config.json, or " + ", ".join(PRESETS) + " (default: the "
-        "--config recipe's backbone)",
-    )
-    parser.add_argument(
-        "--config",
-        dest="config_file",
-        metavar="FILE.yaml",
-        help="An `orchrm train` recipe (configs/*.yaml, a run's config.yaml): the plan of "
-        "that training; the options given here override it.",
-    )
-    parser.add_argument("--max-length", type=int, help=helps["max_length"])
-    parser.add_argument("--micro-batch-pairs", type=int, help="pairs per forward pass")
-    parser.add_argument("--dtype", choices=("bf16", "fp32"), help=helps["dtype"])
-    parser.add_argument("--lora", action=argparse.BooleanOptionalAction, help=helps["lora"])
-    parser.add_argument("--lora-r", type=int, help=helps["lora_r"])
-    parser.add_argument(
-        "--gradient-checkpointing",
-        action=argparse.BooleanOptionalAction,
-        help="default: on only when the peak without it does not fit the device",
-    )
-    parser.add_argument(
-        "--attn-implementation", choices=ATTENTION, help=helps["attn_implementation"]
-    )
-    parser.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3))
-    parser.add_argument("--num-devices", type=int)
-    parser.add_argument("--mfu", type=float, help="model FLOPs utilization")
-    parser.add_argument(
-        "--peak-flops",
-        type=_peak_flops_arg,
-        help="FLOP/s per device, or a GPU: " + ", ".join(GPUS) + " (default: this machine's GPU)",
-    )
-    parser.add_argument("--device-memory-gib", type=float)
-    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
-    parser.add_argument("--width", type=int, default=80)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Print the plan (text, or JSON with --json); a bad setting: one line, exit 2."""
-    import json
-
-    from orchrm.configs import load_config
-    from orchrm.training.config import TrainConfig
-
-    parser = argument_parser()
-    args = parser.parse_args(argv)
-    settings = {k: v for k, v in given(args).items() if k in PLAN_OPTIONS}
-    if args.device_memory_gib is not None:
-        settings["device_memory"] = int(args.device_memory_gib * GIB)
-    try:
-        backbone = args.config
-        if args.config_file is not None:
-            recipe_backbone, recipe = train_settings(load_config(TrainConfig, args.config_file))
-            backbone = backbone or recipe_backbone
-            settings = {**recipe, **settings}
-        if backbone is None:
-            parser.error("give a backbone (model directory, config.json or name) or --config")
-        if "max_length" not in settings:
-            parser.error("give --max-length (or a --config recipe)")
-        settings.setdefault("micro_batch_pairs", 1)
-        plan = plan_training(backbone, **settings)
-    except OrchrmError as err:
-        print(f"orchrm plan: {err}", file=sys.stderr)
-        sys.exit(2)
-    print(json.dumps(plan.to_dict(), indent=2) if args.json else plan_text(plan, args.width))
-
-
-if __name__ == "__main__":
-    main()
+    app(["plan-memory", *sys.argv[1:]], prog_name="orchrm")

@@ -60,13 +60,14 @@ class Measurement:
     seconds_per_step: float
 
 
-def _resident(key: str) -> int:
-    """VmRSS or VmHWM of this process, in bytes."""
+def resident(key: str) -> int:
+    """VmRSS (the resident size) or VmHWM (its high-water mark) of this process, in bytes
+    (Linux)."""
     with open("/proc/self/status") as status:
         return int(re.search(rf"{key}:\s+(\d+) kB", status.read()).group(1)) * 1024
 
 
-def _reset_peak() -> None:
+def reset_peak() -> None:
     """Make VmHWM restart from the current resident size (Linux 4.0 and later)."""
     with open("/proc/self/clear_refs", "w") as refs:
         refs.write("5")
@@ -200,8 +201,8 @@ def measure_here(probe: Probe) -> Measurement:
     config = _config(probe)
     _warm_up(probe)
     gc.collect()
-    _reset_peak()
-    baseline = _resident("VmRSS")
+    reset_peak()
+    baseline = resident("VmRSS")
     model = _build(probe, config)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -215,7 +216,7 @@ def measure_here(probe: Probe) -> Measurement:
         _step(model, optimizer, inputs, autocast)
     seconds = (time.perf_counter() - start) / probe.steps
     measured = Measurement(
-        peak_bytes=_resident("VmHWM") - baseline,
+        peak_bytes=resident("VmHWM") - baseline,
         baseline_bytes=baseline,
         parameters=sum(p.numel() for p in model.parameters()),
         trainable_parameters=sum(p.numel() for p in params),

@@ -5,6 +5,8 @@ An orchestration is the plan an orchestrator LLM writes for one task: sub-agents
 directed graph whose single sink produces the final answer. Everything downstream of
 `orchrm.parse` sees the `Orchestration` type defined here.
 
+- `agent_types`: `AGENT_REGISTRY`, one entry per sub-agent type with its name, words,
+  roles, calls and colours, which every per-type table reads;
 - `model`: `Orchestration`, `Agent`, `Edge`, `DoM`, and `${id}` references;
 - `validation`: `validate`, every rule a graph breaks;
 - `harmony_xml`: the harmony tag scanner and `to_harmony(o)`, the XML an orchestrator
@@ -18,10 +20,16 @@ directed graph whose single sink produces the final answer. Everything downstrea
 Import the names from `orchrm.orchestration`; the submodules are its layout.
 """
 
+from orchrm.orchestration.agent_types import (
+    AGENT_REGISTRY,
+    AGENT_TYPES,
+    AgentType,
+    CallStep,
+    require_every_type,
+)
 from orchrm.orchestration.edits import EDITS, Edit, neighbours
 from orchrm.orchestration.harmony_xml import FINAL_MARKERS, HARMONY_TAGS, harmony_tags, to_harmony
 from orchrm.orchestration.model import (
-    AGENT_TYPES,
     ID_PATTERN,
     LOW_DOM_DEFAULT_ID,
     ORCHRM_JSON_FORMAT,
@@ -47,6 +55,7 @@ from orchrm.orchestration.rm_text import (
 from orchrm.orchestration.validation import Rule, Violation, validate
 
 __all__ = [
+    "AGENT_REGISTRY",
     "AGENT_TYPES",
     "EDITS",
     "FINAL_MARKERS",
@@ -58,6 +67,8 @@ __all__ = [
     "RM_RENDER_VERSION",
     "TYPE_NAMES",
     "Agent",
+    "AgentType",
+    "CallStep",
     "DoM",
     "Edge",
     "Edit",
@@ -73,6 +84,7 @@ __all__ = [
     "render_for_rm",
     "replace_references",
     "replace_surrogates",
+    "require_every_type",
     "rm_completion",
     "rm_prompt",
     "to_harmony",

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from orchrm.orchestration.agent_types import AGENT_REGISTRY, AGENT_TYPES, RECONCILER
 from orchrm.orchestration.model import (
-    AGENT_TYPES,
     Agent,
     DoM,
     Edge,
@@ -44,7 +44,7 @@ class Edit:
     kind: str
     """The edit's name in `EDITS`."""
     what: str
-    """The edit in words, naming the agents it touched ("Solve: CoTAgent -> SCAgent")."""
+    """The edit in words, naming the agents it touched ("Solve: <old type> -> <new type>")."""
     plan: Orchestration
 
 
@@ -54,18 +54,10 @@ EditKind = Callable[[Orchestration], list[Edit]]
 EDITS: dict[str, EditKind] = {}
 """Every kind of edit by name, each registered once."""
 
-DESCRIPTIONS = {
-    "CoTAgent": "Reason step by step to the answer.",
-    "SCAgent": "Sample several solutions and vote.",
-    "DebateAgent": "Let experts argue, then decide.",
-    "ReflexionAgent": "Answer, critique, refine.",
-    "WebSearchAgent": "Search the corpus, then summarize.",
-}
-"""The description an edited or added agent of each type gets."""
-DEFAULT_ROLES = ("Solver", "Critic")
-"""Debate roles of a debate an edit adds, when the plan has no debate to take them from."""
-CHECKER_TYPES = ("CoTAgent", "SCAgent", "DebateAgent", "ReflexionAgent")
-STEP_TYPES = ("SCAgent", "DebateAgent", "ReflexionAgent")
+CHECKER_TYPES = tuple(t for t in AGENT_TYPES if AGENT_REGISTRY[t].checks)
+"""The types `add_checker` adds (registry entries with `checks`)."""
+STEP_TYPES = tuple(t for t in AGENT_TYPES if AGENT_REGISTRY[t].reviews)
+"""The types `insert_step` inserts (registry entries with `reviews`)."""
 MAX_AGENTS = 8
 """`neighbours` leaves out plans with more agents than this."""
 
@@ -126,17 +118,25 @@ def _readers(o: Orchestration, agent_id: str) -> list[str]:
     return [a.id for a in o.agents if a.id in targets]
 
 
-def _roles(o: Orchestration) -> tuple[str, ...]:
-    """The roles of the plan's first debate with two or more, else `DEFAULT_ROLES`."""
+def _roles(o: Orchestration, agent_type: str) -> tuple[str, ...] | None:
+    """The debate roles an agent of `agent_type` gets: None for a type that takes none,
+    else the roles of the plan's first agent with two or more, else the type's `roles`."""
+    kind = AGENT_REGISTRY[agent_type]
+    if not kind.min_roles:
+        return None
     return next(
         (a.debate_roles for a in o.agents if a.debate_roles and len(a.debate_roles) >= 2),
-        DEFAULT_ROLES,
+        kind.roles,
     )
 
 
+def _description(agent_type: str) -> str:
+    """The description an edited or added agent of `agent_type` gets."""
+    return AGENT_REGISTRY[agent_type].descriptions[0]
+
+
 def _new_agent(o: Orchestration, agent_id: str, agent_type: str, text: str) -> Agent:
-    roles = _roles(o) if agent_type == "DebateAgent" else None
-    return Agent(agent_id, agent_type, DESCRIPTIONS[agent_type], text, roles)
+    return Agent(agent_id, agent_type, _description(agent_type), text, _roles(o, agent_type))
 
 
 def _ref(agent_id: str) -> str:
@@ -176,9 +176,9 @@ def retype(o: Orchestration) -> list[Edit]:
         for t in AGENT_TYPES:
             if t == a.type:
                 continue
-            roles = _roles(o) if t == "DebateAgent" else None
+            roles = _roles(o, t)
             agents = list(o.agents)
-            agents[n] = replace(a, type=t, description=DESCRIPTIONS[t], debate_roles=roles)
+            agents[n] = replace(a, type=t, description=_description(t), debate_roles=roles)
             out.append(Edit("retype", f"{a.id}: {a.type} -> {t}", replace(o, agents=tuple(agents))))
     return out
 
@@ -245,7 +245,7 @@ def remove(o: Orchestration) -> list[Edit]:
 def split(o: Orchestration) -> list[Edit]:
     """Each agent X with a parallel twin of each other type on X's inputs: X's readers
     read both; the sink's twin and the sink meet in a new chain of thought that
-    reconciles them."""
+    reconciles them (a `RECONCILER`)."""
     sink = o.sink
     out = []
     for a in o.agents:
@@ -264,7 +264,7 @@ def split(o: Orchestration) -> list[Edit]:
             if a.id == sink:
                 new_sink = _fresh_id(o, "Reconcile")
                 text = f"Compare {_ref(a.id)} with {_ref(twin)} and settle the answer."
-                added.append(_new_agent(o, new_sink, "CoTAgent", text))
+                added.append(_new_agent(o, new_sink, RECONCILER, text))
                 edges += [Edge(a.id, new_sink), Edge(twin, new_sink)]
             plan = _graph(o, [*agents, *added], edges, new_sink)
             out.append(Edit("split", f"{a.id} split with {t} {twin}", plan))

@@ -9,15 +9,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
-AGENT_TYPES: tuple[str, ...] = (
-    "CoTAgent",
-    "SCAgent",
-    "DebateAgent",
-    "ReflexionAgent",
-    "WebSearchAgent",
-)
-"""The sub-agent types MAS-Orchestra defines (docs/formats.md#sub-agent-types)."""
-
 LOW_DOM_DEFAULT_ID = "agent"
 """The id a low-DoM agent gets when it declares no `<agent_output_id>`."""
 
@@ -73,9 +64,9 @@ class Agent:
 
     `input` is the agent's `<agent_input>` template: empty means "the original
     question"; `${X}` stands for the output of agent X. `debate_roles` is None when the
-    orchestrator gave none (only `DebateAgent` needs them). `output_id` is the low-DoM
-    `<agent_output_id>`; in a low-DoM orchestration the agent's `id` equals it (or
-    `LOW_DOM_DEFAULT_ID` when absent).
+    orchestrator gave none (only a type whose `AGENT_REGISTRY` entry has `min_roles`
+    needs them). `output_id` is the low-DoM `<agent_output_id>`; in a low-DoM
+    orchestration the agent's `id` equals it (or `LOW_DOM_DEFAULT_ID` when absent).
     """
 
     id: str

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from orchrm.orchestration.agent_types import AGENT_REGISTRY
 from orchrm.orchestration.model import Agent, Orchestration
 
 RM_RENDER_VERSION = "orchrm-rm-text/4"
@@ -22,15 +23,10 @@ with it (`domain_in_text` in its `orchrm.json`) is given it at scoring time too.
 QUESTION_SHARE = 0.5
 """The question may take at most this share of the reward-model budget."""
 
-TYPE_NAMES = {
-    "CoTAgent": "step-by-step chain of thought",
-    "SCAgent": "self-consistency: several tries vote",
-    "DebateAgent": "debate between experts",
-    "ReflexionAgent": "reflexion: critique and refine",
-    "WebSearchAgent": "web search",
-}
-"""What each sub-agent type does, in words, after its class name in the reward model's
-text: a pretrained backbone knows "debate" and "critique" but not "SCAgent"."""
+TYPE_NAMES = {name: kind.words for name, kind in AGENT_REGISTRY.items()}
+"""What each sub-agent type does, in words (its registry entry's `words`), after its
+class name in the reward model's text: a pretrained backbone knows "debate" and
+"critique" but not a class name."""
 
 TokenCounter = Callable[[str], int]
 """How many tokens a text is: the unit `render_for_rm` budgets in."""

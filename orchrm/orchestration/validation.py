@@ -6,7 +6,8 @@ from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
 
-from orchrm.orchestration.model import AGENT_TYPES, ID_PATTERN, DoM, Edge, Orchestration
+from orchrm.orchestration.agent_types import AGENT_REGISTRY
+from orchrm.orchestration.model import ID_PATTERN, DoM, Edge, Orchestration
 
 
 class Rule(StrEnum):
@@ -27,7 +28,7 @@ class Rule(StrEnum):
     UNKNOWN_REFERENCE = "unknown_reference"  # ${X} where X is not an agent
     REFERENCE_WITHOUT_EDGE = "reference_without_edge"  # ${X} in Y's input, no edge X->Y
     EDGE_WITHOUT_REFERENCE = "edge_without_reference"  # edge X->Y, no ${X} in Y's input
-    DEBATE_ROLES = "debate_roles"  # DebateAgent needs two or more roles
+    DEBATE_ROLES = "debate_roles"  # fewer debate roles than the type's `min_roles`
     ANSWER_MISMATCH = "answer_mismatch"  # <answer> names no agent output, or not the sink
 
 
@@ -69,7 +70,8 @@ def _agent_violations(o: Orchestration) -> list[Violation]:
     """Types, ids, debate roles, duplicates and the low-DoM agent count."""
     found = []
     for a in o.agents:
-        if a.type not in AGENT_TYPES:
+        kind = AGENT_REGISTRY.get(a.type)
+        if kind is None:
             found.append(
                 _violation(
                     Rule.UNKNOWN_AGENT_TYPE, [a.id], f"agent {a.id!r} has unknown type {a.type!r}"
@@ -81,9 +83,9 @@ def _agent_violations(o: Orchestration) -> list[Violation]:
                     Rule.INVALID_AGENT_ID, [a.id], f"agent id {a.id!r} is not letters, digits, _"
                 )
             )
-        if a.type == "DebateAgent" and len(a.debate_roles or ()) < 2:
+        if kind is not None and len(a.debate_roles or ()) < kind.min_roles:
             n = len(a.debate_roles or ())
-            message = f"DebateAgent {a.id!r} has {n} role(s), needs 2+"
+            message = f"{a.type} {a.id!r} has {n} role(s), needs {kind.min_roles}+"
             found.append(_violation(Rule.DEBATE_ROLES, [a.id], message))
     ids = [a.id for a in o.agents]
     declared = Counter(ids)

@@ -8,9 +8,9 @@ CPU cores; the run on the world (`orchrm rl`) is configured by
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import Literal
 
-from orchrm.configs import check, setting
+from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
 from orchrm.training.tracking import REPORT_TO, check_report_to
 
@@ -20,7 +20,7 @@ PENALTIES = {"orchrm": -3.0, "execution": -1.0}
 (`GRPOConfig.penalty`)."""
 
 
-@dataclass
+@config
 class TinyPolicyConfig:
     """Shape and supervised training of the offline default policy."""
 
@@ -49,9 +49,6 @@ class TinyPolicyConfig:
     seed: int = 0
     """Seeds the initialization and the supervised batches."""
 
-    def __post_init__(self) -> None:
-        check(self)
-
     def steps_for(self, examples: int) -> int:
         """Supervised steps for `examples` examples."""
         if self.sft_steps is not None:
@@ -59,7 +56,7 @@ class TinyPolicyConfig:
         return max(50, math.ceil(self.sft_epochs * examples / self.sft_batch_size))
 
 
-@dataclass
+@config
 class PolicyConfig:
     """What every method's training of the policy shares: the starting policy, the
     optimizer steps, sampling, seeds, checkpoints."""
@@ -84,14 +81,13 @@ class PolicyConfig:
     """Seeds sampling and training (`orchrm rl` seeds the world's tasks with it too)."""
     progress: bool = True
     """Progress bars on stderr."""
-    report_to: str = setting("none", choices=REPORT_TO)
+    report_to: Literal[REPORT_TO] = setting("none")
     """Where the training's scalars go: `tensorboard`, `wandb` or `none`. TRL's trainer
     (GRPO, DPO) logs its rewards, KL, loss, learning rate and gradient norm there (under
     OUT/<run>/checkpoints/runs/ for TensorBoard), and `orchrm rl` its evaluation curve on
     held-out tasks (every method; under OUT/<run>/runs/)."""
 
     def __post_init__(self) -> None:
-        check(self)
         check_report_to(self.report_to)
 
     @property
@@ -106,11 +102,11 @@ class PolicyConfig:
         return self.model
 
 
-@dataclass
+@config
 class GRPOConfig:
     """GRPO's own settings (`orchrm.rl.grpo`): its groups, loss and reward."""
 
-    reward: str = setting("orchrm", choices=REWARDS)
+    reward: Literal[REWARDS] = setting("orchrm")
     """The reward: `orchrm` (the reward model scores the plan; nothing runs) or
     `execution` (the plan runs on the sub-agents; 1 if the answer is right)."""
     num_generations: int = setting(8, min=2)
@@ -120,7 +116,7 @@ class GRPOConfig:
     beta: float = 0.0
     """KL coefficient against the starting policy (0: no reference model, as TRL's
     default and Dr. GRPO)."""
-    scale_rewards: str = setting("none", choices=("none", "group", "batch"))
+    scale_rewards: Literal["none", "group", "batch"] = setting("none")
     """`none`: advantage r(x, z_n) - mean_j r(x, z_j), the paper's; `group`: also divided
     by the group's standard deviation; `batch`: by the batch's."""
     penalty: float | None = None
@@ -138,9 +134,6 @@ class GRPOConfig:
     vllm: bool = False
     """Generate the samples with vLLM (TRL's colocate mode; a GPU with vllm installed)."""
 
-    def __post_init__(self) -> None:
-        check(self)
-
     @property
     def reward_penalty(self) -> float:
         """`penalty`, or the reward's default when it is None (`PENALTIES`)."""
@@ -152,7 +145,7 @@ class GRPOConfig:
         return self.num_generations * self.prompts_per_step
 
 
-@dataclass
+@config
 class RFTConfig:
     """Rejection-sampling fine-tuning's own settings (`orchrm.rl.rft`); it keeps samples
     by execution, so it has no reward to choose."""
@@ -164,11 +157,8 @@ class RFTConfig:
     batch_size: int = setting(32, min=1)
     """Kept examples per supervised step."""
 
-    def __post_init__(self) -> None:
-        check(self)
 
-
-@dataclass
+@config
 class DPOConfig:
     """DPO's own settings (`orchrm.rl.dpo`); it learns from preference pairs, with no
     sampling and no reward."""
@@ -183,6 +173,3 @@ class DPOConfig:
     type) beside the DPO loss, which keeps the plans well-formed; 0: plain DPO."""
     batch_size: int = setting(16, min=1)
     """Preference pairs per optimizer step."""
-
-    def __post_init__(self) -> None:
-        check(self)

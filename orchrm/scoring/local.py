@@ -1,5 +1,5 @@
 """`OrchRM`: a reward model loaded here, scoring batches of rendered texts (longest
-first, padded per batch) in the precision `orchrm.scoring.precision` resolves."""
+first, padded per batch) in the precision `orchrm.rmodel.precision` resolves."""
 
 from __future__ import annotations
 
@@ -8,16 +8,10 @@ from pathlib import Path
 
 import torch
 
-from orchrm.orchestration import RM_RENDER_VERSION, replace_surrogates
-from orchrm.scoring.backbone import (
-    ModelError,
-    collate,
-    load_backbone,
-    model_directory,
-    read_metadata,
-)
+from orchrm.orchestration import replace_surrogates
+from orchrm.rmodel.backbone import load_saved, rewards
+from orchrm.rmodel.files import saved_max_length
 from orchrm.scoring.base import RenderingScorer, Scored
-from orchrm.scoring.precision import resolve_dtype
 
 
 @dataclass
@@ -48,24 +42,14 @@ class OrchRM(RenderingScorer):
     ) -> OrchRM:
         """Load a saved reward model, or any sequence-classification model directory
         used off the shelf (then without orchrm metadata), to score in `dtype` (auto,
-        bf16 or fp32; `orchrm.scoring.precision`). Refuses a model trained on
-        another rendering version unless `check_version` is False, and a damaged or
-        incomplete model directory (`DamagedModel`, naming the file)."""
-        # Resolved first: a bad dtype or ORCHRM_BF16 costs no loading time.
-        target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        use_bf16 = resolve_dtype(dtype, target) == "bf16"
-        path = model_directory(path)
-        metadata = read_metadata(path)
-        version = metadata.get("render_version")
-        if check_version and version and version != RM_RENDER_VERSION:
-            raise ModelError(
-                f"{path} was trained on rendering {version!r}; this orchrm "
-                f"renders {RM_RENDER_VERSION!r}: retrain, or load with "
-                "check_version=False"
-            )
-        model, tokenizer = load_backbone(str(path), trust_remote_code)
-        model.to(target).eval()
-        return cls(model, tokenizer, metadata, target, use_bf16, batch_size)
+        bf16 or fp32; `orchrm.rmodel.precision`): `orchrm.rmodel.backbone.load_saved`,
+        which refuses a model trained on another rendering version unless
+        `check_version` is False, and a damaged or incomplete model directory
+        (`DamagedModel`, naming the file)."""
+        saved = load_saved(path, device, dtype, trust_remote_code, check_version)
+        return cls(
+            saved.model, saved.tokenizer, saved.metadata, saved.device, saved.bf16, batch_size
+        )
 
     @property
     def dtype(self) -> str:
@@ -74,7 +58,7 @@ class OrchRM(RenderingScorer):
 
     @property
     def max_length(self) -> int:
-        return int(self.metadata.get("max_length", 512))
+        return saved_max_length(self.metadata)
 
     def score_texts(self, texts: list[str]) -> list[Scored]:
         """Raw reward and input tokens of each text (already rendered), in input order,
@@ -93,26 +77,3 @@ class OrchRM(RenderingScorer):
             self.bf16,
         )
         return [Scored(s, len(ids)) for s, ids in zip(scores, encoded, strict=True)]
-
-
-@torch.inference_mode()
-def rewards(
-    model,
-    sequences: list[list[int]],
-    pad_id: int,
-    batch_size: int,
-    device: torch.device,
-    bf16: bool,
-) -> list[float]:
-    """The reward of each token sequence, in input order: longest first in batches padded
-    to their own longest member, under `inference_mode` (and bf16 autocast if asked)."""
-    order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
-    out = [0.0] * len(sequences)
-    for start in range(0, len(order), batch_size):
-        batch = order[start : start + batch_size]
-        inputs = collate([sequences[i] for i in batch], pad_id)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(**{k: v.to(device) for k, v in inputs.items()}).logits
-        for row, i in enumerate(batch):
-            out[i] = float(logits[row, 0])
-    return out

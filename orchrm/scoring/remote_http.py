@@ -39,9 +39,8 @@ _DROPPED = (
 class RemoteError(OrchrmError):
     """A reward server cannot be reached, refused a request or answered something a
     reward server does not (the message names the URL). An `OrchrmError`, so the command
-    line reports it as one line; it does not derive from `orchrm.scoring.backbone.ModelError`,
-    whose module loads PyTorch, which a scoring client does not need. `status` is the
-    HTTP status of a refusal (None when no answer came)."""
+    line reports it as one line; not an `orchrm.rmodel.files.ModelError`, as no model is
+    loaded here. `status` is the HTTP status of a refusal (None when no answer came)."""
 
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)

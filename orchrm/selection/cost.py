@@ -1,14 +1,13 @@
 """What executing an orchestration will cost, predicted from the plan alone, before
 anything runs; and how well the prediction tracks the measured cost of run logs.
 
-Each sub-agent type has a call pattern (`orchrm.runtime.agents`, bounded by `RunConfig`):
-CoT 1 call; SC `sc_samples` calls at once; Debate `roles x debate_rounds` calls (the
-roles of a round at once) + 1 final decision; Reflexion 1 answer, then critic and
-refinement rounds until the critic accepts (at most `reflexion_rounds`); WebSearch search
-turns until it has what it needs (at most `search_iterations`) + 1 summary. A `CostModel`
-holds what the pattern leaves open: the mean prompt and completion tokens of each kind
-of call, and how many rounds Reflexion and WebSearch go on average. `fit_cost_model`
-learns them from `orchrm.run/1` logs; the defaults are typical of the world's logs.
+Each sub-agent type has a call pattern (`orchrm.runtime.agents`, bounded by `RunConfig`),
+which its entry in `orchrm.orchestration.AGENT_REGISTRY` states as data: its `steps`,
+each one call, a `RunConfig` count of calls (per debate role, maybe at once), or calls
+that stop early (a mean between a floor and the `RunConfig` count). A `CostModel` holds
+what the pattern leaves open: the mean prompt and completion tokens of each kind of call,
+and the mean calls of each step that stops early. `fit_cost_model` learns them from
+`orchrm.run/1` logs; the defaults, the registry's, are typical of the world's logs.
 
 An agent reads the output of every agent with an edge into it, in each of its calls, so
 an edge adds the source's output length to every call of its target. Latency follows
@@ -24,32 +23,24 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from orchrm.orchestration import Agent, Orchestration
+from orchrm.orchestration import AGENT_REGISTRY, Agent, AgentType, CallStep, Orchestration
 from orchrm.runtime.config import RunConfig
 
 DEFAULT_CALL_TOKENS: dict[tuple[str, str], tuple[float, float]] = {
-    ("CoTAgent", "answer"): (90.0, 480.0),
-    ("SCAgent", "answer"): (65.0, 470.0),
-    ("DebateAgent", "debate"): (600.0, 276.0),
-    ("DebateAgent", "decide"): (700.0, 178.0),
-    ("ReflexionAgent", "answer"): (65.0, 484.0),
-    ("ReflexionAgent", "critic"): (550.0, 132.0),
-    ("ReflexionAgent", "refine"): (560.0, 440.0),
-    ("WebSearchAgent", "search"): (107.0, 27.0),
-    ("WebSearchAgent", "summary"): (105.0, 212.0),
+    (name, step.name): step.tokens for name, kind in AGENT_REGISTRY.items() for step in kind.steps
 }
 """(prompt, completion) tokens of one call of each (sub-agent type, step), for a call
-that reads no upstream output: rounded `fit_cost_model` means of world logs (math, search
-and multihop)."""
+that reads no upstream output: each step's `tokens` in the registry."""
+DEFAULT_MEAN_CALLS: dict[tuple[str, str], float] = {
+    (name, step.name): step.mean_calls
+    for name, kind in AGENT_REGISTRY.items()
+    for step in kind.steps
+    if step.mean_calls is not None
+}
+"""Mean calls of each (sub-agent type, step) that stops early: the registry's."""
 FALLBACK_CALL_TOKENS = (300.0, 300.0)
 """A call of a kind neither the model nor the defaults know (an unknown agent type)."""
-FINAL_STEP = {
-    "CoTAgent": "answer",
-    "SCAgent": "answer",
-    "DebateAgent": "decide",
-    "ReflexionAgent": "refine",
-    "WebSearchAgent": "summary",
-}
+FINAL_STEP = {name: kind.final_step for name, kind in AGENT_REGISTRY.items()}
 """The call whose text an agent passes downstream."""
 
 
@@ -62,12 +53,12 @@ class CostModel:
     )
     """(prompt, completion) tokens of one call by (sub-agent type, step), for a call
     that reads no upstream output."""
-    reflexion_critics: float = 1.25
-    """Critic calls of a Reflexion agent on average (1 to `reflexion_rounds`)."""
-    reflexion_refines: float = 0.25
-    """Refinement calls of a Reflexion agent on average (0 to `reflexion_rounds`)."""
-    search_turns: float = 2.2
-    """Search-step calls of a WebSearch agent on average (1 to `search_iterations`)."""
+    mean_calls: dict[tuple[str, str], float] = field(
+        default_factory=lambda: dict(DEFAULT_MEAN_CALLS)
+    )
+    """Calls of an agent on average by (sub-agent type, step), for the steps that stop
+    early (Reflexion's critic and refinement, WebSearch's search turns), each kept
+    within its step's `min_calls` and `RunConfig` count."""
 
     def tokens(self, agent_type: str, step: str) -> tuple[float, float]:
         return self.call_tokens.get((agent_type, step), FALLBACK_CALL_TOKENS)
@@ -85,36 +76,51 @@ class PredictedCost:
     """Sequential calls on the longest path through the graph: the latency in calls."""
 
 
-def agent_calls(agent: Agent, config: RunConfig, model: CostModel) -> dict[str, float]:
-    """Expected calls of one agent, by step."""
-    if agent.type == "CoTAgent":
-        return {"answer": 1.0}
-    if agent.type == "SCAgent":
-        return {"answer": float(config.sc_samples)}
-    if agent.type == "DebateAgent":
-        roles = max(2, len(agent.debate_roles or ()))
-        return {"debate": float(roles * config.debate_rounds), "decide": 1.0}
-    if agent.type == "ReflexionAgent":
-        rounds = config.reflexion_rounds
-        return {
-            "answer": 1.0,
-            "critic": min(max(model.reflexion_critics, 1.0), rounds) if rounds else 0.0,
-            "refine": min(max(model.reflexion_refines, 0.0), rounds),
-        }
-    if agent.type == "WebSearchAgent":
-        turns = min(max(model.search_turns, 1.0), config.search_iterations)
-        return {"search": turns if config.search_iterations else 0.0, "summary": 1.0}
-    return {"answer": 1.0}
+def _roles(agent: Agent, kind: AgentType) -> int:
+    """The debate roles an agent's calls go round: its own, at least its type's minimum."""
+    return max(kind.min_roles, len(agent.debate_roles or ()))
 
 
-def agent_depth(agent: Agent, calls: dict[str, float], config: RunConfig) -> float:
-    """Sequential calls of one agent: the calls it waits for one after another (SC's
-    samples and a Debate round's roles run at once)."""
-    if agent.type == "SCAgent":
+def _step_calls(
+    agent: Agent, kind: AgentType, step: CallStep, config: RunConfig, model: CostModel
+) -> float:
+    """Expected calls of one step of an agent of type `kind`."""
+    if not step.count:
         return 1.0
-    if agent.type == "DebateAgent":
-        return float(config.debate_rounds) + 1.0
-    return sum(calls.values())
+    most = getattr(config, step.count)
+    if step.mean_calls is None:
+        calls = float(most)
+    elif not most:
+        return 0.0
+    else:
+        mean = model.mean_calls.get((kind.name, step.name), step.mean_calls)
+        calls = min(max(mean, step.min_calls), most)
+    return calls * _roles(agent, kind) if step.per_role else calls
+
+
+def agent_calls(agent: Agent, config: RunConfig, model: CostModel) -> dict[str, float]:
+    """Expected calls of one agent, by step (one answer call for an unknown type)."""
+    kind = AGENT_REGISTRY.get(agent.type)
+    if kind is None:
+        return {"answer": 1.0}
+    return {step.name: _step_calls(agent, kind, step, config, model) for step in kind.steps}
+
+
+def agent_depth(agent: Agent, calls: dict[str, float]) -> float:
+    """Sequential calls of one agent making `calls` by step, expected or logged: the calls
+    it waits for one after another. A step whose calls run `at_once` waits for one, or for
+    one per round of its roles when they are `per_role` (SC's samples, a Debate round's
+    roles); a step its type does not make counts every call."""
+    kind = AGENT_REGISTRY.get(agent.type)
+    steps = {step.name: step for step in kind.steps} if kind else {}
+    total = 0.0
+    for name, count in calls.items():
+        step = steps.get(name)
+        if step is not None and step.at_once:
+            total += math.ceil(count / _roles(agent, kind)) if step.per_role else 1.0
+        else:
+            total += count
+    return total
 
 
 def predict_cost(
@@ -150,7 +156,7 @@ def predict_cost(
             tokens += count * (prompt + read + completion)
         calls += sum(pattern.values())
         start = max((finish[u] for u in sources[agent_id] if u in finish), default=0.0)
-        finish[agent_id] = start + agent_depth(agent, pattern, config)
+        finish[agent_id] = start + agent_depth(agent, pattern)
     return PredictedCost(calls, tokens, max(finish.values()))
 
 
@@ -181,7 +187,7 @@ def measured_cost(record: dict) -> MeasuredCost | None:
     for agent_id in o.topological_order() or []:
         agent = o.agent(agent_id)
         steps = by_agent.get(agent_id, {})
-        depth = _measured_depth(agent, steps) if steps else 0.0
+        depth = agent_depth(agent, steps) if steps else 0.0
         start = max(
             (finish[e.source] for e in o.edges if e.target == agent_id and e.source in finish),
             default=0.0,
@@ -199,23 +205,14 @@ def _steps_by_agent(calls: list[dict]) -> dict[str, dict[str, int]]:
     return out
 
 
-def _measured_depth(agent: Agent, steps: dict[str, int]) -> float:
-    if agent.type == "SCAgent":
-        return 1.0
-    if agent.type == "DebateAgent":
-        roles = max(2, len(agent.debate_roles or ()))
-        return math.ceil(steps.get("debate", 0) / roles) + steps.get("decide", 0)
-    return float(sum(steps.values()))
-
-
 def fit_cost_model(records: Iterable[dict]) -> CostModel:
     """A `CostModel` from executed `orchrm.run/1` records: mean tokens of each kind of
     call, over calls of agents that read no upstream output (the kinds no such call
-    shows keep their defaults), and the mean Reflexion and WebSearch rounds."""
+    shows keep their defaults), and the mean calls of each step that stops early."""
     from orchrm.parse import from_dict
 
     tokens: dict[tuple[str, str], list[tuple[int, int]]] = {}
-    per_agent: dict[str, list[dict[str, int]]] = {"ReflexionAgent": [], "WebSearchAgent": []}
+    per_agent: dict[str, list[dict[str, int]]] = {name: [] for name, _ in DEFAULT_MEAN_CALLS}
     for r in records:
         execution = r.get("execution") if isinstance(r, dict) else None
         if not execution or not r.get("orchestration"):
@@ -239,17 +236,11 @@ def fit_cost_model(records: Iterable[dict]) -> CostModel:
             statistics.fmean(p for p, _ in seen),
             statistics.fmean(c for _, c in seen),
         )
-    if per_agent["ReflexionAgent"]:
-        model.reflexion_critics = statistics.fmean(
-            s.get("critic", 0) for s in per_agent["ReflexionAgent"]
-        )
-        model.reflexion_refines = statistics.fmean(
-            s.get("refine", 0) for s in per_agent["ReflexionAgent"]
-        )
-    if per_agent["WebSearchAgent"]:
-        model.search_turns = statistics.fmean(
-            s.get("search", 0) for s in per_agent["WebSearchAgent"]
-        )
+    for name, step in DEFAULT_MEAN_CALLS:
+        if per_agent[name]:
+            model.mean_calls[(name, step)] = statistics.fmean(
+                s.get(step, 0) for s in per_agent[name]
+            )
     return model
 
 

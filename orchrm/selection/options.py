@@ -4,14 +4,14 @@ command line reads them without loading the selectors."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Literal
 
-from orchrm.configs import check, setting
+from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
 from orchrm.selection.cost import MEASURES
 
 
-@dataclass(frozen=True)
+@config(frozen=True)
 class SelectorOptions:
     """The settings of `orchrm-adaptive`, `orchrm-cost` and `orchrm-search`, declared
     here once: `orchrm eval`'s options, `orchrm serve`'s `selector_options` and the
@@ -27,7 +27,7 @@ class SelectorOptions:
     cost_weight: float = setting(0.1, min=0.0)
     """orchrm-cost and orchrm-search: what a doubling of the predicted cost is worth, in
     reward spreads (0: the score alone)."""
-    cost_measure: str = setting("tokens", choices=MEASURES)
+    cost_measure: Literal[MEASURES] = setting("tokens")
     """orchrm-cost and orchrm-search: the cost predicted from the plan and weighed:
     tokens, calls, or critical_path_calls (the latency)."""
     search_budget: int = setting(8, min=0)
@@ -41,7 +41,6 @@ class SelectorOptions:
     """orchrm-search: plans expanded per round of the search (1: hill-climbing)."""
 
     def __post_init__(self) -> None:
-        check(self)
         if not 0.0 < self.adaptive_confidence < 1.0:
             raise ConfigError(
                 f"adaptive_confidence must be strictly between 0 and 1, got "

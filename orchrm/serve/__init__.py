@@ -12,7 +12,10 @@
 - `guard.py`: connection-level guards (header deadline, connection cap, shutdown) and
   the rate limit on repeated log messages;
 - `openrlhf.py`: reading OpenRLHF's queries as (question, orchestration);
-- `metrics.py`: Prometheus counters and histograms.
+- `metrics.py`: Prometheus counters and histograms;
+- `process.py`: `orchrm serve` in a process of its own on a free loopback port;
+- `loadgen.py`: concurrent clients against it, hostile ones mixed in;
+- `openrlhf_rollout.py`: OpenRLHF's own remote-reward client posting a rollout at once.
 
 `orchrm.cli.serve` is the command.
 

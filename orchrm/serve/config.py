@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from dataclasses import dataclass
+from typing import Literal
 
-from orchrm.configs import check, setting
+from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
-from orchrm.scoring.precision import DTYPES
+from orchrm.rmodel.precision import DTYPES
 
 API_KEY_ENV = "ORCHRM_API_KEY"
 
 
-@dataclass
+@config
 class ServeConfig:
     """How the reward model is served over HTTP."""
 
@@ -56,9 +56,9 @@ class ServeConfig:
     that break a graph rule are scored by the model and reported as `invalid`."""
     device: str | None = setting(None, panel="Model")
     """Torch device; None: CUDA when available, else CPU."""
-    dtype: str = setting("auto", choices=DTYPES, panel="Model")
+    dtype: Literal[DTYPES] = setting("auto", panel="Model")
     """Precision of the forward passes; auto: bf16 where the hardware runs it fast, else
-    fp32 (`orchrm.scoring.precision`; ORCHRM_BF16 overrides the detection). /healthz says
+    fp32 (`orchrm.rmodel.precision`; ORCHRM_BF16 overrides the detection). /healthz says
     which. A client gets this server's scores bit for bit from a local model loaded in
     the same precision and scoring the same batches (docs/remote-scoring.md)."""
     num_threads: int | None = setting(None, min=1, panel="Scale")
@@ -101,7 +101,6 @@ class ServeConfig:
     def check(self) -> None:
         """Raise ConfigError for limits that make no sense and for an open bind without a
         key (before any model is loaded)."""
-        check(self)
         seconds = ("max_request_seconds", "header_timeout_s", "body_timeout_s")
         seconds += ("keep_alive_timeout_s", "shutdown_timeout_s")
         for name in seconds:

@@ -5,16 +5,16 @@ without loading DuckDB)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 
-from orchrm.configs import check, setting
+from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
 
 KINDS = ("sob", "soo", "coi")
 """The pair kinds: specialized over base, specialized over other, correct over incorrect."""
 
 
-@dataclass
+@config
 class MineConfig:
     """What `mine` pairs and how it mixes and splits them."""
 
@@ -44,7 +44,6 @@ class MineConfig:
     """Seeds the per-task draws and the task split."""
 
     def __post_init__(self) -> None:
-        check(self)
         unknown = set(self.ratio) - set(KINDS)
         if unknown:
             raise ConfigError(f"unknown pair kind(s) {sorted(unknown)}: choose from {KINDS}")
@@ -62,7 +61,7 @@ class MineConfig:
             )
 
 
-@dataclass
+@config
 class OpenConfig:
     """How a command opens the store when another process holds it."""
 
@@ -71,7 +70,6 @@ class OpenConfig:
     trying again with a growing pause of at most half a second; 0 fails at once."""
 
     def __post_init__(self) -> None:
-        check(self)
         if not math.isfinite(self.wait_for_lock):
             raise ConfigError(
                 f"wait_for_lock must be a finite number of seconds; got {self.wait_for_lock}"

@@ -3,15 +3,16 @@ command line reads it without loading the OpenAI client)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+from typing import Literal
 
-from orchrm.configs import check, setting
+from orchrm.configs import config, setting
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.local_llm import LocalLLMConfig
 from orchrm.tasks.benchmarks.registry import BENCHMARK_NAMES
 
 
-@dataclass
+@config
 class SampleRunConfig:
     """Which tasks, which server and models, how many orchestrations per task, where the
     log goes; `run` says how each orchestration is executed."""
@@ -33,7 +34,7 @@ class SampleRunConfig:
     """Model that answers the sub-agents (default: model)."""
     samples: int = setting(4, min=1, panel="Data")
     """Orchestrations sampled per task (the N of best-of-N)."""
-    dom: str = setting("high", choices=("low", "high"), panel="Data")
+    dom: Literal["low", "high"] = setting("high", panel="Data")
     """Degree of multi-agent structure the orchestrator is asked for."""
     example: bool = setting(False, panel="Data")
     """Show the orchestrator one worked example (a task and its plan) before each task:
@@ -44,9 +45,9 @@ class SampleRunConfig:
     """JSONL corpus searched by WebSearchAgent (BM25)."""
     orchestrator_id: str | None = setting(None, panel="Output")
     """Name recorded for the orchestrator (default: its model)."""
-    benchmark: str | None = setting(None, choices=BENCHMARK_NAMES, panel="Data")
+    benchmark: Literal[BENCHMARK_NAMES] | None = setting(None, panel="Data")
     """Read tasks as this benchmark's official file (its answer checker grades)."""
-    context: str = setting("question", choices=("question", "corpus"), panel="Data")
+    context: Literal["question", "corpus"] = setting("question", panel="Data")
     """hotpotqa: paragraphs in the question, or as the search corpus."""
     seed: int = setting(0, panel="Data")
     """gpqa: seeds the option order of each question."""
@@ -62,6 +63,3 @@ class SampleRunConfig:
     """The model --local serves and how (context per slot, slots, threads)."""
     run: RunConfig = field(default_factory=RunConfig, metadata={"panel": "Execution"})
     """How each orchestration is executed (temperature, timeouts, retries, concurrency)."""
-
-    def __post_init__(self) -> None:
-        check(self)

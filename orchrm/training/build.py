@@ -17,9 +17,10 @@ from orchrm.errors import ConfigError
 from orchrm.jsonl import atomic_file, follow_umask_tree
 from orchrm.orchestration import RM_RENDER_VERSION
 from orchrm.orchestration.rm_text import DOMAIN_PREFIX
-from orchrm.scoring.backbone import METADATA, load_backbone
-from orchrm.scoring.card import CARD, data_composition, model_card, write_model_card
-from orchrm.scoring.last_layer import read_first_position_only
+from orchrm.rmodel.backbone import load_backbone
+from orchrm.rmodel.card import CARD, data_composition, model_card, write_model_card
+from orchrm.rmodel.files import METADATA
+from orchrm.rmodel.last_layer import read_first_position_only
 from orchrm.training.config import TrainConfig
 from orchrm.training.data import data_hash
 from orchrm.training.output import folder_bytes, replace_folder, writing
@@ -79,7 +80,7 @@ def disable_dropout(model) -> None:
 def load_for_training(config: TrainConfig, backbone: str, *, bf16: bool, cuda: bool):
     """(model, tokenizer, gradient checkpointing on) as `config` asks: a LoRA base in
     bf16 when computing in bf16, everything trained in fp32; a [CLS]-reading encoder
-    computes its last layer at [CLS] only (`orchrm.scoring.last_layer`)."""
+    computes its last layer at [CLS] only (`orchrm.rmodel.last_layer`)."""
     if config.attn_implementation == "flash_attention_2" and not (bf16 and cuda):
         raise ConfigError("attn_implementation flash_attention_2 needs CUDA and dtype bf16")
     dtype = torch.bfloat16 if bf16 and config.lora else torch.float32
@@ -89,11 +90,9 @@ def load_for_training(config: TrainConfig, backbone: str, *, bf16: bool, cuda: b
         dtype=dtype,
         attn_implementation=config.attn_implementation,
     )
-    checkpointing = config.gradient_checkpointing
-    if checkpointing is None:
-        # (ZeRO-3 loads each process a shard; DeepSpeed keeps the full size in ds_numel)
-        big = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters()) > 1e9
-        checkpointing = cuda and (config.lora or big)
+    # (ZeRO-3 loads each process a shard; DeepSpeed keeps the full size in ds_numel)
+    parameters = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
+    checkpointing = config.checkpointing(parameters, cuda)
     if checkpointing:
         enable_gradient_checkpointing(model, config.lora)
     if config.lora:
@@ -164,7 +163,7 @@ def save_model(
     model, tokenizer, out: str | Path, metadata: dict, state_dict: dict | None = None
 ) -> Path:
     """Write a standard Hugging Face directory plus `orchrm.json` and its model card
-    (`README.md`, `orchrm.scoring.card`) into a temporary folder beside `out`, then put
+    (`README.md`, `orchrm.rmodel.card`) into a temporary folder beside `out`, then put
     it at `out` in one step (`orchrm.training.output.replace_folder`): a reader, or a
     kill, finds the previous model or the new one whole. LoRA adapters are merged
     first. `state_dict` replaces the model's own weights (a consolidated copy of a

@@ -31,7 +31,7 @@ from safetensors.torch import load_file, save_file
 
 from orchrm.errors import MissingInput
 from orchrm.jsonl import follow_umask_tree, printable
-from orchrm.scoring.backbone import ModelError
+from orchrm.rmodel.files import ModelError
 from orchrm.training.output import RecordedWrites, folder_bytes, replace_folder, writing
 
 FILES = ("model.safetensors", "optimizer.pt", "scheduler.json", "state.json")

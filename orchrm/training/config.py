@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-import math
-from dataclasses import dataclass, field, fields
+from dataclasses import field
+from typing import Literal
 
-from orchrm.configs import check, setting
+from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
-from orchrm.scoring.precision import DTYPES
+from orchrm.rmodel.precision import DTYPES
 from orchrm.training.tracking import REPORT_TO, check_report_to
 
 SMALL_DATA_STEPS = 180
@@ -19,7 +19,7 @@ SMALL_DATA_LR = 1e-4
 5e-5 MiniLM reads the question's hint later, at 2e-4 it does not learn it."""
 
 
-@dataclass
+@config
 class TrainConfig:
     """How a Bradley-Terry reward model is trained on win/lose pairs."""
 
@@ -84,7 +84,7 @@ class TrainConfig:
     """Use each pair's `margin` field in the loss: -log sigmoid(r_c - r_r - margin)."""
     center_rewards: float | None = setting(None, min=0.0, panel="Optimization")
     """Coefficient of the reward-centering term mean((r_c + r_r)^2), as in TRL."""
-    dtype: str = setting("auto", choices=DTYPES, panel="Model")
+    dtype: Literal[DTYPES] = setting("auto", panel="Model")
     """Training precision. bf16: computed in bfloat16 (autocast); with LoRA the frozen
     base is loaded in bf16 and the adapters and score head are kept in fp32; with full
     fine-tuning the weights stay fp32, the master copy the optimizer updates. auto: bf16
@@ -95,8 +95,8 @@ class TrainConfig:
     """Recompute activations in the backward pass instead of keeping them (less memory,
     one more forward pass of compute). None: on with CUDA for LoRA or a backbone over
     1e9 parameters, else off."""
-    attn_implementation: str = setting(
-        "sdpa", choices=("sdpa", "flash_attention_2", "eager"), panel="Scale"
+    attn_implementation: Literal["sdpa", "flash_attention_2", "eager"] = setting(
+        "sdpa", panel="Scale"
     )
     """Attention kernel: PyTorch's scaled-dot-product attention, FlashAttention 2 (needs
     the `flash_attn` package, CUDA and bf16), or the plain eager one."""
@@ -111,7 +111,7 @@ class TrainConfig:
     """Steps between resumable checkpoints; None: at every evaluation."""
     keep_checkpoints: int = setting(2, min=1, panel="Output")
     """Most recent checkpoints kept on disk."""
-    report_to: str = setting("none", choices=REPORT_TO, panel="Output")
+    report_to: Literal[REPORT_TO] = setting("none", panel="Output")
     """Where the run's scalars go as it trains: `tensorboard` (event files under
     OUT/runs/), `wandb` (project orchrm; WANDB_MODE=offline without a network) or
     `none`. Per step: loss, pairwise accuracy overall and by pair kind, reward margin and
@@ -138,11 +138,6 @@ class TrainConfig:
     """Free-form notes stored in the checkpoint metadata."""
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ConfigError(f"{f.name} must be a finite number, got {value!r}")
-        check(self)
         check_report_to(self.report_to)
         if self.epochs <= 0 or self.lr <= 0:
             raise ConfigError(f"epochs and lr must be above 0, got {self.epochs}, {self.lr}")
@@ -158,6 +153,20 @@ class TrainConfig:
                 )
             if self.precision() == "fp32":
                 raise ConfigError("attn_implementation flash_attention_2 runs in bf16 only")
+
+    def checkpointing(self, parameters: float, cuda: bool) -> bool:
+        """Whether training recomputes activations: `gradient_checkpointing`, else on with
+        CUDA for LoRA or a backbone of over 1e9 `parameters`."""
+        if self.gradient_checkpointing is not None:
+            return self.gradient_checkpointing
+        return cuda and (self.lora or parameters > 1e9)
+
+    def pairs_per_pass(self) -> int:
+        """Pairs a forward pass holds at the longest texts: `batch_size`, fewer when
+        `max_tokens_per_batch` holds fewer texts of `max_length`."""
+        if not self.max_tokens_per_batch:
+            return self.batch_size
+        return max(1, min(self.batch_size, self.max_tokens_per_batch // (2 * self.max_length)))
 
     def precision(self) -> str:
         """`dtype` with the `bf16` shorthand applied: auto, bf16 or fp32."""

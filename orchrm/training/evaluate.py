@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from orchrm.scoring.local import OrchRM, rewards
+from orchrm.rmodel.backbone import load_saved, rewards
 from orchrm.training.data import Pairs, read_pair_file, tokenize
 
 
@@ -52,7 +52,7 @@ def evaluate_file(
 ) -> dict:
     """`pairwise_accuracy` of a saved reward model on an exported pair file (e.g. the
     test split), scored in `dtype` (auto, bf16 or fp32)."""
-    rm = OrchRM.load(model_dir, batch_size=batch_size, dtype=dtype)
+    rm = load_saved(model_dir, dtype=dtype)
     pairs = tokenize(read_pair_file(pairs_file), rm.tokenizer, rm.max_length)
     return pairwise_accuracy(
         rm.model, pairs, rm.tokenizer.pad_token_id, batch_size, rm.device, rm.bf16

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from orchrm.scoring.backbone import collate
+from orchrm.rmodel.backbone import collate
 from orchrm.training.batching import text_passes
 
 

@@ -15,12 +15,17 @@ padding lowers MFU, which is the point of token-budget batches).
 
 MFU = model FLOPs / (seconds x processes x the peak FLOP/s of one device). The peak is
 `TrainConfig.peak_flops` when given, else the dense bf16 tensor peak of a known CUDA GPU
-(`PEAK_FLOPS`); a CPU has no entry, so its MFU is None unless the peak is given.
+(`PEAK_FLOPS`); a CPU has no entry, so its MFU is None unless the peak is given
+(`matmul_rate` measures one).
+
+`StepClock` times optimizer steps one by one, the device synchronized at both ends of
+each, for rates over the steady steps after the first.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import torch
 
@@ -59,6 +64,17 @@ def device_peak_flops(device: torch.device, given: float | None = None) -> float
         return None
     name = torch.cuda.get_device_name(device).upper()
     return next((peak for part, peak in PEAK_FLOPS if part in name), None)
+
+
+def matmul_rate(dtype: torch.dtype, n: int = 1024, repeat: int = 10) -> float:
+    """Measured dense matmul FLOP/s of this process's CPU threads at `dtype` (`repeat`
+    products of two n x n matrices, after one unmeasured)."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(repeat):
+        a @ b
+    return 2 * n**3 * repeat / (time.perf_counter() - start)
 
 
 def _numel(p: torch.nn.Parameter) -> int:
@@ -122,3 +138,35 @@ class Meter:
             model_flops_per_second=flops,
             mfu=None if peak is None else flops / peak,
         )
+
+
+@dataclass
+class StepClock:
+    """Each optimizer step's seconds, from `begin` to `end` (with `cuda`, the device
+    synchronized at both ends, so the step's queued kernels count), and the real tokens
+    it read. `steady` leaves the first step out (kernel choice, allocator growth)."""
+
+    cuda: bool
+    seconds: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    _start: float = 0.0
+
+    def _sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def begin(self) -> None:
+        """A step starts."""
+        self._sync()
+        self._start = time.perf_counter()
+
+    def end(self, tokens: int) -> None:
+        """The step that began last ends, having read `tokens` real tokens."""
+        self._sync()
+        self.seconds.append(time.perf_counter() - self._start)
+        self.tokens.append(tokens)
+
+    def steady(self) -> tuple[int, int, float]:
+        """(steps, tokens, seconds) from the second step on (all of one step)."""
+        skip = 1 if len(self.seconds) > 1 else 0
+        return len(self.seconds) - skip, sum(self.tokens[skip:]), sum(self.seconds[skip:])

@@ -8,7 +8,7 @@ over gloo.)
 
 Loss -log sigmoid(r_chosen - r_rejected) (optional per-pair margin and reward-centering
 term). Chosen and rejected texts go through the model in one forward pass (a
-[CLS]-reading encoder computes its last layer at [CLS] only, `orchrm.scoring.last_layer`),
+[CLS]-reading encoder computes its last layer at [CLS] only, `orchrm.rmodel.last_layer`),
 cut by length into a few passes that each pad to their own longest text, in one
 autograd graph (`orchrm.training.loss`); batches are drawn at random, optionally under a
 token budget per pass (`orchrm.training.batching`); gradients are accumulated over a step's passes
@@ -29,7 +29,6 @@ the interrupted one stopped, repeating and skipping nothing.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import sys
 import time
@@ -44,8 +43,8 @@ from transformers import get_linear_schedule_with_warmup
 
 from orchrm.errors import ConfigError, InputError, OutputError
 from orchrm.progress import progress_bar
-from orchrm.scoring.backbone import default_backbone, load_backbone
-from orchrm.scoring.precision import resolve_dtype
+from orchrm.rmodel.backbone import default_backbone, load_backbone
+from orchrm.rmodel.precision import resolve_dtype
 from orchrm.training.batching import (
     MicroBatch,
     Step,
@@ -456,34 +455,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> T
     return summary
 
 
-def main(argv: list[str] | None = None) -> None:
-    """`python -m orchrm.training.train [--config FILE.yaml] --pairs DIR --out DIR [--key
-    value ...]`: every scalar `TrainConfig` field is a flag, with the field's help (for
-    `accelerate launch`), the flags given over the file's values. The main process writes
-    OUT/config.yaml, which `--config` reads back to repeat the run. A user's error (a bad
-    setting, a missing input, an output that cannot be written): one line on stderr, the
-    exit status of its kind (docs/robustness.md#exit-status)."""
-    import os
+if __name__ == "__main__":  # `python -m orchrm.training.train` is `orchrm train`
+    from orchrm.cli import app
 
-    from orchrm.configs import argument_parser, config_from_args, dump_config
-    from orchrm.errors import OrchrmError
-
-    parser = argument_parser(
-        TrainConfig, "Train an Orch-RM reward model.", prog="python -m orchrm.training.train"
-    )
-    parser.add_argument("--resume", action="store_true", help="Continue from the last checkpoint.")
-    args = parser.parse_args(argv)
-    try:
-        config = config_from_args(TrainConfig, args)
-        if os.environ.get("RANK", "0") == "0":
-            dump_config(config, Path(config.out) / "config.yaml")
-        summary = train(config, resume=args.resume, progress=sys.stderr.isatty())
-    except OrchrmError as err:
-        print(f"orchrm train: {err}", file=sys.stderr)
-        sys.exit(err.exit_code)
-    if Accelerator().is_main_process:
-        print(json.dumps({k: v for k, v in summary.to_dict().items() if k != "history"}, indent=2))
-
-
-if __name__ == "__main__":
-    main()
+    app(["train", *sys.argv[1:]], prog_name="orchrm")

@@ -13,16 +13,11 @@ import html
 import re
 from dataclasses import dataclass
 
-from orchrm.orchestration import Orchestration
+from orchrm.orchestration import AGENT_REGISTRY, Orchestration
 
-TYPE_COLOURS: dict[str, str] = {
-    "CoTAgent": "#4e79a7",
-    "SCAgent": "#59a14f",
-    "DebateAgent": "#e15759",
-    "ReflexionAgent": "#f28e2b",
-    "WebSearchAgent": "#76b7b2",
-}
-"""Box colour of each sub-agent type; any other type gets `OTHER_TYPE_COLOUR`."""
+TYPE_COLOURS: dict[str, str] = {name: kind.colour for name, kind in AGENT_REGISTRY.items()}
+"""Box colour of each sub-agent type (its registry `colour`); any other type gets
+`OTHER_TYPE_COLOUR`."""
 OTHER_TYPE_COLOUR = "#9c755f"
 
 NODE_W, NODE_H = 132, 48
@@ -109,8 +104,10 @@ def layout(o: Orchestration) -> Layout:
 
 
 def short_type(agent_type: str) -> str:
-    """`DebateAgent` -> `Debate`: the type as a box has room for it."""
-    return agent_type.removesuffix("Agent") or agent_type
+    """The type as a box has room for it: its registry `label`, or an unknown type's name
+    without an `Agent` suffix."""
+    kind = AGENT_REGISTRY.get(agent_type)
+    return kind.label if kind else agent_type.removesuffix("Agent") or agent_type
 
 
 def _tooltip(agent) -> str:

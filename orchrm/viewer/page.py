@@ -128,7 +128,7 @@ def read_logs(
 def read_store(path: str | Path, orchestrator: str | None = None, n: int | None = None) -> Sources:
     """The tasks of a store, opened read-only, with each candidate's orchestrator and
     sample, parse error and the task's reference answer."""
-    from orchrm.evaluation.metrics import tasks_from_store
+    from orchrm.evaluation.loading import tasks_from_store
     from orchrm.store.db import Store
 
     with Store(path, read_only=True) as db:

@@ -6,7 +6,8 @@ what the agent is (`AgentView`: type, debate roles, sub-task) and how many of it
 were right. The simulated backend plays every call from it; `success_probability`
 composes the same numbers in closed form over the graph (every joint outcome of the
 agents is enumerated, so shared ancestors are exact), with each sub-agent type's
-aggregation written out: SC's vote, Reflexion's critic loop, WebSearch's fact finding.
+aggregation written out in `SUCCESS`: SC's vote, Reflexion's critic loop, WebSearch's
+fact finding.
 """
 
 from __future__ import annotations
@@ -14,10 +15,17 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from orchrm.orchestration import Orchestration, replace_references, validate
+from orchrm.orchestration import (
+    AGENT_REGISTRY,
+    Orchestration,
+    replace_references,
+    require_every_type,
+    validate,
+)
 from orchrm.runtime.config import RunConfig
 from orchrm.world.tasks import TOPICS, WorldTask
 
@@ -89,9 +97,10 @@ def call_logit(task: WorldTask, view: AgentView, inputs_right: int) -> float:
     all_right = view.n_inputs > 0 and inputs_right == view.n_inputs
     if view.n_inputs:
         z += INPUT_GAIN if all_right else -MISLEAD * (1 - inputs_right / view.n_inputs)
-    if view.type == "DebateAgent":
+    kind = AGENT_REGISTRY.get(view.type)
+    if kind is not None and kind.min_roles:
         z += task.role_gain if roles_match(task, view.roles) else -task.role_gain / 2
-    if task.hops and view.type != "WebSearchAgent" and not all_right:
+    if task.hops and not (kind is not None and kind.searches) and not all_right:
         z -= KNOWLEDGE_GAP * task.hops
     return z
 
@@ -102,18 +111,52 @@ def search_rate(task: WorldTask, view: AgentView) -> float:
     return min(0.95, task.search_rate + (FOCUS_BONUS if focused else 0.0))
 
 
+Success = Callable[[WorldTask, AgentView, float, RunConfig], float]
+"""(task, agent, log-odds of one answering call, run policy) -> P(the agent's final
+answer is right)."""
+
+
+def one_call(task: WorldTask, view: AgentView, z: float, config: RunConfig) -> float:
+    """The final answer is one call's: a chain of thought, a debate's final decision."""
+    return sigmoid(z)
+
+
+def vote(task: WorldTask, view: AgentView, z: float, config: RunConfig) -> float:
+    """`sc_samples` calls vote (`sc_success`)."""
+    return sc_success(sigmoid(z), task.distractor_weights, config.sc_samples)
+
+
+def critic_loop(task: WorldTask, view: AgentView, z: float, config: RunConfig) -> float:
+    """An answer, then critic and refinement rounds (`reflexion_success`)."""
+    return reflexion_success(sigmoid(z), task.checkable, config.reflexion_rounds)
+
+
+def search_then_answer(task: WorldTask, view: AgentView, z: float, config: RunConfig) -> float:
+    """Search turns for the facts the agent needs, then a summary that gains when they
+    were all found and loses when not; one call when there is nothing to find."""
+    if not task.hops:
+        return sigmoid(z)
+    need, _ = needed_facts(task, view.sub_task)
+    found = prob_at_least(need, config.search_iterations, search_rate(task, view))
+    return found * sigmoid(z + FOUND_GAIN) + (1 - found) * sigmoid(z + NOT_FOUND)
+
+
+SUCCESS: dict[str, Success] = {
+    "CoTAgent": one_call,
+    "SCAgent": vote,
+    "DebateAgent": one_call,
+    "ReflexionAgent": critic_loop,
+    "WebSearchAgent": search_then_answer,
+}
+"""How each registered sub-agent type's calls make its final answer, in the world."""
+require_every_type(SUCCESS, "orchrm.world.model.SUCCESS")
+
+
 def agent_success(task: WorldTask, view: AgentView, inputs_right: int, config: RunConfig) -> float:
-    """Probability that the agent's final answer is right, given its inputs."""
+    """Probability that the agent's final answer is right, given its inputs (an unknown
+    type's is one call's)."""
     z = call_logit(task, view, inputs_right)
-    if view.type == "SCAgent":
-        return sc_success(sigmoid(z), task.distractor_weights, config.sc_samples)
-    if view.type == "ReflexionAgent":
-        return reflexion_success(sigmoid(z), task.checkable, config.reflexion_rounds)
-    if view.type == "WebSearchAgent" and task.hops:
-        need, _ = needed_facts(task, view.sub_task)
-        found = prob_at_least(need, config.search_iterations, search_rate(task, view))
-        return found * sigmoid(z + FOUND_GAIN) + (1 - found) * sigmoid(z + NOT_FOUND)
-    return sigmoid(z)  # CoT; Debate's final decision; WebSearch with nothing to find
+    return SUCCESS.get(view.type, one_call)(task, view, z, config)
 
 
 def prob_at_least(k: int, n: int, p: float) -> float:

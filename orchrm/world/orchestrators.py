@@ -16,23 +16,36 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from orchrm.orchestration import Agent, DoM, Edge, Orchestration, approx_token_count, to_harmony
-from orchrm.world.tasks import SPLIT_CUES, TOPICS, WHOLE_CUES, WorldTask, hinted_type
+from orchrm.orchestration import (
+    AGENT_REGISTRY,
+    AGENT_TYPES,
+    Agent,
+    DoM,
+    Edge,
+    Orchestration,
+    approx_token_count,
+    to_harmony,
+)
+from orchrm.world.tasks import (
+    NO_FACTS_PRIOR,
+    SPLIT_CUES,
+    TOPICS,
+    WHOLE_CUES,
+    WORLD_TYPES,
+    WorldTask,
+    hinted_type,
+)
 
-SOLVERS = ("CoTAgent", "SCAgent", "DebateAgent", "ReflexionAgent", "WebSearchAgent")
+SOLVERS = AGENT_TYPES
+"""The types a plan's main solver is drawn from, with each type's prior in `WORLD_TYPES`."""
 GENERIC_ROLES = (
     ("Solver", "Critic"),
     ("Optimist", "Skeptic"),
     ("Proposer", "Reviewer", "Judge"),
     ("First Analyst", "Second Analyst"),
 )
-DESCRIPTIONS = {
-    "CoTAgent": ("Reason step by step to the answer.", "Solve the task with one careful pass."),
-    "SCAgent": ("Sample several solutions and vote.", "Self-consistency over independent tries."),
-    "DebateAgent": ("Let experts argue, then decide.", "A structured debate between roles."),
-    "ReflexionAgent": ("Answer, critique, refine.", "Iterate until a critic accepts."),
-    "WebSearchAgent": ("Search the corpus, then summarize.", "Look up the needed facts."),
-}
+DESCRIPTIONS = {name: kind.descriptions for name, kind in AGENT_REGISTRY.items()}
+"""Each sub-agent type's descriptions (its registry entry's), one drawn per agent."""
 THINKING = {
     "single": ("One {t} is enough here: {why}", "A single {t} keeps it simple; {why}"),
     "chain": (
@@ -58,7 +71,7 @@ WHY = ("the question suggests it.", "this fits the task.", "it balances cost and
 
 
 @dataclass
-class _Choices:
+class Choices:
     """Draws choices and adds up their log-probability."""
 
     rng: random.Random
@@ -89,7 +102,7 @@ class WorldOrchestrator:
 
     def write(self, task: WorldTask, sample: int, dom: str = "high") -> tuple[str, float]:
         """(harmony text, its log-probability) for one sample of a plan for `task`."""
-        c = _Choices(random.Random(f"{self.name}|{self.seed}|{task.id}|{sample}"))
+        c = Choices(random.Random(f"{self.name}|{self.seed}|{task.id}|{sample}"))
         o = self._plan(task, c, dom)
         text = to_harmony(o)
         if c.chance(self.invalid_rate):
@@ -99,7 +112,7 @@ class WorldOrchestrator:
         # Besides its choices, a language model pays for every token it writes.
         return text, c.logprob + TOKEN_LOGPROB * approx_token_count(text)
 
-    def _plan(self, task: WorldTask, c: _Choices, dom: str) -> Orchestration:
+    def _plan(self, task: WorldTask, c: Choices, dom: str) -> Orchestration:
         q = task.question
         cued_type = hinted_type(q)
         split = any(x in q for x in SPLIT_CUES)
@@ -111,9 +124,9 @@ class WorldOrchestrator:
         if self.specialized and cued_type and c.chance(self.follow):
             main = cued_type
         elif self.specialized:
-            main = c.pick(SOLVERS, (2, 3, 2, 3, 3 if task.hops else 0.5))
+            main = c.pick(SOLVERS, [_specialized_prior(t, task) for t in SOLVERS])
         else:
-            main = c.pick(SOLVERS, (4, 2, 2, 2, 1))
+            main = c.pick(SOLVERS, [WORLD_TYPES[t].base_prior for t in SOLVERS])
         shapes = ["single", "chain", "verify", "fan_in"] + (["per_fact"] if entities else [])
         if dom == "low":
             shape = "single"
@@ -136,7 +149,7 @@ class WorldOrchestrator:
             return Orchestration((agent,), (), DoM.LOW, thinking, "answer_out")
         return Orchestration(tuple(agents), tuple(edges), DoM.HIGH, thinking)
 
-    def _roles(self, topic: str, c: _Choices) -> tuple[str, ...]:
+    def _roles(self, topic: str, c: Choices) -> tuple[str, ...]:
         match = topic and (c.chance(0.85) if self.specialized else c.chance(0.25))
         if match:
             expert = TOPICS[topic]["experts"][0].title()
@@ -147,10 +160,16 @@ class WorldOrchestrator:
         return c.pick(GENERIC_ROLES)
 
 
-def _agent(agent_id: str, kind: str, roles, text: str, c: _Choices) -> Agent:
-    return Agent(
-        agent_id, kind, c.pick(DESCRIPTIONS[kind]), text, roles if kind == "DebateAgent" else None
-    )
+def _specialized_prior(agent_type: str, task: WorldTask) -> float:
+    """The specialized orchestrator's weight on `agent_type` when no cue decides."""
+    if AGENT_REGISTRY[agent_type].searches and not task.hops:
+        return NO_FACTS_PRIOR
+    return WORLD_TYPES[agent_type].specialized_prior
+
+
+def _agent(agent_id: str, kind: str, roles, text: str, c: Choices) -> Agent:
+    takes_roles = AGENT_REGISTRY[kind].min_roles > 0
+    return Agent(agent_id, kind, c.pick(DESCRIPTIONS[kind]), text, roles if takes_roles else None)
 
 
 def _single(main, roles, entities, c):
@@ -222,7 +241,7 @@ _SHAPES = {
 }
 
 
-def _break(text: str, c: _Choices) -> str:
+def _break(text: str, c: Choices) -> str:
     """A realistic slip: a dropped reference, a dangling edge, or a cut-off output."""
     how = c.pick(("reference", "edge", "truncate"))
     if how == "reference" and "${" in text:

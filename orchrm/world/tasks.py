@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
-from orchrm.orchestration import AGENT_TYPES
+from orchrm.orchestration import AGENT_REGISTRY, AGENT_TYPES, require_every_type
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,30 +122,67 @@ TOPICS: dict[str, dict] = {
 }
 """Expertise areas: a debate whose roles name one of `experts` matches the topic."""
 
-TYPE_CUES: dict[str, tuple[str, ...]] = {
-    "CoTAgent": ("A direct chain of thought works.", "Reason step by step from the definitions."),
-    "SCAgent": (
-        "Slips are common; several tries should vote.",
-        "Arithmetic errors are easy; let several tries vote.",
+
+@dataclass(frozen=True)
+class WorldType:
+    """How the world treats one sub-agent type besides its success (`SUCCESS` in
+    `orchrm.world.model`): the cues its tasks give and how its orchestrators favour it."""
+
+    cues: tuple[str, ...]
+    """Phrases that hint, in the question, that a task suits the type. Each shares words
+    with the type's plain name in the reward model's text (`TYPE_NAMES` in
+    `orchrm.orchestration`): the link from "slips are common" to "self-consistency" is
+    knowledge a large reward model brings from pretraining and a small one does not, so
+    the world states it in words (docs/results.md#what-the-text-allows)."""
+    base_prior: float
+    """The base orchestrator's weight on the type as a plan's main solver."""
+    specialized_prior: float
+    """The specialized orchestrator's weight on it when no cue decides (a type that
+    `searches` gets `NO_FACTS_PRIOR` instead on a task with nothing to look up)."""
+
+
+WORLD_TYPES: dict[str, WorldType] = {
+    "CoTAgent": WorldType(
+        ("A direct chain of thought works.", "Reason step by step from the definitions."), 4, 2
     ),
-    "DebateAgent": (
-        "Two approaches seem plausible; experts should debate them.",
-        "Experts would debate the method.",
+    "SCAgent": WorldType(
+        (
+            "Slips are common; several tries should vote.",
+            "Arithmetic errors are easy; let several tries vote.",
+        ),
+        2,
+        3,
     ),
-    "ReflexionAgent": (
-        "A first attempt misses cases; critique and refine it.",
-        "Check every case: critique the draft and refine it.",
+    "DebateAgent": WorldType(
+        (
+            "Two approaches seem plausible; experts should debate them.",
+            "Experts would debate the method.",
+        ),
+        2,
+        2,
     ),
-    "WebSearchAgent": (
-        "Look it up with a web search.",
-        "The facts are documented online; search the web.",
+    "ReflexionAgent": WorldType(
+        (
+            "A first attempt misses cases; critique and refine it.",
+            "Check every case: critique the draft and refine it.",
+        ),
+        2,
+        3,
+    ),
+    "WebSearchAgent": WorldType(
+        ("Look it up with a web search.", "The facts are documented online; search the web."),
+        1,
+        3,
     ),
 }
-"""Phrases that hint, in the question, at the sub-agent type a task suits. Each shares
-words with the type's plain name in the reward model's text (`TYPE_NAMES` in
-`orchrm.orchestration`): the link from "slips are common" to "self-consistency" is
-knowledge a large reward model brings from pretraining and a small one does not, so the
-world states it in words (docs/results.md#what-the-text-allows)."""
+"""Each registered sub-agent type as the world's tasks and orchestrators treat it."""
+require_every_type(WORLD_TYPES, "orchrm.world.tasks.WORLD_TYPES")
+NO_FACTS_PRIOR = 0.5
+"""The specialized orchestrator's weight on a type that searches, for a task with no
+facts to look up."""
+TYPE_CUES: dict[str, tuple[str, ...]] = {name: w.cues for name, w in WORLD_TYPES.items()}
+"""Each type's `cues`: the phrases that hint at it in a question."""
+_NOT_SEARCHING = tuple(t for t in AGENT_TYPES if not AGENT_REGISTRY[t].searches)
 
 
 def hinted_type(question: str) -> str | None:
@@ -203,13 +240,15 @@ def _name(rng: random.Random) -> str:
 
 def _task(p: Preset, i: int, rng: random.Random, seed: int) -> WorldTask:
     hops = rng.randint(*p.hops)
-    best = rng.choice(AGENT_TYPES if hops else AGENT_TYPES[:4])
+    best = rng.choice(AGENT_TYPES if hops else _NOT_SEARCHING)
     affinity = {
         t: rng.gauss(0, p.affinity_sd) + (p.best_type_boost if t == best else 0.0)
         for t in AGENT_TYPES
     }
-    if not hops:
-        affinity["WebSearchAgent"] -= abs(rng.gauss(0, p.affinity_sd))  # nothing to look up
+    if not hops:  # nothing to look up
+        for t in AGENT_TYPES:
+            if AGENT_REGISTRY[t].searches:
+                affinity[t] -= abs(rng.gauss(0, p.affinity_sd))
     topic = rng.choice(sorted(TOPICS))
     decomposition = rng.gauss(p.decomposition_mean, p.decomposition_sd)
     if p.known_rate is None:

@@ -1,13 +1,15 @@
-"""Long (question, orchestration) cases from the real MAS-Orchestra records, at the paper's
-scale of 4k-16k tokens: each parsed record with a long thinking made of real gpt-oss
-reasoning traces, a chain of agents per task and per file, and one long question
-(`long_cases`); and the two counters they are measured by, the MiniLM's tokens and
-characters (`budget_of`, `count_many`). `tests/test_long_orchestrations.py` holds their
-rendering to the budget rules and `benchmarks/long_render.py` times it."""
+"""Long (question, orchestration) cases at the paper's scale of 4k-16k tokens, made from
+MAS-Orchestra record files (JSONL, as `orchrm.parse.read_records` reads them): each parsed
+record with a long thinking made of the files' real gpt-oss reasoning traces, a chain of
+agents per task and per file, and one long question (`long_cases`); the two counters
+they are measured by, a tokenizer's tokens and characters (`budget_of`, `count_many`);
+and what rendering them at a budget costs and keeps (`render_stats`).
+"""
 
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -15,9 +17,8 @@ from orchrm.orchestration import Agent, DoM, Edge, Orchestration, render_for_rm
 from orchrm.orchestration.rm_text import TokenCounter
 from orchrm.parse import ParseError, parse_record, read_records
 
-MAS_ORCHESTRA = Path(__file__).resolve().parents[2] / "shared" / "data" / "mas_orchestra"
-"""The MAS-Orchestra record files (the shared data folder beside the checkout)."""
 COUNTERS = ("minilm", "chars")
+"""The counters `budget_of` and `count_many` know: the tokenizer's tokens, characters."""
 WIDTHS = (1, 2, 5, 17)
 """How many reasoning traces make one record's long thinking, in turn over the records:
 about 1k, 2k, 5k and 17k MiniLM tokens, so each budget sees texts below and above it."""
@@ -60,9 +61,10 @@ def _chain(question: str, group: list[tuple[dict, Orchestration]]) -> Orchestrat
     return Orchestration(tuple(agents), edges, DoM.HIGH, thinking)
 
 
-def long_cases(data: Path = MAS_ORCHESTRA) -> list[LongCase]:
-    """Every parsed record with a long thinking (`WIDTHS`), a chain per task and per file,
-    and one question of `LONG_QUESTION_TRACES` traces."""
+def long_cases(data: Path) -> list[LongCase]:
+    """From the record files `data/*.jsonl`: every parsed record with a long thinking
+    (`WIDTHS`), a chain per task and per file, and one question of
+    `LONG_QUESTION_TRACES` traces."""
     cases: list[LongCase] = []
     all_traces: list[str] = []
     for path in sorted(data.glob("*.jsonl")):
@@ -94,9 +96,10 @@ def long_cases(data: Path = MAS_ORCHESTRA) -> list[LongCase]:
 
 
 def budget_of(name: str, budget: int, tokenizer) -> tuple[int, TokenCounter]:
-    """(max_tokens, count_tokens) for `render_for_rm`: the MiniLM tokenizer's budget
-    (special tokens left out, as the trainer and `OrchRM.render` count), or characters."""
-    from orchrm.scoring.backbone import render_budget
+    """(max_tokens, count_tokens) for `render_for_rm` at `budget`: the tokenizer's budget
+    for counter `minilm` (special tokens left out, as the trainer and `OrchRM.render`
+    count), or characters for `chars`."""
+    from orchrm.rmodel.backbone import render_budget
 
     return render_budget(tokenizer, budget) if name == "minilm" else (budget, len)
 
@@ -111,3 +114,76 @@ def count_many(name: str, texts: list[str], tokenizer) -> list[int]:
 def full_text(case: LongCase) -> str:
     """The text with nothing cut (the layout does not depend on the counter)."""
     return render_for_rm(case.question, case.orchestration, WHOLE)
+
+
+def thinking_of(text: str) -> str:
+    """The thinking a rendered text keeps, without the " ..." that marks a cut."""
+    last = text.rsplit("\n", 1)[-1]
+    if not last.startswith("thinking: "):
+        return ""
+    body = last[len("thinking: ") :]
+    return "" if body == "..." else body.removesuffix(" ...")
+
+
+class Reading:
+    """A counter that adds up the characters it is given, with token ends when the
+    counter it wraps has them (so `render_for_rm` takes the same path)."""
+
+    def __init__(self, count) -> None:
+        self.count, self.chars = count, 0
+        if hasattr(count, "token_ends"):
+            self.token_ends = self._token_ends
+
+    def __call__(self, text: str) -> int:
+        self.chars += len(text)
+        return self.count(text)
+
+    def _token_ends(self, text: str) -> list[int]:
+        self.chars += len(text)
+        return self.count.token_ends(text)
+
+
+@dataclass(frozen=True)
+class RenderStats:
+    """The cases rendered at one budget by one counter."""
+
+    seconds: float
+    """The best wall time of rendering every case."""
+    before: list[int]
+    """Each case's count with nothing cut."""
+    after: list[int]
+    """Each case's count as rendered."""
+    cut: int
+    """Cases whose text was cut."""
+    thinking_kept: float
+    """The thinking's count after the cut over its count before, over all cases."""
+    text_read: float
+    """The characters the counter was given over the texts' own length (the work)."""
+
+
+def render_stats(
+    cases: list[LongCase], name: str, budget: int, tokenizer, repeat: int
+) -> RenderStats:
+    """Every case rendered by `render_for_rm` at `budget` counted by counter `name`: the
+    best time of `repeat` runs, counts before and after the cut, the thinking kept and the
+    text the counter read."""
+    max_tokens, count = budget_of(name, budget, tokenizer)
+    best, texts = float("inf"), []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        texts = [render_for_rm(c.question, c.orchestration, max_tokens, count) for c in cases]
+        best = min(best, time.perf_counter() - start)
+    fulls = [full_text(c) for c in cases]
+    reading = Reading(count)
+    for c in cases:
+        render_for_rm(c.question, c.orchestration, max_tokens, reading)
+    kept = sum(count_many(name, [thinking_of(t) for t in texts], tokenizer))
+    whole = sum(count_many(name, [thinking_of(t) for t in fulls], tokenizer))
+    return RenderStats(
+        seconds=best,
+        before=count_many(name, fulls, tokenizer),
+        after=count_many(name, texts, tokenizer),
+        cut=sum(t != f for t, f in zip(texts, fulls, strict=True)),
+        thinking_kept=kept / whole,
+        text_read=reading.chars / sum(map(len, fulls)),
+    )

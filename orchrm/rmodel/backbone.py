@@ -1,7 +1,8 @@
-"""A reward model's backbone and saved form: loading any Hugging Face
+"""A reward model's backbone: loading any Hugging Face
 `AutoModelForSequenceClassification` with one label (from a model directory, a hub id
-available locally, or a GGUF file), the default MiniLM, the `orchrm.json` metadata
-file, token counting and the render budget, padding.
+available locally, or a GGUF file), the default MiniLM, token counting and the render
+budget; a saved reward model loaded to score (`load_saved`); padding, and the rewards of
+token sequences in batches (`rewards`).
 
 A reward model is any Hugging Face `AutoModelForSequenceClassification` with one label.
 Encoders (the offline MiniLM) read the [CLS] position; decoders (Llama, Qwen, as in
@@ -9,21 +10,15 @@ Skywork-Reward) read the last non-pad token, which Hugging Face does once the pa
 is set in the config, so `load_backbone` always sets it. A backbone named by a `.gguf`
 file (llama.cpp's format) is read by transformers' GGUF loader, model and tokenizer, its
 weights dequantized to the precision asked for; the model trained from it is saved like
-any other, so nothing reads the GGUF again. A saved orchrm reward model is
-a standard directory (safetensors weights, config, tokenizer) plus `orchrm.json`: the
-rendering version its texts used (checked at load), the pair-data hash, metrics, and the
-mean and spread of its rewards (for normalized rewards).
-
-Before a loader reads a model directory or a GGUF file, its files are checked whole
-(`check_model_files`, `check_gguf`): what an interrupted copy or save leaves (weights cut
-short or empty, weights missing beside their config, a half-written JSON file) is a
-`DamagedModel` naming the file, instead of whatever the loader would raise.
+any other, so nothing reads the GGUF again. What a saved model's directory holds, and
+the checks that its files are whole before a loader reads them, are
+`orchrm.rmodel.files`.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -31,165 +26,23 @@ from safetensors import SafetensorError
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from orchrm.errors import ConfigError, MissingInput, OrchrmError
-from orchrm.orchestration import TokenCounter
+from orchrm.orchestration import RM_RENDER_VERSION, TokenCounter
+from orchrm.rmodel.files import (
+    ModelError,
+    check_gguf,
+    check_model_files,
+    damaged,
+    model_directory,
+    read_metadata,
+    saved_max_length,
+)
+from orchrm.rmodel.precision import resolve_dtype
 
-METADATA = "orchrm.json"
 GGUF_INSTALL = 'pip install "orchrm[local-llm]"'
 """How to install the `gguf` package that transformers reads GGUF files with."""
 LOAD_ERRORS = (OSError, ValueError, ImportError, NotImplementedError)
 """What transformers raises for a backbone it cannot load (a missing file, an unknown
 architecture, a missing package)."""
-WEIGHTS, WEIGHTS_INDEX = "model.safetensors", "model.safetensors.index.json"
-JSON_FILES = (
-    "config.json",
-    METADATA,
-    WEIGHTS_INDEX,
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-)
-"""The JSON files of a model directory that orchrm or transformers read, when present."""
-REMEDY = "copy the model directory again, or re-train it"
-GGUF_REMEDY = "copy or download the GGUF file again"
-
-
-class ModelError(OrchrmError):
-    """A reward model cannot be loaded or used as asked."""
-
-
-class NoModel(ModelError, MissingInput):
-    """No reward model where the user pointed (exit status 3, as any missing input)."""
-
-
-class DamagedModel(ModelError, MissingInput):
-    """A model's file is damaged or incomplete, as an interrupted copy or save leaves it
-    (exit status 3, as any input that cannot be read); the message names the file, says
-    what is wrong with it and what to do."""
-
-
-def damaged(path: Path, problem: str, remedy: str = REMEDY) -> DamagedModel:
-    """The `DamagedModel` error for `path`: `PATH: PROBLEM; REMEDY`."""
-    return DamagedModel(f"{path}: {problem}; {remedy}")
-
-
-def read_json_file(path: Path) -> dict:
-    """The JSON object a model directory's file holds; `DamagedModel` when the file is
-    empty, not JSON (cut short, garbled) or not an object."""
-    data = path.read_bytes()
-    if not data.strip():
-        raise damaged(path, f"empty ({len(data)} bytes)")
-    try:
-        value = json.loads(data)
-    except json.JSONDecodeError as err:
-        where = f"{err.msg}: line {err.lineno} column {err.colno}"
-        problem = f"not valid JSON ({where}): half-written or damaged"
-        raise damaged(path, problem) from None
-    except ValueError:  # bytes that are no Unicode text
-        raise damaged(path, "not valid JSON (its bytes are not UTF-8 text)") from None
-    if not isinstance(value, dict):
-        raise damaged(path, f"holds a JSON {type(value).__name__} where an object belongs")
-    return value
-
-
-def read_metadata(folder: Path) -> dict:
-    """The `orchrm.json` of a model directory ({} for a model used off the shelf);
-    `DamagedModel` when it is not one whole JSON object."""
-    path = folder / METADATA
-    return read_json_file(path) if path.exists() else {}
-
-
-def check_model_files(folder: Path) -> None:
-    """Raise `DamagedModel`, naming the file, when a file a loader reads from the model
-    directory `folder` is damaged or incomplete: a JSON file (`JSON_FILES`) that is not
-    one whole object, or, beside a `config.json`, safetensors weights that are missing
-    or not exactly as long as their header says. Reads the JSON files and the weights'
-    headers only."""
-    for name in JSON_FILES:
-        if (folder / name).is_file():
-            read_json_file(folder / name)
-    if (folder / "config.json").is_file():
-        for path in _weight_files(folder):
-            check_safetensors(path)
-
-
-def _weight_files(folder: Path) -> list[Path]:
-    """The safetensors files of a model directory: the shards its index lists, or its
-    `model.safetensors`; `DamagedModel` for one that is missing. An empty list when the
-    folder holds PyTorch `.bin` weights only (the loader says it reads safetensors only)."""
-    index = folder / WEIGHTS_INDEX
-    if index.is_file():
-        shards = read_json_file(index).get("weight_map")
-        if not isinstance(shards, dict) or not shards:
-            raise damaged(index, "lists no weight files (no weight_map)")
-        files = sorted({folder / str(name) for name in shards.values()})
-        missing = f"missing though {index.name} lists it (an incomplete copy)"
-    elif not (folder / WEIGHTS).exists() and any(folder.glob("*.bin")):
-        return []
-    else:
-        files, missing = [folder / WEIGHTS], "missing beside config.json (an incomplete copy)"
-    for path in files:
-        if not path.is_file():
-            raise damaged(path, missing)
-    return files
-
-
-def check_safetensors(path: Path) -> None:
-    """Raise `DamagedModel` unless `path` is a whole safetensors file: an 8-byte header
-    length, a JSON header of that length, then exactly the tensor bytes it lists."""
-    size = path.stat().st_size
-    if size == 0:
-        raise damaged(path, "empty (0 bytes)")
-    with path.open("rb") as f:
-        head = f.read(8)
-        length = int.from_bytes(head, "little")
-        if len(head) < 8 or length > size - 8:
-            raise damaged(path, f"truncated: its {size:,} bytes cannot hold its header")
-        try:
-            header = json.loads(f.read(length))
-        except ValueError:
-            header = None
-    listed, held = _tensor_bytes(header), size - 8 - length
-    if listed is None:
-        raise damaged(path, "damaged: its header is not a safetensors header")
-    if held < listed:
-        raise damaged(
-            path, f"truncated: it holds {held:,} of the {listed:,} tensor bytes its header lists"
-        )
-    if held > listed:
-        raise damaged(path, f"damaged: {held - listed:,} bytes more than its header lists")
-
-
-def _tensor_bytes(header: object) -> int | None:
-    """The tensor bytes a safetensors header lists (its largest end offset), or None
-    when it is no such header."""
-    if not isinstance(header, dict):
-        return None
-    try:
-        ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
-    except (TypeError, KeyError, IndexError, ValueError):
-        return None
-    return max(ends, default=0)
-
-
-def check_gguf(path: Path) -> None:
-    """Raise `DamagedModel` when `path`, a GGUF file by its first bytes, is empty or
-    cannot be read whole by the `gguf` package (cut short: its tensors do not fit). A
-    file that is no GGUF at all is left to transformers, which says so."""
-    with path.open("rb") as f:
-        magic = f.read(4)
-    if not magic:
-        raise damaged(path, "empty (0 bytes)", GGUF_REMEDY)
-    if magic != b"GGUF":
-        return
-    import gguf
-
-    try:
-        gguf.GGUFReader(path)
-    except Exception as err:  # the reader's error for a file cut short varies with where
-        detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise damaged(path, f"truncated or damaged ({detail})", GGUF_REMEDY) from None
 
 
 def is_gguf(name: str | Path) -> bool:
@@ -345,26 +198,53 @@ def load_backbone(
     return model, tokenizer
 
 
-def model_directory(path: str | Path) -> Path:
-    """`path` when it holds a model (a `config.json`); for `orchrm train`'s output folder,
-    its `model/`. Raises ModelError saying what is there instead, before any loader reads
-    the path as a hub id."""
-    path = Path(path)
-    if (path / "config.json").is_file():
-        return path
-    if (path / "model" / "config.json").is_file():
-        return path / "model"
-    if not path.exists():
-        raise NoModel(f"no reward model at {path}: no such directory")
-    if path.is_file():
+@dataclass
+class SavedModel:
+    """A saved reward model loaded to compute rewards (`load_saved`)."""
+
+    model: object
+    """The sequence classifier, in eval mode on `device`."""
+    tokenizer: object
+    metadata: dict
+    """Its `orchrm.json` ({} for a model used off the shelf)."""
+    device: torch.device
+    bf16: bool
+    """Whether it computes in bf16 (autocast) rather than fp32."""
+
+    @property
+    def max_length(self) -> int:
+        """Tokens per text it scores (`saved_max_length`)."""
+        return saved_max_length(self.metadata)
+
+
+def load_saved(
+    path: str | Path,
+    device: str | None = None,
+    dtype: str = "auto",
+    trust_remote_code: bool = False,
+    check_version: bool = True,
+) -> SavedModel:
+    """A saved reward model (a model directory or `orchrm train`'s OUT, `model_directory`),
+    or any sequence-classification model directory used off the shelf (then without
+    orchrm metadata), on `device` (default: CUDA when there is one) to compute in `dtype`
+    (auto, bf16 or fp32; `orchrm.rmodel.precision`). Refuses a model trained on another
+    rendering version unless `check_version` is False, and a damaged or incomplete model
+    directory (`DamagedModel`, naming the file)."""
+    # Resolved first: a bad dtype or ORCHRM_BF16 costs no loading time.
+    target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    use_bf16 = resolve_dtype(dtype, target) == "bf16"
+    path = model_directory(path)
+    metadata = read_metadata(path)
+    version = metadata.get("render_version")
+    if check_version and version and version != RM_RENDER_VERSION:
         raise ModelError(
-            f"{path} is a file; a reward model is a directory (`orchrm train`'s OUT/model)"
+            f"{path} was trained on rendering {version!r}; this orchrm "
+            f"renders {RM_RENDER_VERSION!r}: retrain, or load with "
+            "check_version=False"
         )
-    inside = sorted(p.name for p in path.iterdir())[:8]
-    raise ModelError(
-        f"no reward model in {path}: it has no config.json (it holds "
-        f"{', '.join(inside) or 'nothing'}); give `orchrm train`'s OUT/model"
-    )
+    model, tokenizer = load_backbone(str(path), trust_remote_code)
+    model.to(target).eval()
+    return SavedModel(model, tokenizer, metadata, target, use_bf16)
 
 
 def collate(sequences: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
@@ -376,3 +256,26 @@ def collate(sequences: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
         ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
         mask[row, : len(seq)] = 1
     return {"input_ids": ids, "attention_mask": mask}
+
+
+@torch.inference_mode()
+def rewards(
+    model,
+    sequences: list[list[int]],
+    pad_id: int,
+    batch_size: int,
+    device: torch.device,
+    bf16: bool,
+) -> list[float]:
+    """The reward of each token sequence, in input order: longest first in batches padded
+    to their own longest member, under `inference_mode` (and bf16 autocast if asked)."""
+    order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
+    out = [0.0] * len(sequences)
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        inputs = collate([sequences[i] for i in batch], pad_id)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(**{k: v.to(device) for k, v in inputs.items()}).logits
+        for row, i in enumerate(batch):
+            out[i] = float(logits[row, 0])
+    return out

@@ -19,9 +19,9 @@ from collections import Counter
 from pathlib import Path
 
 from orchrm.jsonl import atomic_file
+from orchrm.rmodel.files import METADATA
 
 CARD = "README.md"
-METADATA = "orchrm.json"
 MARK = "<!-- orchrm model card: written from orchrm.json -->"
 """The line that tells a card orchrm writes (and may write again) from any other."""
 TAGS = ("orchrm", "reward-model", "bradley-terry", "multi-agent", "orchestration")

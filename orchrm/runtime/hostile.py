@@ -1,8 +1,12 @@
-"""Hostile and degenerate text, and orchestrations of thousands of agents, by size: the
-generators `tests/test_hostile_parse.py` holds to linear time and
-`benchmarks/hostile_parse.py` times, the stages they go through (parsing, validation,
-reward-model rendering, answer extraction), and `timed`, which stops a stage that runs
-past `HARD_CAP_S`."""
+"""Hostile and degenerate text, and orchestrations of thousands of agents, by size, for
+holding the text stages to linear time: `TEXT_GENERATORS` (long runs of every kind of
+whitespace after `${`, `<` and `Answer:`, brackets, unclosed and repeated tags, deep
+nesting, lone surrogates, huge literals) and `GRAPH_GENERATORS` (chains, fan-ins, graphs
+breaking every rule); the stages they go through (`STAGES`: both parsers, validation,
+reward-model rendering and the sub-agent answer extractor; `GRAPH_STAGES` for the
+orchestrations); `timed`, which stops a stage that runs past `HARD_CAP_S`; and
+`worst_times`, the worst time of each stage over every generator, per size.
+"""
 
 from __future__ import annotations
 
@@ -229,3 +233,21 @@ def timed(fn: Callable[[object], object], arg: object, repeats: int = 1) -> floa
             fn(arg)
             best = min(best, time.perf_counter() - start)
     return best
+
+
+def worst_times(sizes: list[int]) -> dict[tuple[str, int], tuple[float, str]]:
+    """(stage, size) -> (worst seconds, generator name) over all generators, each
+    generator's subject timed once per stage; graph stages are named `graph STAGE`. A
+    stage that raises anything but `ParseError` (or `TooSlow`) stops the run."""
+    worst: dict[tuple[str, int], tuple[float, str]] = {}
+    runs = [(STAGES, TEXT_GENERATORS, ""), (GRAPH_STAGES, GRAPH_GENERATORS, "graph ")]
+    for stages, generators, prefix in runs:
+        for name, make in generators.items():
+            for size in sizes:
+                subject = make(size)
+                for stage, fn in stages.items():
+                    seconds = timed(fn, subject)
+                    key = (f"{prefix}{stage}", size)
+                    if seconds > worst.get(key, (-1.0, ""))[0]:
+                        worst[key] = (seconds, name)
+    return worst

@@ -1,0 +1,34 @@
+"""`ScoreConfig`: what `orchrm score` and `orchrm evaluate-rm` can set."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from orchrm.configs import config, setting
+from orchrm.rmodel.precision import DTYPES
+from orchrm.scoring.remote_protocols import PROTOCOLS
+
+
+@config
+class ScoreConfig:
+    """Which reward model scores, where, and in which precision."""
+
+    rm: str | None = setting(None, panel="Model")
+    """A trained reward model directory (with --rm-url: its local copy)."""
+    rm_url: str | None = setting(None, panel="Model")
+    """Score through a reward server: .../classify (vLLM), .../get_reward (OpenRLHF),
+    .../score (orchrm serve); docs/remote-scoring.md."""
+    protocol: Literal[PROTOCOLS] | None = setting(None, panel="Model")
+    """With --rm-url: the server's protocol (default: read from the URL's route)."""
+    tokenizer: str | None = setting(None, panel="Model")
+    """With --rm-url and no --rm: the tokenizer to render with."""
+    max_length: int | None = setting(None, min=2, panel="Model")
+    """With --rm-url and no --rm: tokens per text."""
+    batch_size: int = setting(32, min=1, panel="Scale")
+    """Orchestrations per forward pass (per request with --rm-url)."""
+    dtype: Literal[DTYPES] = setting("auto", panel="Scale")
+    """Precision of the forward passes; auto: bf16 where the hardware runs it fast (CUDA
+    with bf16, a CPU with AMX), else fp32; the ORCHRM_BF16 environment variable (1 or 0)
+    overrides the detection. Not with --rm-url: a server scores in its own."""
+    out: str | None = setting(None, panel="Output")
+    """JSONL of scores (default: stdout)."""

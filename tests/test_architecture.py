@@ -42,19 +42,6 @@ def _stage(dotted: str) -> str:
     return dotted.split(".")[1] if dotted.count(".") else "__init__"
 
 
-def _nodes(path: Path) -> list[ast.AST]:
-    """Every node of a module but those under `if __name__ == "__main__":`, which run
-    only when the module is the program (`python -m orchrm.training.train` hands over to
-    the command line there), never when it is imported."""
-    tree = ast.parse(path.read_text(), str(path))
-    guarded = set()
-    for node in tree.body:
-        test = node.test if isinstance(node, ast.If) else None
-        if isinstance(test, ast.Compare) and getattr(test.left, "id", None) == "__name__":
-            guarded |= {id(n) for n in ast.walk(node)}
-    return [n for n in ast.walk(tree) if id(n) not in guarded]
-
-
 def _is_module(name: str) -> bool:
     return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").exists()
 
@@ -62,7 +49,7 @@ def _is_module(name: str) -> bool:
 def _imports(path: Path) -> set[str]:
     """Every orchrm package a module imports, at its top or inside a function."""
     found = set()
-    for node in _nodes(path):
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = (
                 [node.module]
@@ -110,7 +97,7 @@ def _file_imports(path: Path) -> set[Path]:
     checking: `from orchrm.a import b` counts `orchrm/a/b.py` when b is a module, else
     `orchrm/a/__init__.py`."""
     found = set()
-    for node in _nodes(path):
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if not node.module.startswith("orchrm"):
                 continue

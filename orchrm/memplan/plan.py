@@ -306,7 +306,8 @@ def plan_from_train_config(train_config, **options: Any) -> TrainingPlan:
     return plan_training(backbone, **{**settings, **given})
 
 
-if __name__ == "__main__":  # `python -m orchrm.memplan.plan` is `orchrm plan-memory`
-    from orchrm.cli import app
+if __name__ == "__main__":  # `python -m orchrm.memplan.plan` is `python -m orchrm plan-memory`
+    import runpy
 
-    app(["plan-memory", *sys.argv[1:]], prog_name="orchrm")
+    sys.argv[1:1] = ["plan-memory"]
+    runpy.run_module("orchrm", run_name="__main__", alter_sys=True)

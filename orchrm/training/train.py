@@ -455,7 +455,8 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> T
     return summary
 
 
-if __name__ == "__main__":  # `python -m orchrm.training.train` is `orchrm train`
-    from orchrm.cli import app
+if __name__ == "__main__":  # `python -m orchrm.training.train ...` is `python -m orchrm train ...`
+    import runpy
 
-    app(["train", *sys.argv[1:]], prog_name="orchrm")
+    sys.argv[1:1] = ["train"]
+    runpy.run_module("orchrm", run_name="__main__", alter_sys=True)

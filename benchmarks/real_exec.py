@@ -3,14 +3,26 @@
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py --calibrate   # success table
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py --quick       # a few minutes
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py               # the full run
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py --slots 1 --execution-seeds 2,3
 
 `orchrm demo`'s pipeline (logs -> store -> pairs -> reward model -> best-of-N) with every
 sub-agent call answered by SmolLM2-135M-Instruct on llama.cpp and every plan written by a
 template orchestrator: `orchrm.experiments.real_exec` (its docstring says what is real and
-what is not). `--calibrate` measures the model's success per task kind, level and
-sub-agent type instead. OUT (`--out`, default runs/real-exec) gets the records, the
-tasks, the store, pairs and model, report.md, report.json and the plots; with
-`--calibrate`, calibrate.json and calibrate.jsonl.
+what is not). Every held-out plan runs `--reruns` times for each execution seed
+(`--execution-seeds`, one draw each; the reward model trains once, on the training plans
+run with the first), so each selector gets an expected accuracy beside the sampled one,
+and two draws say whether their verdicts agree. Every call is seeded and llama.cpp
+reuses no cached prompt prefix, so with `--slots 1` the same seeds repeat a run exactly
+(with several slots busy at once, batching changes a few answers). `--calibrate` measures the model's success per task kind, level
+and sub-agent type instead.
+
+`--quick` (6 training and 6 held-out tasks, 4 plans a task, 2 runs a plan, 20 training
+steps, two draws) takes a few minutes on 2 cores. OUT (`--out`, default runs/real-exec)
+gets executions.jsonl, the cache of every finished run (by task, plan text, seed and
+sample: a second run, a resumed one and more draws execute only what is missing), the
+records, the tasks, the store, pairs and model, seed-E/ (report.md, report.json and the
+plots of each draw) and summary.json; with `--calibrate`, calibrate.json and
+calibrate.jsonl.
 """
 
 from __future__ import annotations
@@ -23,21 +35,27 @@ from orchrm.experiments.real_exec import FULL, QUICK, RealExecSettings, Sizes, c
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", default="runs/real-exec")
     parser.add_argument("--calibrate", action="store_true", help="Only the success table.")
     parser.add_argument("--calibrate-tasks", type=int, default=4, help="Tasks a cell.")
-    parser.add_argument("--kinds", default="", help="Calibrate these kinds only (a,b).")
-    parser.add_argument("--quick", action="store_true", help="A few-minute run.")
     parser.add_argument(
-        "--from-logs",
-        action="store_true",
-        help="Skip execution: train and evaluate on the records OUT/logs already holds.",
+        "--kinds", default="", help="Calibrate these kinds or cells only (add,mul2)."
     )
+    parser.add_argument("--quick", action="store_true", help="A few-minute run (tiny sizes).")
     parser.add_argument("--train-tasks", type=int, default=0, help="0: the size's own.")
     parser.add_argument("--test-tasks", type=int, default=0, help="0: the size's own.")
     parser.add_argument("--samples", type=int, default=0, help="Plans a task (N); 0: own.")
     parser.add_argument("--steps", type=int, default=0, help="Training steps; 0: own.")
+    parser.add_argument("--reruns", type=int, default=0, help="Runs a held-out plan (K); 0: own.")
+    parser.add_argument(
+        "--execution-seeds",
+        default="0,1",
+        help="One draw each (a,b): held-out run k of seed E has seed E*1000+k; the reward "
+        "model trains on the training plans run with the first.",
+    )
     parser.add_argument("--max-tokens", type=int, default=96, help="Per sub-agent call.")
     parser.add_argument("--slots", type=int, default=4, help="llama.cpp parallel slots.")
     parser.add_argument(
@@ -48,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         "going where threads that wait for each other at every step would stall.",
     )
     parser.add_argument("--concurrency", type=int, default=8, help="Plans executed at once.")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="Seed of the tasks and plans.")
     args = parser.parse_args(argv)
     size = QUICK if args.quick else FULL
     settings = RealExecSettings(
@@ -58,8 +76,9 @@ def main(argv: list[str] | None = None) -> None:
             args.test_tasks or size.test_tasks,
             args.samples or size.samples,
             args.steps or size.steps,
+            args.reruns or size.reruns,
         ),
-        from_logs=args.from_logs,
+        execution_seeds=tuple(int(e) for e in args.execution_seeds.split(",") if e.strip()),
         max_tokens=args.max_tokens,
         slots=args.slots,
         threads=args.threads,

@@ -322,6 +322,31 @@ def write_jsonl(records: Iterable[dict], path: str | Path) -> None:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
+def append_jsonl(records: Iterable[dict], path: str | Path) -> None:
+    """Append one JSON value per line to `path` (created with the mode a plain `open`
+    gives), whole lines in one `write` to a file opened for appending: a crash can tear
+    only the last line, which `read_values` reports as `invalid_json`, and a torn line
+    is ended before the next append, so it costs only itself."""
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode()
+    if not data:
+        return
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+    except OSError as err:
+        raise output_error(path, err) from None
+
+
 _UMASK_LOCK = threading.Lock()
 
 

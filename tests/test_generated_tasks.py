@@ -1,8 +1,9 @@
 """The generated exact-answer tasks (orchrm.tasks.benchmarks.generated): drawn the same
-from the same seed, answers that are right, graded by the math grader, written and read
-back; and the template orchestrators that write plans for them, run through
-`run_tasks` with a scripted backend in place of the LLM (orchrm.world.templates,
-orchrm.runtime.routing)."""
+from the same seed, answers that are right, graded by their grader, written and read
+back; the retrieval tasks' passages, which BM25 finds for their questions; the template
+orchestrators that write plans for them, run through `run_tasks` with a scripted backend
+in place of the LLM (orchrm.world.templates, orchrm.runtime.routing); and the real-exec
+benchmark's task mix (orchrm.experiments.real_exec)."""
 
 from __future__ import annotations
 
@@ -12,22 +13,40 @@ import re
 import pytest
 
 from orchrm.errors import InputError, MissingInput
+from orchrm.experiments.real_exec import MIX
+from orchrm.orchestration import to_harmony
 from orchrm.parse import parse_harmony
 from orchrm.runtime.config import RunConfig
+from orchrm.runtime.retrieval import load_corpus
 from orchrm.runtime.routing import RoutingBackend
 from orchrm.tasks.benchmarks.generated import (
+    ARITHMETIC_KINDS,
     DOMAIN,
     EVERY_CELL,
+    LEVELS,
+    RETRIEVAL_KINDS,
+    TASK_KINDS,
+    corpus,
     grade,
     load,
     make_tasks,
+    save_corpus,
     save_tasks,
 )
 from orchrm.tasks.grading import grade as grade_by_domain
 from orchrm.tasks.run import run_tasks
 from orchrm.tasks.task import load_tasks
-from orchrm.world.templates import PREFERRED, STRUCTURES, TemplateOrchestrator, structure_of
+from orchrm.world.templates import (
+    PREFERRED,
+    STRUCTURES,
+    TemplateOrchestrator,
+    single_plan,
+    structure_of,
+)
 from tests.scripted_backend import ScriptedBackend
+
+ARITHMETIC_CELLS = tuple(c for c in EVERY_CELL if c[0] in ARITHMETIC_KINDS)
+RETRIEVAL_CELLS = tuple(c for c in EVERY_CELL if c[0] in RETRIEVAL_KINDS)
 
 
 def _questions(tasks) -> list[str]:
@@ -72,10 +91,110 @@ def _solve(question: str) -> int:
     return m.group(2).count(m.group(1))
 
 
-def test_every_kind_and_level_has_the_right_answer():
-    tasks = make_tasks(EVERY_CELL, 5 * len(EVERY_CELL), 3, "check")
+def test_every_arithmetic_kind_and_level_has_the_right_answer():
+    tasks = make_tasks(ARITHMETIC_CELLS, 5 * len(ARITHMETIC_CELLS), 3, "check")
     for t in tasks:
         assert int(t.task.answer) == _solve(t.task.question), t
+        assert t.documents == ()
+
+
+def _read(question: str, passage: str) -> str:
+    """The answer of a retrieval question, worked out from its passage's text alone."""
+    if m := re.fullmatch(
+        r"Its capital is (\w+), and its largest port is (\w+)\.", passage.split(". ", 1)[1]
+    ):
+        capital, port = m.groups()
+        return port if question.startswith("What is the largest port") else capital
+    founded, charter = (int(y) for y in re.findall(r"\d{4}", passage))
+    if question.startswith("How many years"):
+        return str(charter - founded)
+    return str(charter if "charter" in question else founded)
+
+
+def test_retrieval_tasks_are_the_same_from_the_same_seed_and_their_passage_answers_them():
+    tasks = make_tasks(RETRIEVAL_CELLS, 10 * len(RETRIEVAL_CELLS), 5, "cal")
+    assert tasks == make_tasks(RETRIEVAL_CELLS, 10 * len(RETRIEVAL_CELLS), 5, "cal")
+    assert _questions(tasks) != _questions(make_tasks(RETRIEVAL_CELLS, len(tasks), 6, "cal"))
+    texts: dict[str, str] = {}
+    for t in tasks:
+        gold, *others = t.documents
+        assert len(others) == 3 and gold.id not in {d.id for d in others}
+        assert _read(t.task.question, gold.text) == t.task.answer, t
+        for d in t.documents:  # one text per passage, whichever task carries it
+            assert texts.setdefault(d.id, d.text) == d.text
+    pooled = {d.id for d in corpus(tasks).documents}
+    assert pooled == {d.id for t in tasks for d in t.documents}
+
+
+def test_bm25_finds_each_question_s_passage_among_the_first_k():
+    tasks = make_tasks(RETRIEVAL_CELLS, 12 * len(RETRIEVAL_CELLS), 0, "test")
+    retriever = corpus(tasks)
+    k = RunConfig().search_k
+    assert len(retriever.documents) > 10 * k
+    for t in tasks:
+        found = [d.id for d in retriever.search(t.task.question, k)]
+        assert t.documents[0].id == found[0], (t.task.question, found)
+
+
+@pytest.mark.parametrize(
+    ("reply", "truth", "right"),
+    [
+        ("Ashford", "Ashford", True),
+        ("ashford.", "Ashford", True),
+        ("The capital of Valdoria is Ashford.", "Ashford", True),
+        ("Belwick", "Ashford", False),
+        ("Ashford or Belwick", "Ashford", False),
+        ("The capital is Ashford and the largest port is Belwick.", "Ashford", False),
+        ("Ashford " + "and so on " * 5, "Ashford", False),
+        ("I do not know.", "Ashford", False),
+        (None, "Ashford", False),
+        ("Answer: 1743", "1743", True),
+        ("It was founded in 1743.", "1743", True),
+        ("1744", "1743", False),
+    ],
+)
+def test_the_grader_takes_the_named_place_or_year_and_refuses_others(reply, truth, right):
+    assert bool(grade(reply, truth)) is right
+    assert bool(grade_by_domain(reply, truth, DOMAIN)) is right
+
+
+def test_a_search_plan_reaches_the_answer_through_the_corpus_and_cot_does_not():
+    tasks = make_tasks(RETRIEVAL_CELLS[:2], 4, 0, "run")
+    truth = {t.task.question: t.task.answer for t in tasks}
+
+    def reply(messages, call):
+        content = messages[-1]["content"]
+        if call.step == "search":
+            question = content.split("\n")[1]
+            return "DONE" if "Search:" in content else f"SEARCH: {question}"
+        task = next(q for q in truth if q in content)
+        return f"Answer: {truth[task] if truth[task] in content.split(task)[-1] else 'unknown'}"
+
+    def run(structure: str, retriever):
+        backend = RoutingBackend(
+            ScriptedBackend(reply), _Fixed(structure), {t.task.id: t for t in tasks}
+        )
+        records = asyncio.run(
+            run_tasks([t.task for t in tasks], backend, samples=1, config=RunConfig(),
+                      retriever=retriever, progress=False)
+        )  # fmt: skip
+        return [r["correct"] for r in records]
+
+    assert run("search", corpus(tasks)) == [True] * 4
+    assert run("search", None) == [False] * 4
+    assert run("cot", corpus(tasks)) == [False] * 4
+
+
+class _Fixed:
+    """A plan writer that writes the one plan of `structure` for every task."""
+
+    name = "fixed"
+
+    def __init__(self, structure: str):
+        self.text = to_harmony(single_plan(structure))
+
+    def write(self, task, sample: int) -> tuple[str, float]:
+        return self.text, 0.0
 
 
 @pytest.mark.parametrize(
@@ -95,10 +214,12 @@ def test_the_grader_takes_the_right_number_and_refuses_others(reply, right):
 
 
 def test_saved_tasks_load_back_and_read_as_a_plain_task_file(tmp_path):
-    tasks = make_tasks(EVERY_CELL, 10, 0, "test")
+    tasks = make_tasks(EVERY_CELL, 2 * len(EVERY_CELL), 0, "test")
     path = save_tasks(tasks, tmp_path / "tasks.jsonl")
     assert load(path) == tasks
     assert load_tasks(path) == [t.task for t in tasks]
+    searched = load_corpus(save_corpus(tasks, tmp_path / "corpus.jsonl"))
+    assert searched.documents == corpus(tasks).documents
 
 
 @pytest.mark.parametrize(
@@ -108,6 +229,11 @@ def test_saved_tasks_load_back_and_read_as_a_plain_task_file(tmp_path):
         ('{"id": "a", "question": "q", "answer": "1", "kind": "root", "level": 1}\n', "root"),
         ('{"id": "a", "question": "q", "answer": "1", "kind": "add", "level": 4}\n', "level 4"),
         ('{"id": "a", "question": "q", "answer": "1", "kind": "add", "level": 1}\n' * 2, "twice"),
+        (
+            '{"id": "a", "question": "q", "answer": "1", "kind": "capital", "level": 1, '
+            '"documents": [{"title": "t"}]}\n',
+            "passages",
+        ),
     ],
 )
 def test_a_bad_task_file_names_its_line(tmp_path, content, error):
@@ -155,3 +281,13 @@ def test_the_base_template_draws_every_structure():
             plan = parse_harmony(writer.write(t, sample)[0])
             drawn.add(structure_of({"orchestration": plan.to_dict()}))
     assert drawn == set(STRUCTURES)
+
+
+def test_the_mix_and_the_preferences_name_existing_kinds_and_structures():
+    assert MIX and set(MIX) <= set(EVERY_CELL)
+    assert len(set(MIX)) == len(MIX)
+    assert {kind for kind, _ in MIX} & set(RETRIEVAL_KINDS)  # the retrieval domain is in it
+    assert set(PREFERRED) == set(TASK_KINDS)
+    for kind, structures in PREFERRED.items():
+        assert structures and set(structures) <= set(STRUCTURES), kind
+    assert set(LEVELS) == {level for _, level in EVERY_CELL}

@@ -286,6 +286,14 @@ def test_huge_numbers_are_not_built(answer):
     assert time.perf_counter() - start < 0.5
 
 
+@pytest.mark.parametrize(
+    ("answer", "value"), [("1e0", 1), ("2e00", 2), ("1e_", None), ("Kelgate0", None)]
+)
+def test_a_zero_or_empty_exponent_reads_as_its_number_or_none(answer, value):
+    assert as_number(answer) == value
+    assert isinstance(math_correct(answer, "1"), bool)  # graded, not raised
+
+
 def test_grading_degenerate_answers_takes_linear_time():
     assert as_number("\\boxed{25}.") == 25
     assert gpqa_letter("the answer is (b)") == "B"

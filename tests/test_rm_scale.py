@@ -193,6 +193,8 @@ def test_forward_passes_cut_a_batch_longest_first():
     assert passes_padded_tokens(lengths, 4) == 3 * 90 + 2 * 41 + 2 * 33 + 2 * 7
     assert passes_padded_tokens(lengths, 1) == 9 * 90
     assert text_passes([5, 6], 4) == [[1], [0]]  # never an empty pass
+    assert text_passes([7, 9, 9, 9], 4) == [[1, 2, 3], [0]]  # cuts that pad no less join
+    assert text_passes([7, 9, 9, 9], 4, join=False) == [[1], [2], [3], [0]]
 
 
 def _growing_batch(pairs_dir, folder: Path) -> list[dict]:

@@ -111,7 +111,7 @@ TINY = replace(
         "max_position_embeddings": 1024,
     },
     max_length=128,
-    train_steps=3,
+    train_steps=20,
     lora_r=8,
     score_n=8,
     score_batch=4,

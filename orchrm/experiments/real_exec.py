@@ -2,9 +2,10 @@
 pipeline (logs -> store -> pairs -> reward model -> best-of-N), with the simulated world
 replaced by real executions. SmolLM2-135M-Instruct served by llama.cpp on loopback
 (`orchrm.runtime.local_llm.LocalLLM`, `slots` parallel slots, `threads` 0: every core)
-answers every sub-agent call, through orchrm's own run path
-(`orchrm.tasks.run.run_tasks`: parse, validate, execute, grade, one `orchrm.run/1` record
-per plan). Token counts are the server's `usage`.
+answers every sub-agent call through orchrm's executor: each plan is parsed, validated,
+executed, graded and logged as one `orchrm.run/1` record (`orchrm.tasks.run.make_record`,
+as `orchrm run` writes them) with its `execution_seed`. Token counts are the server's
+`usage`.
 
 What is real and what is not:
 - Tasks: exact-answer questions generated from the seed
@@ -15,30 +16,44 @@ What is real and what is not:
   measured between 20% and 80%.
 - Plans: SmolLM2-135M cannot write a usable plan, so no LLM writes them. Two template
   orchestrators (`orchrm.world.templates.TemplateOrchestrator`) draw a plan structure and
-  its wording and write it as harmony XML with a thinking channel, which `run_tasks`
-  parses like any orchestrator's text. `base` draws every structure alike; `specialized`
-  is told the task's kind and prefers the structures `PREFERRED` names for it (`follow`
-  of the time). Each plan's log-probability is the log-probability of the template's
-  draws plus a charge per written token, as the world's orchestrators report theirs (the
-  `logp` selector reads it). No LLM wrote them, so the plans cost 0 orchestrator tokens.
-- Execution: real. `RunConfig` with small budgets (`max_tokens` 96 a call, SC 3 samples,
-  debate 1 round of 2 roles, reflexion 1 round), temperature 0.5.
+  its wording and write it as harmony XML with a thinking channel, which
+  `orchrm.parse.parse_harmony` reads like any orchestrator's text. `base` draws every
+  structure alike; `specialized` is told the task's kind and prefers the structures
+  `PREFERRED` names for it (`follow` of the time). Each plan's log-probability is the
+  log-probability of the template's draws plus a charge per written token, as the
+  world's orchestrators report theirs (the `logp` selector reads it). No LLM wrote them,
+  so the plans cost 0 orchestrator tokens.
+- Execution: real and seeded: every call is sent a seed derived from the execution seed
+  and the call's place (`orchrm.runtime.backend.call_seed`: task, sample, agent, step,
+  round), and llama.cpp computes every prompt afresh (`NO_PROMPT_CACHE`), so with one
+  slot the same execution seed repeats a run exactly (with several slots busy at once,
+  llama.cpp's batching changes a few answers). `RunConfig` with small budgets (`max_tokens` 96 a call, SC
+  3 samples, debate 1 round of 2 roles, reflexion 1 round), temperature 0.5.
 - Reward model: the store, pair mining (specialized-over-base and correct-over-incorrect,
   1:3) and training of `orchrm.experiments.world_models.world_reward_models`, which
   `orchrm demo` runs on world logs and which reads any `orchrm.run/1` logs: MiniLM
   default backbone, fp32, `steps` steps of 16 pairs, Platt-calibrated on its validation
-  tasks.
+  tasks; trained once, on the training plans executed with the first execution seed.
 - Evaluation: best-of-N on held-out tasks (other seed) over the specialized
-  orchestrator's N executed plans, with the demo's line-up and metrics
+  orchestrator's N plans, with the demo's line-up and metrics
   (`orchrm.evaluation.lineup.build_lineup`, `evaluate_tasks`): Orch-RM's argmax against
   majority vote, random, logp and the oracle (any correct), paired 95% bootstrap
-  intervals against majority, and tokens (execution from the server's usage, the reward
-  model's input tokens as its verification). One execution per plan: accuracies are
-  sampled, with no expected accuracy (the world's re-executions have no equivalent here).
+  intervals over tasks against majority, and tokens (execution from the server's usage,
+  the reward model's input tokens as its verification). A draw is one execution seed E:
+  every held-out plan runs K times (`reruns`, seeds E * 1000 + k), which gives each
+  selector's expected accuracy beside the sampled one of run 0
+  (`orchrm.experiments.real_exec_eval`). With two execution seeds, the two draws' verdicts
+  are compared (`agreement`).
 
-OUT gets logs/train.jsonl and logs/test.jsonl (the records), logs/train.tasks.jsonl and
-logs/test.tasks.jsonl (the tasks, as `orchrm.tasks.benchmarks.generated.save_tasks`
-writes them), the store, pairs and model, report.md, report.json and the plots;
+Executions are cached in OUT/executions.jsonl (`orchrm.experiments.exec_cache`), by task,
+plan text, seed and sample: a second run, a run resumed after an interruption and more
+draws execute only what is missing, and a run with nothing missing starts no server.
+
+OUT gets executions.jsonl, logs/train.jsonl and logs/test.seedE.jsonl (the records: the
+training plans' runs, each draw's run 0 of the held-out plans), logs/train.tasks.jsonl
+and logs/test.tasks.jsonl (the tasks, as `orchrm.tasks.benchmarks.generated.save_tasks`
+writes them), the store, pairs and model, seed-E/ (report.md, report.json and the plots
+of draw E) and summary.json (verdicts, agreement, execution counts, seconds);
 `calibrate` writes calibrate.json and calibrate.jsonl.
 """
 
@@ -49,35 +64,47 @@ import json
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchrm.evaluation.lineup import build_lineup, evaluate_tasks, first_candidates
-from orchrm.evaluation.loading import tasks_from_logs
-from orchrm.evaluation.report import points, terminal_table, write_report
-from orchrm.jsonl import read_jsonl, write_jsonl
+from orchrm.errors import ConfigError
+from orchrm.evaluation.report import terminal_table, write_report
+from orchrm.experiments.exec_cache import (
+    Execution,
+    ExecutionCache,
+    record,
+    structure_table,
+    throughput,
+    write_plans,
+)
+from orchrm.experiments.real_exec_eval import (
+    RUNS_PER_SEED,
+    agreement,
+    evaluate_draw,
+    run_seed,
+    verdict,
+)
+from orchrm.jsonl import write_jsonl
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.executor import RunItem, execute_many
 from orchrm.runtime.local_llm import LocalLLM, LocalLLMConfig
 from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
-from orchrm.runtime.routing import RoutingBackend
+from orchrm.runtime.retrieval import Retriever
 from orchrm.tasks.benchmarks.generated import (
     DOMAIN,
     EVERY_CELL,
     TASK_KINDS,
-    GeneratedTask,
+    corpus,
     grade,
     make_tasks,
     save_tasks,
 )
-from orchrm.tasks.run import run_tasks
 from orchrm.world.templates import (
     SINGLE,
-    STRUCTURES,
     TemplateOrchestrator,
     single_plan,
-    structure_of,
 )
 
 MIX: tuple[tuple[str, int], ...] = (
@@ -94,16 +121,18 @@ MIX: tuple[tuple[str, int], ...] = (
 
 @dataclass(frozen=True)
 class Sizes:
-    """How many tasks, plans a task (N) and training steps a run has."""
+    """How many tasks, plans a task (N), training steps and executions of each held-out
+    plan a draw (K) a run has."""
 
     train_tasks: int
     test_tasks: int
     samples: int
     steps: int
+    reruns: int
 
 
-QUICK = Sizes(train_tasks=12, test_tasks=12, samples=4, steps=30)
-FULL = Sizes(train_tasks=48, test_tasks=72, samples=8, steps=150)
+QUICK = Sizes(train_tasks=6, test_tasks=6, samples=4, steps=20, reruns=2)
+FULL = Sizes(train_tasks=48, test_tasks=72, samples=8, steps=150, reruns=4)
 
 
 @dataclass(frozen=True)
@@ -112,8 +141,9 @@ class RealExecSettings:
 
     out: str = "runs/real-exec"
     sizes: Sizes = FULL
-    from_logs: bool = False
-    """Skip execution: train and evaluate on the records OUT/logs already holds."""
+    execution_seeds: tuple[int, ...] = (0, 1)
+    """One draw each: held-out run k of seed E has seed E * 1000 + k; the training plans
+    run once, with seed E * 1000 of the first."""
     max_tokens: int = 96
     """Completion tokens a sub-agent call."""
     slots: int = 4
@@ -164,30 +194,29 @@ def serve(settings: RealExecSettings) -> LocalLLM:
     return LocalLLM(LocalLLMConfig(slots=settings.slots, ctx_size=2048, threads=settings.threads))
 
 
+NO_PROMPT_CACHE = {"cache_prompt": False}
+"""Sent with every request: llama.cpp computes each prompt afresh instead of reusing a
+cached prefix, whose logits differ in the last bits from a fresh computation, so that
+the same seed repeats a run."""
+
+
 def _server(llm: LocalLLM) -> OpenAIBackend:
-    return OpenAIBackend(OpenAIConfig(base_url=llm.base_url, model=llm.model))
-
-
-def throughput(records: list[dict], seconds: float) -> str:
-    """Plans, calls, calls a second, completion tokens a call and failed runs."""
-    calls = [c for r in records for c in ((r.get("execution") or {}).get("calls") or [])]
-    tokens = sum(c["completion_tokens"] for c in calls)
-    failed = sum(1 for r in records if r.get("execution") and r["execution"].get("error"))
-    return (
-        f"{len(records)} plans, {len(calls)} calls in {seconds:.0f} s "
-        f"({len(calls) / max(seconds, 1e-9):.2f} calls/s, "
-        f"{tokens / max(len(calls), 1):.0f} completion tokens a call; "
-        f"{failed} runs failed)"
+    return OpenAIBackend(
+        OpenAIConfig(base_url=llm.base_url, model=llm.model, extra_body=NO_PROMPT_CACHE)
     )
 
 
 # --------------------------------------------------------------------------- calibrate
 
 
-async def _calibrate_runs(server: OpenAIBackend, items: list[RunItem], config: RunConfig):
+async def _calibrate_runs(
+    server: OpenAIBackend, items: list[RunItem], config: RunConfig, retriever: Retriever
+):
     async with server:
         await server.preflight(("subagent",))
-        return await execute_many(items, server, config, description="calibrating")
+        return await execute_many(
+            items, server, config, retriever=retriever, description="calibrating"
+        )
 
 
 def calibrate(settings: RealExecSettings, say: Callable[[str], None] = print) -> dict:
@@ -197,19 +226,23 @@ def calibrate(settings: RealExecSettings, say: Callable[[str], None] = print) ->
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
     kinds = settings.kinds or tuple(TASK_KINDS)
-    cells = tuple(c for c in EVERY_CELL if c[0] in kinds)
+    cells = tuple(c for c in EVERY_CELL if c[0] in kinds or f"{c[0]}{c[1]}" in kinds)
     tasks = make_tasks(cells, len(cells) * settings.calibrate_tasks, settings.seed, "cal")
     items, rows = [], []
     for t in tasks:
         for agent_type, structure in SINGLE.items():
-            items.append(RunItem(single_plan(structure), t.task.question, t.task.id, len(items)))
+            if agent_type == "WebSearchAgent" and not t.documents:
+                continue  # nothing to search for an arithmetic task
+            seed = run_seed(settings.execution_seeds[0], 0)
+            plan = single_plan(structure)
+            items.append(RunItem(plan, t.task.question, t.task.id, len(items), seed))
             rows.append((t, agent_type))
     config = run_config(settings)
     clock = Clock()
-    say(f"calibrating: {len(tasks)} tasks x {len(SINGLE)} sub-agent types = {len(items)} runs")
+    say(f"calibrating: {len(tasks)} tasks x their sub-agent types = {len(items)} runs")
     with serve(settings) as llm:
         clock.lap("serve start")
-        results = asyncio.run(_calibrate_runs(_server(llm), items, config))
+        results = asyncio.run(_calibrate_runs(_server(llm), items, config, corpus(tasks)))
         clock.lap("execute")
     records = [
         {
@@ -275,7 +308,7 @@ def calibration_table(records: list[dict]) -> dict:
     lines.append(f"{'all':<10}{'':>6}{'':>6}" + "".join(f"{x:>10.0f}" for x in overall))
     lines.append(
         f"{'tokens':<10}{'':>6}{'':>6}"
-        + "".join(f"{statistics.fmean(tokens[t]):>10.0f}" for t in types)
+        + "".join(f"{statistics.fmean(tokens[t] or [float('nan')]):>10.0f}" for t in types)
         + "   (mean execution tokens a run)"
     )
     lines.append("*: mean success between 20% and 80%")
@@ -288,123 +321,114 @@ def calibration_table(records: list[dict]) -> dict:
 
 # --------------------------------------------------------------------------- benchmark
 
-Job = tuple[str, TemplateOrchestrator, list[GeneratedTask]]
-"""(part: train or test, the orchestrator writing the plans, the tasks)."""
+
+Serve = Callable[[RealExecSettings], AbstractContextManager]
+"""Settings -> a `with` block that yields a `ChatBackend` to execute on, which `async
+with` opens and which answers `preflight` (`llama`: SmolLM2 on llama.cpp)."""
 
 
-async def execute(
-    server, jobs: list[Job], samples: int, config: RunConfig, clock: Clock, say
-) -> dict[str, list[dict]]:
-    """Every job's `samples` plans a task executed through `run_tasks` on `server` (a
-    `ChatBackend` that `async with` opens and that answers `preflight`); the records by
-    part, each with its task's kind and level and its plan's structure."""
-    out: dict[str, list[dict]] = defaultdict(list)
+@contextmanager
+def llama(settings: RealExecSettings) -> Iterator[OpenAIBackend]:
+    """A client of SmolLM2-135M-Instruct on llama.cpp (`serve`), for the `with` block."""
+    with serve(settings) as llm:
+        yield _server(llm)
+
+
+async def execute_groups(
+    server, groups: dict[str, tuple[list[Execution], Retriever]], cache, config, clock, say
+) -> None:
+    """Each group's executions (those the cache lacks, with the group's corpus) on
+    `server`, each run kept in `cache` as it ends; laps `serve start` and `execute GROUP`."""
     async with server:
         await server.preflight(("subagent",))
         clock.lap("serve start")
-        for part, writer, tasks in jobs:
+        for name, (missing, retriever) in groups.items():
+            if not missing:
+                continue
             started = time.perf_counter()
-            records = await run_tasks(
-                [t.task for t in tasks],
-                RoutingBackend(server, writer, {t.task.id: t for t in tasks}),
-                samples=samples,
-                orchestrator=writer.name,
-                config=config,
+            results = await cache.execute(
+                server, missing, config, retriever=retriever, description=f"executing {name}"
             )
-            kinds = {t.task.id: (t.kind, t.level) for t in tasks}
-            for r in records:
-                r["kind"], r["level"] = kinds[r["task_id"]]
-                r["structure"] = structure_of(r)
-            out[part] += records
-            seconds = time.perf_counter() - started
-            say(f"executed {part} ({writer.name}): {throughput(records, seconds)}")
-            clock.lap(f"execute {part}")
-    return out
+            runs = [{"execution": r.to_dict()} for r in results]
+            say(f"executed {name}: {throughput(runs, time.perf_counter() - started)}")
+            clock.lap(f"execute {name}")
 
 
-def structure_table(records: list[dict]) -> tuple[str, dict]:
-    """Success % of each structure and orchestrator on the training tasks."""
-    by: dict[str, list[bool]] = defaultdict(list)
-    for r in records:
-        by[r["structure"]].append(bool(r["correct"]))
-        by[f"orchestrator {r['orchestrator']}"].append(bool(r["correct"]))
-    lines = [f"{'plan':<26}{'plans':>7}{'success %':>11}"]
-    numbers = {}
-    for name in [*STRUCTURES, *sorted(k for k in by if k.startswith("orchestrator"))]:
-        if by.get(name):
-            numbers[name] = 100 * statistics.fmean(by[name])
-            lines.append(f"{name:<26}{len(by[name]):>7}{numbers[name]:>11.1f}")
-    return "\n".join(lines), numbers
+def check(settings: RealExecSettings) -> None:
+    """Raise ConfigError for settings no run can have."""
+    seeds, k = settings.execution_seeds, settings.sizes.reruns
+    if not seeds or len(set(seeds)) < len(seeds) or min(seeds) < 0:
+        raise ConfigError(f"execution seeds {seeds}: give one or more distinct seeds >= 0")
+    if not 1 <= k < RUNS_PER_SEED:
+        raise ConfigError(f"reruns {k}: give 1 to {RUNS_PER_SEED - 1} executions a plan")
 
 
-def verdict(at: dict) -> str:
-    """Whether Orch-RM beats majority at the full N, by how much, and at what token cost."""
-    rm, maj = at["orchrm"], at["majority"]
-    lo, hi = rm.vs_baseline_ci
-    diff = points(rm.vs_baseline, rm.vs_baseline_ci)
-    if lo > 0:
-        word = "beats majority vote"
-    elif hi < 0:
-        word = "falls short of majority vote"
-    else:
-        word = "is not distinguishable from majority vote"
-    tokens = maj.total_tokens / max(rm.total_tokens, 1.0)
-    return (
-        f"Orch-RM {word}: {100 * rm.accuracy:.1f}% vs {100 * maj.accuracy:.1f}%, "
-        f"{diff} points (paired 95% CI), at {rm.total_tokens:,.0f} vs {maj.total_tokens:,.0f} "
-        f"total tokens a task ({tokens:.1f}x fewer)"
-    )
-
-
-def run(settings: RealExecSettings, say: Callable[[str], None] = print) -> dict:
-    """Execute, train, evaluate; says the tables, writes OUT (module docstring) and
-    returns the verdict and the seconds of each stage."""
+def run(
+    settings: RealExecSettings, say: Callable[[str], None] = print, backend: Serve = llama
+) -> dict:
+    """Write the plans, execute what the cache lacks on `backend` (started only then),
+    train on the training records, evaluate each execution seed's draw; says the tables,
+    writes OUT (module docstring) and returns the verdicts, whether the draws agree and
+    the seconds of each stage."""
     from orchrm.experiments.world_models import PairDataset, WorldRMConfig, world_reward_models
     from orchrm.scoring.local import OrchRM
     from orchrm.training.config import SMALL_DATA_LR, TrainConfig
 
-    sizes, out = settings.sizes, Path(settings.out)
+    check(settings)
+    sizes, out, seeds = settings.sizes, Path(settings.out), settings.execution_seeds
+    n, k = sizes.samples, sizes.reruns
     (out / "logs").mkdir(parents=True, exist_ok=True)
     say(
-        f"real-exec: {sizes.train_tasks} train tasks x 2 orchestrators x {sizes.samples} plans, "
-        f"{sizes.test_tasks} held-out tasks x {sizes.samples} specialized plans, every plan "
-        f"executed by SmolLM2-135M-Instruct (llama.cpp, {settings.slots} slots); plans from "
-        "templates (no LLM writes them); mix " + ", ".join(f"{k}{level}" for k, level in MIX)
+        f"real-exec: {sizes.train_tasks} train tasks x 2 orchestrators x {n} plans, "
+        f"{sizes.test_tasks} held-out tasks x {n} specialized plans x {k} runs a plan for each "
+        f"execution seed ({', '.join(map(str, seeds))}), every plan executed by "
+        f"SmolLM2-135M-Instruct (llama.cpp, {settings.slots} slots); plans from templates "
+        "(no LLM writes them); mix " + ", ".join(f"{kind}{level}" for kind, level in MIX)
     )
+    clock = Clock()
     tasks = {
         "train": make_tasks(MIX, sizes.train_tasks, settings.seed, "train"),
         "test": make_tasks(MIX, sizes.test_tasks, settings.seed + 1, "test"),
     }
+    for part, generated in tasks.items():
+        save_tasks(generated, out / "logs" / f"{part}.tasks.jsonl")
     base = TemplateOrchestrator("base", specialized=False, seed=settings.seed)
     special = TemplateOrchestrator("specialized", specialized=True, seed=settings.seed)
-    jobs = [
-        ("train", special, tasks["train"]),
-        ("train", base, tasks["train"]),
-        ("test", special, tasks["test"]),
-    ]
-    clock = Clock()
-    logs = {part: out / "logs" / f"{part}.jsonl" for part in ("train", "test")}
-    if settings.from_logs:
-        records = {part: [r for _, r in read_jsonl(path)] for part, path in logs.items()}
-        say(f"records read back from {logs['train']} and {logs['test']} (--from-logs)")
-    else:
-        for part, generated in tasks.items():
-            save_tasks(generated, out / "logs" / f"{part}.tasks.jsonl")
-        with serve(settings) as llm:
+    train_plans = write_plans(special, tasks["train"], n) + write_plans(base, tasks["train"], n)
+    test_plans = write_plans(special, tasks["test"], n)
+    train_seed = run_seed(seeds[0], 0)
+    groups = {"train": ([p.at(train_seed) for p in train_plans], corpus(tasks["train"]))}
+    for e in seeds:
+        runs = [p.at(run_seed(e, i)) for p in test_plans for i in range(k)]
+        groups[f"test seed {e}"] = (runs, corpus(tasks["test"]))
+    cache = ExecutionCache(out / "executions.jsonl")
+    counts = {}
+    for name, (executions, retriever) in groups.items():
+        hits = cache.hits
+        missing = cache.missing(executions)
+        groups[name] = (missing, retriever)
+        counts[name] = {"executions": len(executions), "cached": cache.hits - hits}
+        counts[name]["to run"] = len(missing)
+        say(f"{name}: " + ", ".join(f"{v} {c}" for c, v in counts[name].items()))
+    clock.lap("plans and cache")
+    if any(missing for missing, _ in groups.values()):
+        with backend(settings) as server:
             config = run_config(settings)
-            records = asyncio.run(execute(_server(llm), jobs, sizes.samples, config, clock, say))
-        for part, path in logs.items():
-            write_jsonl(records[part], path)
-    text, by_structure = structure_table(records["train"])
-    say("training tasks, success by plan structure and orchestrator:\n" + text)
+            asyncio.run(execute_groups(server, groups, cache, config, clock, say))
+    else:
+        say(f"every execution is in {cache.path}: no server started")
 
+    logs = out / "logs" / "train.jsonl"
+    train_records = [record(p, train_seed, cache) for p in train_plans]
+    write_jsonl(train_records, logs)
+    text, by_structure = structure_table(train_records)
+    say("training tasks, success by plan structure and orchestrator:\n" + text)
+    evals = max(1, sizes.steps // 3)
     trained = world_reward_models(
         WorldRMConfig(
             out=str(out),
-            logs=[str(logs["train"])],
-            datasets=(
-                PairDataset("real", DOMAIN, steps=sizes.steps, eval_every=max(1, sizes.steps // 3)),
-            ),
+            logs=[str(logs)],
+            datasets=(PairDataset("real", DOMAIN, steps=sizes.steps, eval_every=evals),),
             seed=settings.seed,
             # `steps` decide the length (epochs only bound it): a few hundred pairs are
             # read several times over, and the best of three validations is kept.
@@ -415,62 +439,51 @@ def run(settings: RealExecSettings, say: Callable[[str], None] = print) -> dict:
         stage_done=clock.lap,
     )
     t = trained.datasets["real"]
-    mined = ", ".join(f"{n} {k}" for k, n in sorted(t.mined.kept.items()))
-    splits = ", ".join(f"{n} {k}" for k, n in sorted(t.mined.by_split.items()))
-    say(f"pairs: {mined} ({splits})")
+    mined = ", ".join(f"{c} {kind}" for kind, c in sorted(t.mined.kept.items()))
+    splits = ", ".join(f"{c} {split}" for split, c in sorted(t.mined.by_split.items()))
     summary = t.summary
     say(
-        f"reward model: validation pairwise accuracy {summary.best_validation_accuracy:.3f} "
-        f"({summary.dtype}, {summary.steps} steps, {summary.pairs_per_second:.1f} pairs/s)"
+        f"pairs: {mined} ({splits}); reward model: validation pairwise accuracy "
+        f"{summary.best_validation_accuracy:.3f} ({summary.dtype}, {summary.steps} steps, "
+        f"{summary.pairs_per_second:.1f} pairs/s)"
     )
     model = OrchRM.load(t.model, dtype="fp32")
 
-    held_out = tasks_from_logs([str(logs["test"])], "specialized", sizes.samples)
-    lineup = build_lineup(held_out, rm=model, seed=settings.seed)
-    ev = evaluate_tasks(lineup.tasks, lineup.selectors, sizes.samples, domain=DOMAIN)
-    at = ev.at(ev.n)
-    ev.notes = {
-        "orchrm - majority, task by task": points(
-            at["orchrm"].vs_baseline, at["orchrm"].vs_baseline_ci
-        ),
-        "plans": "template orchestrators (no LLM writes plans; 0 orchestrator tokens)",
-        "execution": "SmolLM2-135M-Instruct on llama.cpp; tokens from the server's usage",
-    }
-    clock.lap("evaluate")
-    say(terminal_table(ev, width=120))
-    verdict_text = verdict(at)
-    say(verdict_text)
-    shown = first_candidates(lineup.tasks, sizes.samples)
-    oracle = statistics.fmean(any(c.correct for c in t.candidates) for t in shown)
-    mean_right = statistics.fmean(c.correct for t in shown for c in t.candidates)
-    say(
-        f"held-out: {len(shown)} tasks, {100 * mean_right:.1f}% of plans right, "
-        f"{100 * oracle:.1f}% with a right plan among {sizes.samples}"
-    )
-    exec_s = sum(v for k, v in clock.seconds.items() if k.startswith(("execute", "serve")))
+    draws, verdicts = [], {}
+    for e in seeds:
+        log = out / "logs" / f"test.seed{e}.jsonl"
+        ev, draw = evaluate_draw(test_plans, e, k, cache, model, log, settings.seed)
+        ev.notes["plans"] = "template orchestrators (no LLM writes plans; 0 orchestrator tokens)"
+        ev.notes["execution"] = "SmolLM2-135M-Instruct on llama.cpp; tokens from the server's usage"
+        clock.lap(f"evaluate seed {e}")
+        say(terminal_table(ev, width=120))
+        verdicts[e] = verdict(ev)
+        say(f"{verdicts[e]}\n{draw.line()}")
+        write_report(
+            [ev],
+            out / f"seed-{e}",
+            {"verdict": verdicts[e], "design": __doc__.split("OUT gets")[0]},
+        )
+        draws.append(draw)
+    agree, sentence = agreement(draws) if len(draws) > 1 else (None, "")
+    if sentence:
+        say(sentence)
     total = clock.total()
     clock.seconds["total"] = round(total, 1)
-    say(
-        "seconds: "
-        + ", ".join(f"{k} {v:.0f}" for k, v in clock.seconds.items())
-        + f" (serving and executing {100 * exec_s / total:.0f}%)"
-    )
-    every = records["train"] + records["test"]
-    report = write_report(
-        [ev],
-        out,
-        {
-            "benchmark": "real_exec",
-            "sizes": sizes.__dict__,
-            "mix": [f"{k}{level}" for k, level in MIX],
-            "seconds": clock.seconds,
-            "throughput": throughput(every, exec_s),
-            "train_success_by_structure": by_structure,
-            "pairs": t.mined.kept,
-            "validation_accuracy": summary.best_validation_accuracy,
-            "verdict": verdict_text,
-            "design": __doc__.split("OUT gets")[0],
-        },
-    )
-    say(f"report: {report}; records: {logs['train']}, {logs['test']}")
-    return {"verdict": verdict_text, "seconds": clock.seconds}
+    say("seconds: " + ", ".join(f"{name} {v:.0f}" for name, v in clock.seconds.items()))
+    result = {
+        "verdicts": verdicts,
+        "draws": [d.__dict__ | {"width": d.width} for d in draws],
+        "agree": agree,
+        "agreement": sentence,
+        "executions": counts,
+        "seconds": clock.seconds,
+        "sizes": sizes.__dict__,
+        "mix": [f"{kind}{level}" for kind, level in MIX],
+        "train_success_by_structure": by_structure,
+        "pairs": t.mined.kept,
+        "validation_accuracy": summary.best_validation_accuracy,
+    }
+    (out / "summary.json").write_text(json.dumps(result, indent=2))
+    say(f"reports: {out}/seed-*/report.md; summary: {out / 'summary.json'}")
+    return result

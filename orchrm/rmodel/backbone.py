@@ -5,9 +5,12 @@ budget; a saved reward model loaded to score (`load_saved`); padding, and the re
 token sequences in batches (`rewards`).
 
 A reward model is any Hugging Face `AutoModelForSequenceClassification` with one label.
-Encoders (the offline MiniLM) read the [CLS] position; decoders (Llama, Qwen, as in
-Skywork-Reward) read the last non-pad token, which Hugging Face does once the pad token
-is set in the config, so `load_backbone` always sets it. A backbone named by a `.gguf`
+Encoders (the offline MiniLM) read the [CLS] position, and are padded on the right;
+decoders (Llama, Qwen, as in Skywork-Reward) read the last real token, the last position
+the attention mask keeps, whatever the pad id (`orchrm.rmodel.last_token`), and are
+padded on their tokenizer's `padding_side` (`padding_side`). `load_backbone` sets a pad
+token (the end-of-sequence token for a tokenizer without one) and sets the reading up,
+so training and scoring read the same position. A backbone named by a `.gguf`
 file (llama.cpp's format) is read by transformers' GGUF loader, model and tokenizer, its
 weights dequantized to the precision asked for; the model trained from it is saved like
 any other, so nothing reads the GGUF again. What a saved model's directory holds, and
@@ -36,6 +39,7 @@ from orchrm.rmodel.files import (
     read_metadata,
     saved_max_length,
 )
+from orchrm.rmodel.last_token import read_last_real_token, reads_last_real_token
 from orchrm.rmodel.precision import resolve_dtype
 
 GGUF_INSTALL = 'pip install "orchrm[local-llm]"'
@@ -164,9 +168,10 @@ def load_backbone(
     attn_implementation: str | None = None,
 ):
     """(model, tokenizer) with one output label and a pad token set, from a model
-    directory or hub id (safetensors only) or a GGUF file (`is_gguf`: dequantized).
-    Weights are loaded in `dtype`; `attn_implementation` picks the attention kernel
-    (sdpa, flash_attention_2, eager; None: the model's default)."""
+    directory or hub id (safetensors only) or a GGUF file (`is_gguf`: dequantized); a
+    decoder reads its reward at the last real token (`read_last_real_token`). Weights
+    are loaded in `dtype`; `attn_implementation` picks the attention kernel (sdpa,
+    flash_attention_2, eager; None: the model's default)."""
     chosen = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
     source, extra = _pretrained_source(name)
     weights = {**extra, **_dequantized()} if extra else {"use_safetensors": True}
@@ -188,14 +193,23 @@ def load_backbone(
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     rows = model.get_input_embeddings().num_embeddings
     if tokenizer.pad_token_id is None or tokenizer.pad_token_id >= rows:
-        # The score is read before the first pad token: one the model cannot embed fails
-        # every padded batch.
+        # A pad token the model cannot embed fails every padded batch.
         raise ModelError(
             f"backbone {name!r}: pad token {tokenizer.pad_token!r} (id "
             f"{tokenizer.pad_token_id}) is not in the model's {rows}-token vocabulary"
         )
     model.config.pad_token_id = tokenizer.pad_token_id
+    read_last_real_token(model)
     return model, tokenizer
+
+
+def padding_side(model, tokenizer) -> str:
+    """The side `collate` pads `model`'s texts on: the tokenizer's `padding_side` for a
+    model that reads the last real token (`reads_last_real_token`), which reads the same
+    position either way; the right for any other model (an encoder reads the first
+    position)."""
+    side = getattr(tokenizer, "padding_side", "right")
+    return side if side in ("left", "right") and reads_last_real_token(model) else "right"
 
 
 @dataclass
@@ -247,14 +261,18 @@ def load_saved(
     return SavedModel(model, tokenizer, metadata, target, use_bf16)
 
 
-def collate(sequences: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ids and attention mask, padded to the longest sequence only."""
+def collate(
+    sequences: list[list[int]], pad_id: int, side: str = "right"
+) -> dict[str, torch.Tensor]:
+    """Ids and attention mask padded to the longest sequence only, on the `side` given
+    (right or left; `padding_side` says which a model takes)."""
     width = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(sequences), width), dtype=torch.long)
     for row, seq in enumerate(sequences):
-        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-        mask[row, : len(seq)] = 1
+        where = slice(width - len(seq), width) if side == "left" else slice(0, len(seq))
+        ids[row, where] = torch.tensor(seq, dtype=torch.long)
+        mask[row, where] = 1
     return {"input_ids": ids, "attention_mask": mask}
 
 
@@ -266,14 +284,16 @@ def rewards(
     batch_size: int,
     device: torch.device,
     bf16: bool,
+    side: str = "right",
 ) -> list[float]:
     """The reward of each token sequence, in input order: longest first in batches padded
-    to their own longest member, under `inference_mode` (and bf16 autocast if asked)."""
+    to their own longest member on `side` (`padding_side`), under `inference_mode` (and
+    bf16 autocast if asked)."""
     order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
     out = [0.0] * len(sequences)
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
-        inputs = collate([sequences[i] for i in batch], pad_id)
+        inputs = collate([sequences[i] for i in batch], pad_id, side)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             logits = model(**{k: v.to(device) for k, v in inputs.items()}).logits
         for row, i in enumerate(batch):

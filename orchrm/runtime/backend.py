@@ -9,7 +9,8 @@ backend uses it to pick the model for the role; a simulated one may use all of i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from orchrm.errors import OrchrmError
@@ -68,9 +69,16 @@ class Sampling:
     """Completion-length cap; None leaves it to the server."""
     logprobs: bool = False
     """Ask for the summed log-probability of the sampled tokens (`Completion.logprob`)."""
+    seed: int | None = None
+    """The sampler's seed, sent as the request's `seed` (llama.cpp and vLLM sample the
+    same tokens again for the same seed and prompt); None leaves it to the server.
+    `SeededBackend` sets one per call."""
 
 
 DEFAULT_SAMPLING = Sampling()
+SEED_RANGE = 2**31
+"""Call seeds lie in [0, SEED_RANGE): every server's seed type holds them, and none
+reads one of them as "random" (llama.cpp's is 0xFFFFFFFF)."""
 
 
 class BackendError(OrchrmError):
@@ -102,3 +110,41 @@ class ChatBackend(Protocol):
         """Complete `messages` (`{"role", "content"}` dicts) for `call` as `sampling`
         says; raise `BackendError` on failure."""
         ...
+
+
+def call_seed(execution_seed: int, call: CallInfo) -> int:
+    """The seed of one call of an execution: a hash of `execution_seed` and the call's
+    place, its task and sample (`task_id`, `sample`: which plan of which task) and its
+    place in the plan (`agent_id`, `step`, `debate_role`, `round`: which call of which
+    agent). It depends on nothing else, neither timing nor the order calls are made, so
+    the same execution seed gives every call of a plan the same seed again; the sub-agent
+    types never make two calls at the same place of one agent."""
+    place = "|".join(
+        str(x)
+        for x in (
+            execution_seed,
+            call.task_id,
+            call.sample,
+            call.agent_id,
+            call.step,
+            call.debate_role,
+            call.round,
+        )
+    )
+    return int.from_bytes(hashlib.sha256(place.encode()).digest()[:8], "big") % SEED_RANGE
+
+
+class SeededBackend:
+    """A `ChatBackend` that completes every call on `backend` with the call's own seed
+    (`call_seed` of `execution_seed` and the call): one execution seed repeats a whole
+    execution where the server samples deterministically."""
+
+    def __init__(self, backend: ChatBackend, execution_seed: int):
+        self.backend = backend
+        self.execution_seed = execution_seed
+
+    async def complete(
+        self, messages: list[dict], call: CallInfo, sampling: Sampling = DEFAULT_SAMPLING
+    ) -> Completion:
+        seeded = replace(sampling, seed=call_seed(self.execution_seed, call))
+        return await self.backend.complete(messages, call, seeded)

@@ -6,20 +6,25 @@ sum of the agents. It substitutes `${id}` with that agent's output, composes "or
 task + current sub-task" (docs/formats.md#sub-agent-input), and turns any failure into a failed
 `RunResult` with the error and the calls made so far: one bad run never takes down a
 batch. The model's output is interpreted as a graph, never executed as code.
+
+An execution seed makes a run repeatable: every call gets its own seed, derived from the
+execution seed and the call's place (`orchrm.runtime.backend.call_seed`: task, sample,
+agent, step, round), so the same seed sends every call the same seed again whatever the
+timing, and a server that samples deterministically answers the same.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from orchrm.orchestration import Orchestration, replace_references, validate
 from orchrm.progress import progress_bar
 from orchrm.runtime import prompts
 from orchrm.runtime.agents import SUB_AGENTS, AgentContext, AgentOutput
-from orchrm.runtime.backend import ChatBackend
+from orchrm.runtime.backend import ChatBackend, SeededBackend
 from orchrm.runtime.calls import CallFailed
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.retrieval import Retriever
@@ -39,13 +44,17 @@ async def execute(
     retriever: Retriever | None = None,
     task_id: str = "",
     sample: int = 0,
+    seed: int | None = None,
 ) -> RunResult:
     """Run `o` on `question` and return its answer, every call made, and the wall time.
+    With `seed`, every call is sent the seed `call_seed(seed, call)`.
 
     An invalid orchestration is not run: the result carries the broken rules as its
     error. A direct answer costs no call.
     """
     config = config or RunConfig()
+    if seed is not None:
+        backend = SeededBackend(backend, seed)
     start = time.perf_counter()
     violations = validate(o)
     if violations:
@@ -108,12 +117,14 @@ def _substitute(template: str, outputs: dict[str, str]) -> str:
 
 @dataclass(frozen=True)
 class RunItem:
-    """One (task, orchestration) to execute in a batch."""
+    """One (task, orchestration) to execute in a batch, with its execution seed (None:
+    unseeded calls)."""
 
     orchestration: Orchestration
     question: str
     task_id: str = ""
     sample: int = 0
+    seed: int | None = None
 
 
 async def execute_many(
@@ -124,8 +135,11 @@ async def execute_many(
     retriever: Retriever | None = None,
     progress: bool = True,
     description: str = "executing",
+    done: Callable[[int, RunResult], None] | None = None,
 ) -> list[RunResult]:
     """Execute many items with at most `config.concurrency` in flight, in input order.
+    `done(index, result)` is called as each run ends, so a caller can keep every
+    finished run of a batch that is interrupted.
 
     An unexpected exception in one run becomes that run's error; the batch goes on.
     """
@@ -145,9 +159,12 @@ async def execute_many(
                         retriever=retriever,
                         task_id=item.task_id,
                         sample=item.sample,
+                        seed=item.seed,
                     )
                 except Exception as err:  # a bug in one run must not end the batch
                     results[n] = RunResult(answer=None, error=f"{type(err).__name__}: {err}")
+            if done is not None:
+                done(n, results[n])
             bar.advance(tracker)
 
         await asyncio.gather(*(one(n, item) for n, item in enumerate(items)))

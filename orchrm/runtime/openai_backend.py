@@ -17,6 +17,10 @@ here (tests/test_real_llm.py runs them against llama.cpp):
 - `logprobs` alone makes llama.cpp return 20 alternatives per token and `top_logprobs: 0`
   makes it return none, so one alternative is asked for.
 - With `n > 1`, llama.cpp counts one choice in `usage`, so each sample is its own request.
+- `seed` (`Sampling.seed`) makes llama.cpp sample the same tokens again only from the
+  same logits to the last bit: a prompt prefix it reuses from its cache (`cache_prompt`,
+  on by default) gives slightly different ones, so a seeded run repeats only with
+  `extra_body={"cache_prompt": False}` (SmolLM2-135M, tests/test_real_exec.py).
 
     async with OpenAIBackend(OpenAIConfig(models={"judge": "Qwen/Qwen3-32B"})) as backend:
         completion = await backend.complete(messages, CallInfo(role="judge"))
@@ -91,9 +95,10 @@ class OpenAIBackend:
     async def complete(
         self, messages: list[dict], call: CallInfo, sampling: Sampling = DEFAULT_SAMPLING
     ) -> Completion:
-        """Complete `messages` with the model for `call.role` and return the text, the
-        server's token counts, the model that answered, and, when `sampling.logprobs` is
-        set and the server returns them, the summed log-probability of the sampled tokens.
+        """Complete `messages` with the model for `call.role` (with `sampling.seed` as the
+        request's `seed` when set) and return the text, the server's token counts, the
+        model that answered, and, when `sampling.logprobs` is set and the server returns
+        them, the summed log-probability of the sampled tokens.
         Raises `BackendError` on any failure, `transient` when retrying may succeed."""
         model = self.config.model_for(call.role)
         where = f"{self.config.base_url} (model {model!r})"
@@ -103,6 +108,8 @@ class OpenAIBackend:
         if sampling.logprobs:
             options["logprobs"] = True
             options["top_logprobs"] = 1
+        if sampling.seed is not None:
+            options["seed"] = sampling.seed
         try:
             reply = await self.client.chat.completions.create(
                 model=model,

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from orchrm.orchestration import replace_surrogates
-from orchrm.rmodel.backbone import load_saved, rewards
+from orchrm.rmodel.backbone import load_saved, padding_side, rewards
 from orchrm.rmodel.files import saved_max_length
 from orchrm.scoring.base import RenderingScorer, Scored
 
@@ -75,5 +75,6 @@ class OrchRM(RenderingScorer):
             self.batch_size,
             self.device,
             self.bf16,
+            padding_side(self.model, self.tokenizer),
         )
         return [Scored(s, len(ids)) for s, ids in zip(scores, encoded, strict=True)]

@@ -59,7 +59,7 @@ def _exponent_value(digits: str) -> int:
     """The size of a written exponent (`1_000`, `0005`), capped just above `MAX_EXPONENT`
     so a long one is never converted."""
     digits = digits.replace("_", "").lstrip("0")
-    return int(digits) if len(digits) <= len(str(MAX_EXPONENT)) else MAX_EXPONENT + 1
+    return int(digits or "0") if len(digits) <= len(str(MAX_EXPONENT)) else MAX_EXPONENT + 1
 
 
 def normalize_text(text: str) -> str:

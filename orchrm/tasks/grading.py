@@ -2,7 +2,8 @@
 
 Used when a log has no correctness label of its own (`orchrm run`, ingest).
 `grade(answer, truth, domain)` picks the grader of a domain (`GRADERS`): a benchmark's
-domain (`orchrm.tasks.benchmarks.registry.BENCHMARKS`) its checker, the math domains
+domain (`orchrm.tasks.benchmarks.registry.BENCHMARKS`) its checker, the generated tasks'
+domain (`orchrm.tasks.benchmarks.generated`) their grader, the math domains
 `math_correct`, any other `is_correct` (`orchrm.tasks.answers`). `answer_key` says which
 answers count as the same vote.
 """
@@ -10,6 +11,7 @@ answers count as the same vote.
 from __future__ import annotations
 
 from orchrm.tasks.answers import as_number, is_correct, math_correct, normalize_text
+from orchrm.tasks.benchmarks import generated
 from orchrm.tasks.benchmarks.base import Grader
 from orchrm.tasks.benchmarks.registry import BENCHMARKS
 
@@ -18,6 +20,7 @@ MATH_DOMAINS = ("math", "masbench", "deepscaler")
 
 GRADERS: dict[str, Grader] = {
     **dict.fromkeys(MATH_DOMAINS, math_correct),
+    generated.DOMAIN: generated.grade,
     **{name: benchmark.grade for name, benchmark in BENCHMARKS.items()},
 }
 """Domain -> grader; any other domain uses `is_correct`."""

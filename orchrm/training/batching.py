@@ -74,23 +74,29 @@ def padded_tokens(pairs: list[int] | tuple[int, ...], widths: list[int]) -> int:
     return 2 * len(pairs) * max(widths[i] for i in pairs) if pairs else 0
 
 
-def text_passes(lengths: list[int], passes: int) -> list[list[int]]:
+def text_passes(lengths: list[int], passes: int, join: bool = True) -> list[list[int]]:
     """The texts of one micro-batch (their token counts) as at most `passes` forward
     passes of as even a size as they divide into, longest texts first, so each pass pads
-    to its own longest text."""
+    to its own longest text. With `join`, a pass whose longest text is as long as the
+    longest of the pass before joins it: cutting there saves no padding and costs a pass
+    (processes that must run as many passes as each other keep every cut)."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     count = min(passes, len(order))
     cuts, start = [], 0
     for k in range(count):
         end = start + len(order) // count + (k < len(order) % count)
-        cuts.append(order[start:end])
+        if join and cuts and lengths[order[start]] == lengths[cuts[-1][0]]:
+            cuts[-1] += order[start:end]
+        else:
+            cuts.append(order[start:end])
         start = end
     return cuts
 
 
-def passes_padded_tokens(lengths: list[int], passes: int) -> int:
+def passes_padded_tokens(lengths: list[int], passes: int, join: bool = True) -> int:
     """Tokens the forward passes of `text_passes` read, padding included."""
-    return sum(len(c) * max(lengths[i] for i in c) for c in text_passes(lengths, passes))
+    cuts = text_passes(lengths, passes, join)
+    return sum(len(c) * max(lengths[i] for i in c) for c in cuts)
 
 
 def split_by_tokens(pairs: list[int], widths: list[int], max_tokens: int) -> list[list[int]]:

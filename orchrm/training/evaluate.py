@@ -6,15 +6,16 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from orchrm.rmodel.backbone import load_saved, rewards
+from orchrm.rmodel.backbone import load_saved, padding_side, rewards
 from orchrm.training.data import Pairs, read_pair_file, tokenize
 
 
 def pairwise_accuracy(
-    model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bool
+    model, pairs: Pairs, pad_id: int, batch_size: int, device, bf16: bool, side: str = "right"
 ) -> dict:
     """Pairwise accuracy overall, per pair kind and per domain; reward margin (mean of
-    chosen - rejected), reward mean and spread."""
+    chosen - rejected), reward mean and spread; texts padded on `side`
+    (`orchrm.rmodel.backbone.padding_side`)."""
     if not len(pairs):
         return {}
     was_training = model.training
@@ -22,7 +23,8 @@ def pairwise_accuracy(
     # A plan is in many pairs of its task (every right one against every wrong one):
     # each distinct text is scored once.
     distinct = list(dict.fromkeys(tuple(ids) for ids in pairs.chosen + pairs.rejected))
-    scored = rewards(model, [list(ids) for ids in distinct], pad_id, batch_size * 2, device, bf16)
+    sequences = [list(ids) for ids in distinct]
+    scored = rewards(model, sequences, pad_id, batch_size * 2, device, bf16, side)
     reward_of = dict(zip(distinct, scored, strict=True))
     model.train(was_training)
     chosen = [reward_of[tuple(ids)] for ids in pairs.chosen]
@@ -54,6 +56,7 @@ def evaluate_file(
     test split), scored in `dtype` (auto, bf16 or fp32)."""
     rm = load_saved(model_dir, dtype=dtype)
     pairs = tokenize(read_pair_file(pairs_file), rm.tokenizer, rm.max_length)
+    side = padding_side(rm.model, rm.tokenizer)
     return pairwise_accuracy(
-        rm.model, pairs, rm.tokenizer.pad_token_id, batch_size, rm.device, rm.bf16
+        rm.model, pairs, rm.tokenizer.pad_token_id, batch_size, rm.device, rm.bf16, side
     )

@@ -8,13 +8,23 @@ from orchrm.rmodel.backbone import collate
 from orchrm.training.batching import text_passes
 
 
-def _scores(model, sequences: list[list[int]], *, pad_id: int, device, passes: int):
+def _scores(
+    model,
+    sequences: list[list[int]],
+    *,
+    pad_id: int,
+    device,
+    passes: int,
+    side: str = "right",
+    join: bool = True,
+):
     """One reward per text, in `sequences`' order, computed in the forward passes of
-    `text_passes` (each padded to its own longest text) within one autograd graph."""
-    cuts = text_passes([len(s) for s in sequences], passes)
+    `text_passes` (each padded on `side` to its own longest text; `join` as there)
+    within one autograd graph."""
+    cuts = text_passes([len(s) for s in sequences], passes, join)
     parts = []
     for cut in cuts:
-        batch = collate([sequences[i] for i in cut], pad_id)
+        batch = collate([sequences[i] for i in cut], pad_id, side)
         inputs = {k: v.to(device) for k, v in batch.items()}
         parts.append(model(**inputs).logits.squeeze(-1).float())
     where = torch.tensor([i for cut in cuts for i in cut], device=parts[0].device)
@@ -30,11 +40,17 @@ def pair_loss(
     device,
     center_rewards: float | None,
     passes: int = 1,
+    side: str = "right",
+    join: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Bradley-Terry loss of each pair of one micro-batch: `sequences` holds the chosen
-    texts then the rejected ones, scored in `passes` forward passes sorted by length;
-    returns (loss per pair, chosen - rejected). Their mean is the batch's loss."""
-    scores = _scores(model, sequences, pad_id=pad_id, device=device, passes=passes)
+    texts then the rejected ones, scored in at most `passes` forward passes sorted by
+    length (`orchrm.training.batching.text_passes`, `join` as there) and padded on `side`
+    (`orchrm.rmodel.backbone.padding_side`); returns (loss per pair, chosen - rejected).
+    Their mean is the batch's loss."""
+    scores = _scores(
+        model, sequences, pad_id=pad_id, device=device, passes=passes, side=side, join=join
+    )
     chosen, rejected = scores.chunk(2)
     diff = chosen - rejected
     if margins is not None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 
+import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import DistributedType
@@ -80,6 +82,19 @@ def configure_deepspeed(
         config["gradient_clipping"] = max_grad_norm
 
 
+def cpu_copy(model):
+    """A deep copy of `model` on the CPU: each parameter and buffer is copied straight
+    there, so the copy takes no accelerator memory (a LoRA model merged for saving would
+    otherwise hold its weights twice on the device)."""
+    memo: dict[int, torch.Tensor] = {}
+    for tensor in chain(model.parameters(), model.buffers()):
+        data = tensor.detach().to("cpu", copy=True)
+        if isinstance(tensor, torch.nn.Parameter):
+            data = torch.nn.Parameter(data, requires_grad=tensor.requires_grad)
+        memo[id(tensor)] = data
+    return copy.deepcopy(model, memo)
+
+
 def model_to_save(
     accelerator: Accelerator,
     model,
@@ -92,11 +107,12 @@ def model_to_save(
     """(model, state dict or None) for `save_model` to write; (None, None) on a process
     that writes nothing. A model a backend holds has its weights gathered from the
     processes (`get_state_dict`, on every process of a sharded run); LoRA weights are
-    then loaded into `fresh()`, a new LoRA model, for its adapters to be merged."""
+    then loaded into `fresh()`, a new LoRA model, for its adapters to be merged. A LoRA
+    model held whole is merged in a `cpu_copy`."""
     unwrapped = accelerator.unwrap_model(model)
     if not where.wrapped:
         # Merge a copy: training goes on with the adapters.
-        return (copy.deepcopy(unwrapped) if lora else unwrapped), None
+        return (cpu_copy(unwrapped) if lora else unwrapped), None
     state = accelerator.get_state_dict(model)
     if not main:
         return None, None

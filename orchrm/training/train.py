@@ -43,7 +43,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from orchrm.errors import ConfigError, InputError, OutputError
 from orchrm.progress import progress_bar
-from orchrm.rmodel.backbone import default_backbone, load_backbone
+from orchrm.rmodel.backbone import default_backbone, load_backbone, padding_side
 from orchrm.rmodel.precision import resolve_dtype
 from orchrm.training.batching import (
     MicroBatch,
@@ -110,6 +110,8 @@ class _Run:
     bf16: bool
     checkpointing: bool
     meter: Meter
+    side: str
+    """The side texts are padded on (`orchrm.rmodel.backbone.padding_side`)."""
     optimizer: torch.optim.Optimizer | None = None
     scheduler: object = None
     total_steps: int = 0
@@ -187,6 +189,7 @@ def _prepare(config: TrainConfig, resume: bool) -> _Run:
         bf16=bf16,
         checkpointing=checkpointing,
         meter=Meter(flops_per_token(model), peak),
+        side=padding_side(model, tokenizer),
     )
     _schedule(run, resume)
     settings = {k: v for k, v in asdict(config).items() if k != "extra"}
@@ -271,6 +274,7 @@ def _validate(run: _Run) -> bool:
         config.batch_size,
         run.accelerator.device,
         run.bf16,
+        run.side,
     )
     if run.placement.sharded:
         shared = [metrics]
@@ -336,8 +340,10 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
     torch.manual_seed(config.seed * 1_000_003 + state.epoch * 100_003 + state.micro)
     sequences = [pairs.chosen[i] for i in micro.pairs] + [pairs.rejected[i] for i in micro.pairs]
     margins = [pairs.margins[i] for i in micro.pairs] if config.margin else None
-    # Sharded runs gather weights in every forward pass: each process must run as many.
+    # Sharded runs gather weights in every forward pass, and DDP broadcasts buffers in
+    # each: every process must run as many, so only a lone process joins passes.
     passes = 1 if run.placement.sharded else config.forward_passes
+    join = run.accelerator.num_processes == 1
     with run.accelerator.autocast():
         losses, diff = pair_loss(
             run.model,
@@ -347,6 +353,8 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
             device=run.accelerator.device,
             center_rewards=config.center_rewards,
             passes=passes,
+            side=run.side,
+            join=join,
         )
     weight = 0.0 if micro.filler else 1.0 / step_pairs
     run.accelerator.backward(losses.sum() * weight)
@@ -357,7 +365,7 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
     if run.tracker.active:
         run.stats.add(diff.detach().float().tolist(), [pairs.kinds[i] for i in micro.pairs])
     lengths = [len(s) for s in sequences]
-    run.meter.add(sum(lengths), passes_padded_tokens(lengths, passes))
+    run.meter.add(sum(lengths), passes_padded_tokens(lengths, passes, join))
     return losses.sum().item(), int((diff > 0).sum().item())
 
 

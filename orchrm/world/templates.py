@@ -1,12 +1,13 @@
 """Template orchestrators: plan writers for the generated tasks
 (`orchrm.tasks.benchmarks.generated`), for models too small to write a usable plan.
 
-A template orchestrator draws a plan structure (`STRUCTURES`: one CoT, SC, Debate or
-Reflexion agent; CoT then a Reflexion check; setup then solve; two solvers reconciled; SC
-then a CoT check) and its wording, and writes it as harmony XML with a thinking channel,
-which `orchrm.parse.parse_harmony` reads like any orchestrator's text. The base one
-draws every structure alike; the specialized one is told the task's kind and prefers
-the structures `PREFERRED` names for it. Like the world's orchestrators
+A template orchestrator draws a plan structure (`STRUCTURES`: one CoT, SC, Debate,
+Reflexion or WebSearch agent; CoT then a Reflexion check; setup then solve; two solvers
+reconciled; SC then a CoT check; a search then a CoT answer) and its wording, and
+writes it as harmony XML with a thinking channel, which `orchrm.parse.parse_harmony`
+reads like any orchestrator's text. The base one draws every structure alike; the
+specialized one is told the task's kind and prefers the structures `PREFERRED` names for
+it. Like the world's orchestrators
 (`orchrm.world.orchestrators`), each reports the log-probability of what it wrote: the
 log-probability of its draws plus `TOKEN_LOGPROB` a written token.
 """
@@ -28,11 +29,16 @@ DESCRIPTIONS = {
     "SCAgent": ("Sample several solutions and vote.", "Self-consistency over three tries."),
     "DebateAgent": ("Two experts argue, then decide.", "A short debate between two roles."),
     "ReflexionAgent": ("Answer, critique, refine.", "Check the answer and fix it if wrong."),
+    "WebSearchAgent": ("Look the fact up in the corpus.", "Search, then answer from the passages."),
 }
 """Each sub-agent type's two descriptions, worded for the small budgets real executions
 run with (three SC tries, a debate of two roles, one check); the world's orchestrators
 describe theirs with `orchrm.world.orchestrators.DESCRIPTIONS`."""
 CHECK_INPUTS = ("Check ${Solve} and give the final answer.", "Verify ${Solve}; fix it if wrong.")
+FOUND_INPUTS = (
+    "Using ${Find}, give the final answer.",
+    "Read ${Find} and answer the task from it.",
+)
 SETUP_INPUTS = (
     "List the numbers in the task and the operation it asks for.",
     "Restate the task as one calculation.",
@@ -79,6 +85,12 @@ def _fan_in(d: Choices) -> tuple[list[Agent], list[Edge]]:
     return [a, b, settle], [Edge("Path_A", "Reconcile"), Edge("Path_B", "Reconcile")]
 
 
+def _search_cot(d: Choices) -> tuple[list[Agent], list[Edge]]:
+    find = Agent("Find", "WebSearchAgent", d.pick(DESCRIPTIONS["WebSearchAgent"]))
+    answer = Agent("Answer", "CoTAgent", "Answer from what was found.", d.pick(FOUND_INPUTS))
+    return [find, answer], [Edge("Find", "Answer")]
+
+
 def _sc_check(d: Choices) -> tuple[list[Agent], list[Edge]]:
     solve = Agent("Solve", "SCAgent", d.pick(DESCRIPTIONS["SCAgent"]))
     check = Agent("Check", "CoTAgent", "Check the voted answer.", d.pick(CHECK_INPUTS))
@@ -94,6 +106,8 @@ STRUCTURES: dict[str, Template] = {
     "setup_solve": _setup_solve,
     "fan_in": _fan_in,
     "sc_check": _sc_check,
+    "search": _one("WebSearchAgent"),
+    "search_cot": _search_cot,
 }
 """Plan structure -> its template (agents and edges, wording drawn)."""
 SINGLE = {
@@ -101,6 +115,7 @@ SINGLE = {
     "SCAgent": "sc",
     "DebateAgent": "debate",
     "ReflexionAgent": "reflexion",
+    "WebSearchAgent": "search",
 }
 """The one-agent structure of each sub-agent type."""
 
@@ -113,6 +128,8 @@ THINKING = {
     "setup_solve": "Set the calculation up first, then solve it.",
     "fan_in": "Two independent solvers, then reconcile their answers.",
     "sc_check": "Vote over several tries, then check the voted answer.",
+    "search": "Only a document can say this; search the corpus and answer from it.",
+    "search_cot": "Search the corpus first, then answer from the passages found.",
 }
 """Each structure's thinking channel."""
 WHY = {
@@ -123,6 +140,8 @@ WHY = {
     "two_step": "It takes more than one operation.",
     "compare": "It asks which number is larger or smaller.",
     "count": "It asks to count letters.",
+    "capital": "It asks for a city of a republic that only a document can name.",
+    "founded": "It asks for a year in a town's history that only a document states.",
 }
 """What the specialized orchestrator's thinking says of each task kind."""
 SIZES = {1: "small", 2: "two-digit", 3: "three-digit"}
@@ -135,6 +154,8 @@ PREFERRED: dict[str, tuple[str, ...]] = {
     "two_step": ("sc", "sc_check", "fan_in"),
     "compare": ("sc", "sc_check", "cot"),
     "count": ("sc", "debate", "cot"),
+    "capital": ("search", "search_cot"),
+    "founded": ("search", "search_cot"),
 }
 """The structures the specialized orchestrator prefers for each kind of task, first the
 one-agent types that SmolLM2-135M-Instruct's calibration measured best on that kind
@@ -152,8 +173,8 @@ def single_plan(structure: str) -> Orchestration:
 @dataclass(frozen=True)
 class TemplateOrchestrator:
     """Writes a plan from `STRUCTURES` as harmony XML. `specialized`: with probability
-    `follow`, one of `PREFERRED[kind]` (in falling preference), else any structure alike;
-    otherwise every structure alike."""
+    `follow`, one of `PREFERRED[kind]` (the first of n with weight n, the next n - 1, ...,
+    the last 1), else any structure alike; otherwise every structure alike."""
 
     name: str
     specialized: bool
@@ -166,10 +187,9 @@ class TemplateOrchestrator:
         names = list(STRUCTURES)
         if self.specialized:
             preferred = PREFERRED[task.kind]
-            weights = [
-                self.follow * (3, 2, 1)[preferred.index(s)] / 6 if s in preferred else 0.0
-                for s in names
-            ]
+            ranks = {s: len(preferred) - i for i, s in enumerate(preferred)}
+            total = sum(ranks.values())
+            weights = [self.follow * ranks.get(s, 0) / total for s in names]
             weights = [w + (1 - self.follow) / len(names) for w in weights]
         else:
             weights = [1.0] * len(names)
@@ -193,6 +213,7 @@ def structure_of(record: dict) -> str:
         ("CoTAgent", "ReflexionAgent"): "cot_reflexion",
         ("SCAgent", "CoTAgent"): "sc_check",
         ("CoTAgent", "SCAgent", "CoTAgent"): "fan_in",
+        ("WebSearchAgent", "CoTAgent"): "search_cot",
     }
     if ids and ids[0] == "Setup":
         return "setup_solve"

@@ -1,12 +1,22 @@
-"""Exact-answer tasks generated from a seed: sums, differences, products, "has x, gets y
-more" word problems, two-step sums, comparisons and letter counts (`TASK_KINDS`), each at
-three levels of difficulty (`LEVELS`). An answer is a whole number, graded by the math
-checker (`grade`, `orchrm.tasks.answers.math_correct`); every task's domain is `math`, so
-`orchrm.tasks.grading.grade` grades it the same way.
+"""Exact-answer tasks generated from a seed (`TASK_KINDS`), each kind at three levels of
+difficulty (`LEVELS`):
+
+- arithmetic (`ARITHMETIC_KINDS`): sums, differences, products, "has x, gets y more" word
+  problems, two-step sums, comparisons and letter counts, whose answer is a whole number;
+- retrieval (`RETRIEVAL_KINDS`): facts about invented places (`capital`: a republic's
+  capital and largest port; `founded`: a town's founding and charter years), which no
+  model knows: each task carries the passage that states its answer and passages about
+  other places of its sort (`GeneratedTask.documents`), which `corpus` pools into the BM25
+  corpus the web-search sub-agent searches.
+
+Every task's domain is `generated`; `grade` (`orchrm.tasks.grading.grade` for that domain)
+grades a number with the math checker and a place name by normalized match
+(`name_correct`).
 
 `make_tasks` draws tasks; `save_tasks` writes them as a task file that `orchrm run --tasks`
 reads as it is (`id`, `question`, `answer`, `domain`) and that `load` reads back with each
-task's kind and level.
+task's kind, level and passages; `save_corpus` writes their pooled passages as a corpus
+file for `orchrm run --corpus`.
 """
 
 from __future__ import annotations
@@ -18,15 +28,13 @@ from pathlib import Path
 
 from orchrm.errors import InputError
 from orchrm.jsonl import write_jsonl
-from orchrm.tasks.answers import math_correct
+from orchrm.runtime.retrieval import BM25Retriever, Document
+from orchrm.tasks.answers import as_number, is_correct, math_correct, normalize_text
 from orchrm.tasks.benchmarks.base import check_unique_ids, existing, jsonl_objects, required
 from orchrm.tasks.task import Task
 
-DOMAIN = "math"
-"""Every task's domain: `orchrm.tasks.grading.grade` grades it with `math_correct`."""
-
-grade = math_correct
-"""(answer, truth) -> whether the answer is the truth's number."""
+DOMAIN = "generated"
+"""Every task's domain: `orchrm.tasks.grading.grade` grades it with `grade`."""
 
 NAMES = ("Tom", "Ana", "Sam", "Lea", "Ben", "Mia", "Raj", "Zoe")
 THINGS = ("apples", "pens", "books", "coins", "cards", "shells", "stamps", "marbles")
@@ -99,7 +107,7 @@ def _count(rng: random.Random, level: int) -> tuple[str, int]:
     return f"How many times does the letter '{letter}' appear in '{word}'?", word.count(letter)
 
 
-TASK_KINDS: dict[str, Callable[[random.Random, int], tuple[str, int]]] = {
+ARITHMETIC_KINDS: dict[str, Callable[[random.Random, int], tuple[str, int]]] = {
     "add": _add,
     "sub": _sub,
     "mul": _mul,
@@ -108,19 +116,156 @@ TASK_KINDS: dict[str, Callable[[random.Random, int], tuple[str, int]]] = {
     "compare": _compare,
     "count": _count,
 }
-"""Task kind -> (rng, level 1-3) -> (question, exact answer)."""
+"""Arithmetic task kind -> (rng, level 1-3) -> (question, exact answer)."""
+
+# --------------------------------------------------------------------------- retrieval
+
+_COUNTRY_PARTS = (
+    ("Val", "Kes", "Mor", "Tal", "Ost", "Bren", "Cal", "Dun", "Eld", "Fen", "Gar", "Hal"),
+    ("doria", "tria", "avia", "mark", "onia", "esta", "ora", "ivia"),
+)
+_CITY_PARTS = (
+    ("Ash", "Bel", "Cor", "Dra", "Elm", "Fal", "Gil", "Har", "Kel", "Lor", "Mir", "Pel", "Quen",
+     "Rav", "Sel", "Tor"),
+    ("ford", "wick", "haven", "mere", "gate", "stead", "holm", "bury", "moor", "crest", "fell",
+     "mouth"),
+)  # fmt: skip
+_TOWN_PARTS = (
+    ("Brook", "Stone", "Thorn", "Wil", "Ald", "Birch", "Crag", "Fern"),
+    ("ton", "by", "dale", "ley", "worth", "field", "wood", "port"),
+)
+COUNTRIES = tuple(a + b for a in _COUNTRY_PARTS[0] for b in _COUNTRY_PARTS[1])
+"""The invented republics `capital` tasks ask about."""
+CITIES = tuple(a + b for a in _CITY_PARTS[0] for b in _CITY_PARTS[1])
+"""The invented cities: each is the capital or the largest port of one republic."""
+_SHUFFLED_CITIES = random.Random("generated:cities").sample(CITIES, len(CITIES))
+TOWNS = tuple(a + b for a in _TOWN_PARTS[0] for b in _TOWN_PARTS[1])
+"""The invented towns `founded` tasks ask about."""
+DISTRACTORS = 3
+"""Passages about other places of the same sort that each retrieval task carries."""
+NAME_WORDS = 12
+"""`name_correct`: the most words a reply may have to be read as naming a place."""
+_CITY_WORDS = frozenset(normalize_text(c) for c in CITIES)
+
+
+def _country_facts(country: str) -> tuple[str, str, str]:
+    """(capital, largest port, coast) of `country`: two cities of a fixed shuffle of
+    `CITIES` that no other republic has, and a coast fixed by its name."""
+    i = COUNTRIES.index(country)
+    coast = random.Random(f"country:{country}").choice(
+        ("northern", "southern", "eastern", "western")
+    )
+    return _SHUFFLED_CITIES[2 * i], _SHUFFLED_CITIES[2 * i + 1], coast
+
+
+def _town_years(town: str) -> tuple[int, int]:
+    """(founding year, charter year) of `town`, fixed by its name alone."""
+    rng = random.Random(f"town:{town}")
+    founded = rng.randint(1100, 1850)
+    return founded, founded + rng.randint(15, 140)
+
+
+def country_passage(country: str) -> Document:
+    """The passage about `country`: its coast, capital and largest port (the same text in
+    every task that carries it)."""
+    capital, port, coast = _country_facts(country)
+    text = (
+        f"{country} is a small republic on the {coast} coast. Its capital is {capital}, "
+        f"and its largest port is {port}."
+    )
+    return Document(f"country-{country}", text, country)
+
+
+def town_passage(town: str) -> Document:
+    """The passage about `town`: the years it was founded and received its charter."""
+    founded, charter = _town_years(town)
+    text = (
+        f"{town} is an old market town. It was founded in {founded} and received its "
+        f"town charter in {charter}."
+    )
+    return Document(f"town-{town}", text, town)
+
+
+Fact = tuple[str, str, tuple[Document, ...]]
+"""A drawn retrieval task: (question, exact answer, its passages)."""
+
+
+def _with_distractors(
+    rng: random.Random, names: tuple[str, ...], name: str, passage: Callable[[str], Document]
+) -> tuple[Document, ...]:
+    others = rng.sample([n for n in names if n != name], DISTRACTORS)
+    return tuple(passage(n) for n in (name, *others))
+
+
+def _capital(rng: random.Random, level: int) -> Fact:
+    country = rng.choice(COUNTRIES)
+    capital, port, _ = _country_facts(country)
+    question, answer = (
+        (f"What is the capital of the republic of {country}?", capital),
+        (f"What is the largest port of the republic of {country}?", port),
+        (f"What is the capital of the republic whose largest port is {port}?", capital),
+    )[level - 1]
+    return question, answer, _with_distractors(rng, COUNTRIES, country, country_passage)
+
+
+def _founded(rng: random.Random, level: int) -> Fact:
+    town = rng.choice(TOWNS)
+    founded, charter = _town_years(town)
+    question, answer = (
+        (f"In what year was the town of {town} founded?", founded),
+        (f"In what year did the town of {town} receive its town charter?", charter),
+        (
+            f"How many years after it was founded did the town of {town} receive its town charter?",
+            charter - founded,
+        ),
+    )[level - 1]
+    return question, str(answer), _with_distractors(rng, TOWNS, town, town_passage)
+
+
+RETRIEVAL_KINDS: dict[str, Callable[[random.Random, int], Fact]] = {
+    "capital": _capital,
+    "founded": _founded,
+}
+"""Retrieval task kind -> (rng, level 1-3) -> (question, exact answer, passages: the one
+that states the answer first, then `DISTRACTORS` about other places of its sort). Levels:
+`capital` asks a republic's capital, its largest port, or the capital of the republic
+whose port it names; `founded` asks a town's founding year, its charter year, or the
+years between them."""
+TASK_KINDS: tuple[str, ...] = (*ARITHMETIC_KINDS, *RETRIEVAL_KINDS)
+"""Every task kind, arithmetic first."""
 LEVELS = (1, 2, 3)
 EVERY_CELL: tuple[tuple[str, int], ...] = tuple((k, level) for k in TASK_KINDS for level in LEVELS)
 """Every (kind, level), kinds in `TASK_KINDS` order."""
 
 
+def name_correct(answer: str | None, truth: str | None) -> bool | None:
+    """A place name: the normalized reply is the truth, or it is a short reply (at most
+    `NAME_WORDS` words) whose only city name is the truth ("The capital is Ashford")."""
+    plain = is_correct(answer, truth)
+    if plain is not False or answer is None:
+        return plain
+    words = normalize_text(str(answer)).split()
+    named = {w for w in words if w in _CITY_WORDS}
+    return len(words) <= NAME_WORDS and named == {normalize_text(str(truth))}
+
+
+def grade(answer: str | None, truth: str | int | float | None) -> bool | None:
+    """(answer, truth) -> whether the answer is right: a numeric truth by the math checker
+    (`orchrm.tasks.answers.math_correct`), a place name by `name_correct`."""
+    if truth is None or as_number(str(truth)) is not None:
+        return math_correct(answer, truth)
+    return name_correct(answer, str(truth))
+
+
 @dataclass(frozen=True)
 class GeneratedTask:
-    """A generated task and its kind and level."""
+    """A generated task, its kind and level, and the passages it brings to the search
+    corpus (none for arithmetic)."""
 
     task: Task
     kind: str
     level: int
+    documents: tuple[Document, ...] = ()
 
 
 def make_tasks(
@@ -135,20 +280,53 @@ def make_tasks(
     for i in range(n):
         kind, level = cells[i % len(cells)]
         for _ in range(100):
-            question, answer = TASK_KINDS[kind](rng, level)
+            question, answer, documents = _draw(kind, rng, level)
             if question not in seen:
                 break
         seen.add(question)
         task = Task(f"{prefix}-{i:03d}-{kind}{level}", question, str(answer), DOMAIN)
-        out.append(GeneratedTask(task, kind, level))
+        out.append(GeneratedTask(task, kind, level, documents))
     return out
 
 
+def _draw(kind: str, rng: random.Random, level: int) -> tuple[str, int | str, tuple[Document, ...]]:
+    if kind in RETRIEVAL_KINDS:
+        return RETRIEVAL_KINDS[kind](rng, level)
+    question, answer = ARITHMETIC_KINDS[kind](rng, level)
+    return question, answer, ()
+
+
+def corpus_documents(tasks: list[GeneratedTask]) -> list[Document]:
+    """The passages `tasks` carry, each id once, in task order."""
+    docs: dict[str, Document] = {}
+    for t in tasks:
+        for d in t.documents:
+            docs.setdefault(d.id, d)
+    return list(docs.values())
+
+
+def corpus(tasks: list[GeneratedTask]) -> BM25Retriever:
+    """The BM25 corpus the web-search sub-agent searches for `tasks`: their passages
+    pooled (`corpus_documents`)."""
+    return BM25Retriever(corpus_documents(tasks))
+
+
+def save_corpus(tasks: list[GeneratedTask], path: str | Path) -> Path:
+    """Write the passages of `tasks` as a corpus file (`id`, `title`, `text` a line) that
+    `orchrm.runtime.retrieval.load_corpus` and `orchrm run --corpus` read."""
+    rows = [{"id": d.id, "title": d.title, "text": d.text} for d in corpus_documents(tasks)]
+    write_jsonl(rows, path)
+    return Path(path)
+
+
 def save_tasks(tasks: list[GeneratedTask], path: str | Path) -> Path:
-    """Write `tasks` as JSONL, one `{id, question, answer, domain, kind, level}` a line."""
+    """Write `tasks` as JSONL, one `{id, question, answer, domain, kind, level}` a line, and
+    a retrieval task's passages as `documents` (`{id, title, text}` each)."""
     rows = [
         {"id": t.task.id, "question": t.task.question, "answer": t.task.answer,
-         "domain": t.task.domain, "kind": t.kind, "level": t.level}
+         "domain": t.task.domain, "kind": t.kind, "level": t.level,
+         **({"documents": [{"id": d.id, "title": d.title, "text": d.text} for d in t.documents]}
+            if t.documents else {})}
         for t in tasks
     ]  # fmt: skip
     write_jsonl(rows, path)
@@ -157,8 +335,8 @@ def save_tasks(tasks: list[GeneratedTask], path: str | Path) -> Path:
 
 def load(path: str | Path) -> list[GeneratedTask]:
     """The tasks of a file `save_tasks` wrote, in file order. A missing file, a record
-    without one of its fields, an unknown kind or level, or an id twice raises
-    InputError naming the file and line."""
+    without one of its fields, an unknown kind or level, a passage without its id or
+    text, or an id twice raises InputError naming the file and line."""
     path = existing(path)
     out = []
     for line_no, record in jsonl_objects(path):
@@ -173,6 +351,16 @@ def load(path: str | Path) -> list[GeneratedTask]:
             str(required(where, record, "answer", (str, int))),
             str(record.get("domain") or DOMAIN),
         )
-        out.append(GeneratedTask(task, kind, level))
+        out.append(GeneratedTask(task, kind, level, _documents(where, record)))
     check_unique_ids(path, [t.task for t in out])
     return out
+
+
+def _documents(where: str, record: dict) -> tuple[Document, ...]:
+    docs = record.get("documents") or []
+    if not isinstance(docs, list) or not all(
+        isinstance(d, dict) and isinstance(d.get("id"), str) and isinstance(d.get("text"), str)
+        for d in docs
+    ):
+        raise InputError(f"{where}: 'documents' is not a list of {{id, title, text}} passages")
+    return tuple(Document(d["id"], d["text"], str(d.get("title") or "")) for d in docs)

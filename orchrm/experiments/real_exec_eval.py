@@ -1,0 +1,166 @@
+"""The held-out side of `orchrm.experiments.real_exec`: expected accuracy from K seeded
+executions of every plan, each draw's verdict, and whether two draws agree.
+
+A draw is one execution seed E: rerun k of every held-out plan is executed with seed
+`run_seed(E, k)`. Each candidate's `p_success` is its plan's mean success over the K
+runs and its `reruns` the K (answer, correct) pairs, as the world's re-executions give
+them (`orchrm.evaluation.reruns`), so `orchrm.evaluation.metrics` reports every
+selector's expected accuracy: an argmax selector's is the mean success of the plan it
+picks, a vote's is the vote replayed on each of the K runs. The sampled accuracy is that
+of run 0 alone.
+
+Two draws agree when the paired 95% intervals of Orch-RM minus majority on expected
+accuracy have the same sign and both exclude 0, or both cover 0 (`agreement`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from orchrm.evaluation.lineup import build_lineup, evaluate_tasks
+from orchrm.evaluation.loading import tasks_from_logs
+from orchrm.evaluation.metrics import Evaluation
+from orchrm.evaluation.report import points
+from orchrm.experiments.exec_cache import ExecutionCache, Outcome, Plan, outcome, record
+from orchrm.jsonl import write_jsonl
+from orchrm.selection.selectors import CandidateSet
+
+RUNS_PER_SEED = 1000
+"""Re-executions an execution seed holds: run k of seed E has seed E * 1000 + k."""
+
+
+def run_seed(execution_seed: int, k: int) -> int:
+    """The seed of run `k` (0 <= k < RUNS_PER_SEED) of the draw `execution_seed`."""
+    if not 0 <= k < RUNS_PER_SEED:
+        raise ValueError(f"run {k} of a draw: runs are 0 to {RUNS_PER_SEED - 1}")
+    return execution_seed * RUNS_PER_SEED + k
+
+
+def with_outcomes(
+    tasks: list[CandidateSet], outcomes: Mapping[tuple[str, int], Sequence[Outcome]]
+) -> list[CandidateSet]:
+    """`tasks` with candidate s of task t given `reruns` = `outcomes[(t, s)]` (its K runs)
+    and `p_success` = their mean success. Raises KeyError naming a candidate without."""
+    out = []
+    for task in tasks:
+        candidates = []
+        for s, c in enumerate(task.candidates):
+            runs = tuple(outcomes[(task.task_id, s)])
+            p = statistics.fmean(right for _, right in runs) if runs else None
+            candidates.append(replace(c, reruns=runs, p_success=p))
+        out.append(replace(task, candidates=tuple(candidates)))
+    return out
+
+
+def evaluate_draw(
+    plans: list[Plan],
+    execution_seed: int,
+    k: int,
+    cache: ExecutionCache,
+    model,
+    log: str | Path,
+    seed: int = 0,
+) -> tuple[Evaluation, Versus]:
+    """Draw `execution_seed` of the held-out `plans` (one orchestrator's, N a task, their
+    runs in `cache`): writes the records of run 0 to `log`, reads them back as candidate
+    sets (`tasks_from_logs`), gives each candidate its K runs (`with_outcomes`) and
+    evaluates the demo's line-up with the reward model `model` (selectors seeded with
+    `seed`) at N = 1, 2, 4, ... up to N. Returns the evaluation, its notes saying the
+    runs, and Orch-RM minus majority."""
+    seeds = [run_seed(execution_seed, i) for i in range(k)]
+    write_jsonl([record(p, seeds[0], cache) for p in plans], log)
+    outcomes = {(p.task.task.id, p.sample): [outcome(p, e, cache) for e in seeds] for p in plans}
+    n = 1 + max(p.sample for p in plans)
+    held_out = with_outcomes(tasks_from_logs([str(log)], plans[0].writer, n), outcomes)
+    lineup = build_lineup(held_out, rm=model, seed=seed)
+    ev = evaluate_tasks(lineup.tasks, lineup.selectors, n, domain=held_out[0].domain)
+    right = statistics.fmean(ok for runs in outcomes.values() for _, ok in runs)
+    ev.notes["runs"] = (
+        f"{k} a plan, seeds {seeds[0]} to {seeds[-1]} ({100 * right:.1f}% of them right); "
+        "expected: over the runs, sampled: run 0"
+    )
+    return ev, versus(ev, execution_seed)
+
+
+@dataclass(frozen=True)
+class Versus:
+    """Orch-RM minus majority in one draw, on expected and on sampled accuracy, with
+    their paired 95% intervals (shares, not points)."""
+
+    seed: int
+    expected: float
+    expected_ci: tuple[float, float]
+    sampled: float
+    sampled_ci: tuple[float, float]
+
+    @property
+    def width(self) -> float:
+        """Width of the expected-accuracy interval."""
+        return self.expected_ci[1] - self.expected_ci[0]
+
+    @property
+    def sign(self) -> int:
+        """+1 or -1 when the expected interval excludes 0 above or below, 0 when it
+        covers it."""
+        lo, hi = self.expected_ci
+        return 1 if lo > 0 else -1 if hi < 0 else 0
+
+    def line(self) -> str:
+        sampled_width = 100 * (self.sampled_ci[1] - self.sampled_ci[0])
+        return (
+            f"execution seed {self.seed}: orchrm - majority, expected "
+            f"{points(self.expected, self.expected_ci)} (width {100 * self.width:.1f}), "
+            f"sampled {points(self.sampled, self.sampled_ci)} (width {sampled_width:.1f})"
+        )
+
+
+def versus(ev: Evaluation, seed: int) -> Versus:
+    """Orch-RM minus majority at the full N of `ev` (whose candidates have reruns)."""
+    rm = ev.at(ev.n)["orchrm"]
+    if rm.expected_vs_baseline is None or rm.vs_baseline is None:
+        raise ValueError("the evaluation has no orchrm - majority on expected accuracy")
+    return Versus(
+        seed, rm.expected_vs_baseline, rm.expected_vs_baseline_ci, rm.vs_baseline, rm.vs_baseline_ci
+    )
+
+
+def verdict(ev: Evaluation) -> str:
+    """Whether Orch-RM beats majority at the full N on expected accuracy, by how much,
+    and at what token cost."""
+    at = ev.at(ev.n)
+    rm, maj = at["orchrm"], at["majority"]
+    lo, hi = rm.expected_vs_baseline_ci
+    if lo > 0:
+        word = "beats majority vote"
+    elif hi < 0:
+        word = "falls short of majority vote"
+    else:
+        word = "is not distinguishable from majority vote"
+    ratio = maj.total_tokens / max(rm.total_tokens, 1.0)
+    fewer = f"{ratio:.1f}x fewer" if ratio >= 1 else f"{1 / max(ratio, 1e-9):.1f}x more"
+    return (
+        f"Orch-RM {word} on expected accuracy: {100 * rm.expected_accuracy:.1f}% vs "
+        f"{100 * maj.expected_accuracy:.1f}%, "
+        f"{points(rm.expected_vs_baseline, rm.expected_vs_baseline_ci)} points (paired 95% "
+        f"CI), at {rm.total_tokens:,.0f} vs {maj.total_tokens:,.0f} total tokens a task "
+        f"({fewer})"
+    )
+
+
+def agreement(draws: Sequence[Versus]) -> tuple[bool, str]:
+    """Whether the draws agree (every expected interval excludes 0 on the same side, or
+    every one covers 0), and a sentence that says so."""
+    signs = {d.sign for d in draws}
+    agree = len(signs) == 1
+    shown = ", ".join(f"seed {d.seed}: {points(d.expected, d.expected_ci)}" for d in draws)
+    if not agree:
+        how = "they disagree: one interval excludes 0 where another does not, or on the other side"
+    elif signs == {0}:
+        how = "they agree: every interval covers 0 (no difference shown)"
+    else:
+        side = "above" if signs == {1} else "below"
+        how = f"they agree: every interval excludes 0, {side} it"
+    return agree, f"orchrm - majority on expected accuracy, {shown}: {how}"

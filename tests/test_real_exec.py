@@ -1,0 +1,289 @@
+"""Seeded executions and the real-execution benchmark's pipeline
+(`orchrm.experiments.real_exec`): call seeds, the execution cache, expected accuracy from
+re-executions, two draws, and the same seed repeating on llama.cpp.
+
+The pipeline runs at a tiny size against the loopback stand-in of an OpenAI-compatible
+server (tests/loopback_llm.py), whose replies are a pure function of each request's
+seed and prompt, so it checks what the code does with the seeds, the cache and the
+re-executions; one test runs seeded plans twice on llama.cpp itself (SmolLM2-135M)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import statistics
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import replace
+
+import pytest
+
+from orchrm.errors import ConfigError
+from orchrm.experiments.exec_cache import CACHE_SCHEMA, ExecutionCache, write_plans
+from orchrm.experiments.real_exec import MIX, NO_PROMPT_CACHE, RealExecSettings, Sizes, run
+from orchrm.experiments.real_exec_eval import Versus, agreement, run_seed, with_outcomes
+from orchrm.jsonl import append_jsonl, read_values
+from orchrm.runtime.backend import DEFAULT_SAMPLING, CallInfo, Completion, Sampling, call_seed
+from orchrm.runtime.config import RunConfig
+from orchrm.runtime.executor import RunItem, execute_many
+from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
+from orchrm.selection.selectors import majority_selector
+from orchrm.tasks.benchmarks.generated import make_tasks
+from orchrm.tasks.grading import grade
+from orchrm.world.templates import SINGLE, TemplateOrchestrator, single_plan
+from tests.loopback_llm import LoopbackLLM
+from tests.samples import candidate_set, plan
+
+SMALL = RunConfig(sc_samples=3, debate_rounds=2, reflexion_rounds=2, search_iterations=2)
+
+
+class SeedRecorder:
+    """A backend that answers every call at once and records the seed each was sent."""
+
+    def __init__(self):
+        self.calls: list[tuple[tuple, int | None]] = []
+
+    async def complete(self, messages, call: CallInfo, sampling: Sampling = DEFAULT_SAMPLING):
+        place = (call.task_id, call.sample, call.agent_id, call.step, call.debate_role, call.round)
+        self.calls.append((place, sampling.seed))
+        text = "SEARCH: apples" if call.step == "search" else "Answer: 4"
+        return Completion(text, 3, 2)
+
+
+def run_every_type(seed: int | None, concurrency: int) -> dict[tuple, int | None]:
+    backend = SeedRecorder()
+    plans = [single_plan(structure) for structure in SINGLE.values()]
+    if "WebSearchAgent" not in SINGLE:
+        plans.append(plan("WebSearchAgent"))
+    items = [RunItem(p, "What is 2 + 2?", "task", s, seed) for s, p in enumerate(plans)]
+    config = replace(SMALL, concurrency=concurrency)
+    asyncio.run(execute_many(items, backend, config, progress=False))
+    seeds = dict(backend.calls)
+    assert len(seeds) == len(backend.calls), "two calls at one place"
+    return seeds
+
+
+def test_every_call_gets_its_own_seed_and_the_same_one_again_with_the_same_execution_seed():
+    first = run_every_type(7, concurrency=8)
+    assert len(first) > 15 and all(isinstance(s, int) for s in first.values())
+    assert len(set(first.values())) == len(first)  # one seed a call, none shared
+    assert run_every_type(7, concurrency=1) == first  # not the order calls are made in
+    other = run_every_type(8, concurrency=8)
+    assert other.keys() == first.keys()
+    assert not set(other.values()) & set(first.values())
+    assert set(run_every_type(None, concurrency=8).values()) == {None}
+    place = next(iter(first))
+    info = CallInfo(
+        task_id=place[0], sample=place[1], agent_id=place[2], step=place[3], round=place[5]
+    )
+    assert call_seed(7, info) == first[place]
+    assert call_seed(7, replace(info, sample=1)) != call_seed(7, info)
+
+
+def test_the_openai_backend_sends_the_seed_only_when_there_is_one():
+    async def go(server):
+        async with OpenAIBackend(OpenAIConfig(base_url=server.base_url)) as backend:
+            await backend.complete(
+                [{"role": "user", "content": "hi"}], CallInfo(), Sampling(seed=5)
+            )
+            await backend.complete([{"role": "user", "content": "hi"}], CallInfo())
+
+    with LoopbackLLM() as server:
+        asyncio.run(go(server))
+    assert server.requests[0]["seed"] == 5
+    assert "seed" not in server.requests[1]
+
+
+def test_appends_survive_a_torn_line_and_the_cache_reads_back_what_it_kept(tmp_path):
+    path = tmp_path / "c.jsonl"
+    append_jsonl([{"a": 1}], path)
+    with open(path, "ab") as f:
+        f.write(b'{"a": 2, "torn')  # a crash mid-append
+    append_jsonl([{"a": 3}, {"a": 4}], path)
+    values = [v for _, v in read_values(path)]
+    assert values[0] == {"a": 1} and values[2:] == [{"a": 3}, {"a": 4}]
+    assert getattr(values[1], "reason", None) == "invalid_json"
+
+    tasks = make_tasks(MIX[:1], 2, 0, "cache")
+    plans = write_plans(TemplateOrchestrator("base", False), tasks, 2)
+    cache = ExecutionCache(tmp_path / "executions.jsonl")
+    wanted = [p.at(run_seed(3, k)) for p in plans for k in range(2)]
+    missing = cache.missing(wanted + wanted[:2])  # the same key twice runs once
+    assert len(missing) == len(wanted) and cache.hits == 0
+    backend = SeedRecorder()
+    asyncio.run(cache.execute(backend, missing, SMALL, progress=False))
+    with open(cache.path, "ab") as f:
+        f.write(b'{"schema": "' + CACHE_SCHEMA.encode())  # torn
+    again = ExecutionCache(cache.path)
+    assert again.torn == 1 and not again.missing(wanted) and again.hits == len(wanted)
+    assert again.result(wanted[0]).answer == "4"
+    assert again.result(wanted[0]).calls == cache.result(wanted[0]).calls
+
+
+def test_expected_accuracy_inputs_and_the_agreement_rule():
+    task = candidate_set(["1", "2"], [True, False])
+    runs = {("t", 0): [("1", True), ("9", False), ("1", True)], ("t", 1): [("2", False)] * 3}
+    (done,) = with_outcomes([task], runs)
+    assert [c.p_success for c in done.candidates] == [pytest.approx(2 / 3), 0.0]
+    assert done.candidates[0].reruns == tuple(runs[("t", 0)])
+
+    def draw(lo, hi):
+        return Versus(0, (lo + hi) / 2, (lo, hi), 0.0, (lo, hi))
+
+    assert agreement([draw(0.01, 0.1), draw(0.02, 0.2)])[0]
+    assert agreement([draw(-0.1, 0.1), draw(-0.05, 0.02)])[0]
+    assert not agreement([draw(0.01, 0.1), draw(-0.05, 0.02)])[0]
+    assert not agreement([draw(0.01, 0.1), draw(-0.1, -0.01)])[0]
+    assert draw(-0.05, 0.07).width == pytest.approx(0.12)
+
+
+# --------------------------------------------------------------------------- pipeline
+
+
+def stand_in_reply(truths: dict[str, str]):
+    """A reply that depends only on the request's seed and prompt: the task's answer two
+    times in three, else a wrong one."""
+
+    def reply(request: dict) -> str:
+        text = " ".join(m.get("content") or "" for m in request["messages"])
+        truth = next((a for q, a in truths.items() if q in text), "0")
+        digest = hashlib.sha256(f"{request.get('seed')}|{text}".encode()).digest()
+        right = digest[0] % 3 != 0
+        return f"Working.\nAnswer: {truth if right else truth + '1'}"
+
+    return reply
+
+
+SIZES = Sizes(train_tasks=8, test_tasks=4, samples=3, steps=2, reruns=3)
+
+
+def truths(sizes: Sizes, seed: int = 0) -> dict[str, str]:
+    """Question -> answer of the tasks a run of `sizes` makes."""
+    tasks = make_tasks(MIX, sizes.train_tasks, seed, "train")
+    tasks += make_tasks(MIX, sizes.test_tasks, seed + 1, "test")
+    return {t.task.question: t.task.answer for t in tasks}
+
+
+def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp_path):
+    settings = RealExecSettings(out=str(tmp_path), sizes=SIZES, execution_seeds=(4, 9))
+    tasks = make_tasks(MIX, SIZES.train_tasks, 0, "train") + make_tasks(
+        MIX, SIZES.test_tasks, 1, "test"
+    )
+    server = LoopbackLLM(reply=stand_in_reply({t.task.question: t.task.answer for t in tasks}))
+    started = []
+
+    @contextmanager
+    def backend(s):
+        started.append(s)
+        yield OpenAIBackend(OpenAIConfig(base_url=server.base_url))
+
+    lines: list[str] = []
+    path = tmp_path / "executions.jsonl"
+    with server:
+        first = run(settings, say=lines.append, backend=backend)
+        calls = len(server.requests)
+        assert calls and all(isinstance(r.get("seed"), int) for r in server.requests)
+        again = run(settings, say=lines.append, backend=backend)
+        assert len(server.requests) == calls and len(started) == 1  # nothing ran again
+        assert any("no server started" in line for line in lines)
+        assert all(c["to run"] == 0 for c in again["executions"].values())
+        assert again["draws"] == first["draws"] and again["verdicts"] == first["verdicts"]
+        # interrupted: two runs lost, one torn mid-append; only these three run again
+        kept = path.read_bytes().splitlines(keepends=True)
+        path.write_bytes(b"".join(kept[:-3]) + kept[-3][:40])
+        resumed = run(settings, say=lines.append, backend=backend)
+    assert sum(c["to run"] for c in resumed["executions"].values()) == 3
+    assert len(ExecutionCache(path).done) == len(kept) and len(started) == 2
+    assert resumed["draws"] == first["draws"]  # the same seeds gave the same answers
+    k, n = SIZES.reruns, SIZES.samples
+    assert first["executions"]["test seed 9"]["executions"] == SIZES.test_tasks * n * k
+    assert isinstance(first["agree"], bool) and "seed 4" in first["agreement"]
+    assert {"serve start", "execute train", "execute test seed 4", "evaluate seed 9"} <= set(
+        first["seconds"]
+    )
+
+    cache = [json.loads(line) for line in kept]
+    runs = {(c["task_id"], c["sample"], c["seed"]): c["execution"]["answer"] for c in cache}
+    truth = {t.task.id: t.task.answer for t in tasks}
+    for seed in (4, 9):
+        records = [
+            json.loads(line)
+            for line in (tmp_path / "logs" / f"test.seed{seed}.jsonl").read_text().splitlines()
+        ]
+        assert {r["execution_seed"] for r in records} == {run_seed(seed, 0)}
+        by_task: dict[str, list[dict]] = {}
+        for r in records:
+            by_task.setdefault(r["task_id"], []).append(r)
+        logp, vote = [], []
+        for task_id, rs in by_task.items():
+            rs.sort(key=lambda r: r["sample_index"])
+            answers = [
+                [runs.get((task_id, r["sample_index"], run_seed(seed, i))) for r in rs]
+                for i in range(k)
+            ]
+            domain = rs[0]["domain"]
+            right = [[bool(grade(a, truth[task_id], domain)) for a in row] for row in answers]
+            best = max(range(n), key=lambda s: (rs[s]["orchestrator_logprob"], -s))
+            logp.append(statistics.fmean(row[best] for row in right))
+            votes = [
+                row[majority_selector(replace(candidate_set(a, row), domain=domain)).index]
+                for a, row in zip(answers, right, strict=True)
+            ]
+            vote.append(statistics.fmean(votes))
+        report = json.loads((tmp_path / f"seed-{seed}" / "report.json").read_text())
+        at_n = {r["selector"]: r for r in report["evaluations"][0]["results"] if r["n"] == n}
+        assert at_n["logp"]["expected_accuracy"] == pytest.approx(statistics.fmean(logp))
+        assert at_n["majority"]["expected_accuracy"] == pytest.approx(statistics.fmean(vote))
+        assert at_n["orchrm"]["expected_vs_baseline_ci"] is not None
+    train = (tmp_path / "logs" / "train.jsonl").read_text().splitlines()
+    assert {json.loads(line)["execution_seed"] for line in train} == {run_seed(4, 0)}
+    assert Counter(json.loads(line)["orchestrator"] for line in train) == Counter(
+        specialized=SIZES.train_tasks * n, base=SIZES.train_tasks * n
+    )
+
+
+def test_settings_no_run_can_have_are_refused(tmp_path):
+    for bad in ((), (1, 1), (-1,)):
+        with pytest.raises(ConfigError, match="execution seeds"):
+            run(RealExecSettings(out=str(tmp_path), sizes=SIZES, execution_seeds=bad))
+    with pytest.raises(ConfigError, match="reruns"):
+        run(RealExecSettings(out=str(tmp_path), sizes=replace(SIZES, reruns=0)))
+
+
+# --------------------------------------------------------------------------- llama.cpp
+
+
+def test_the_same_execution_seed_repeats_every_answer_on_llama_cpp_with_one_slot():
+    try:
+        import xllamacpp  # noqa: F401
+
+        from orchrm.runtime.local_llm import LocalLLM, LocalLLMConfig, bundled_gguf
+
+        bundled_gguf()
+    except (ImportError, OSError, ConfigError) as err:
+        pytest.skip(f"llama.cpp or SmolLM2 cannot run here: {err}")
+    tasks = make_tasks(MIX[:2], 2, 0, "seeded")
+    items = [
+        RunItem(single_plan(structure), t.task.question, t.task.id, s)
+        for t in tasks
+        for s, structure in enumerate(SINGLE[x] for x in ("CoTAgent", "SCAgent"))
+    ]
+    # every run at once: the one slot serves them in whatever order they arrive
+    config = RunConfig(temperature=0.9, max_tokens=24, sc_samples=2, max_retries=0)
+
+    async def execute(llm, seed):
+        where = {"base_url": llm.base_url, "model": llm.model, "timeout_s": 300}
+        backend = OpenAIBackend(OpenAIConfig(**where, extra_body=NO_PROMPT_CACHE))
+        async with backend:
+            seeded = [replace(item, seed=seed) for item in items]
+            results = await execute_many(seeded, backend, config, progress=False)
+        # each call's text; the trace lists concurrent calls (SC's) as they finish
+        return [(r.answer, sorted(c.completion for c in r.calls)) for r in results]
+
+    with LocalLLM(LocalLLMConfig(ctx_size=1024, slots=1, threads=2)) as llm:
+        first = asyncio.run(execute(llm, 11))
+        again = asyncio.run(execute(llm, 11))
+        other = asyncio.run(execute(llm, 12))
+    assert all(calls for _, calls in first) and again == first
+    assert other != first

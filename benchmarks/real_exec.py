@@ -13,8 +13,8 @@ what is not). Every held-out plan runs `--reruns` times for each execution seed
 run with the first), so each selector gets an expected accuracy beside the sampled one,
 and two draws say whether their verdicts agree. Every call is seeded and llama.cpp
 reuses no cached prompt prefix, so with `--slots 1` the same seeds repeat a run exactly
-(with several slots busy at once, batching changes a few answers). `--calibrate` measures the model's success per task kind, level
-and sub-agent type instead.
+(with several slots busy at once, batching changes a few answers). `--calibrate`
+measures the model's success per task kind, level and sub-agent type instead.
 
 `--quick` (6 training and 6 held-out tasks, 4 plans a task, 2 runs a plan, 20 training
 steps, two draws) takes a few minutes on 2 cores. OUT (`--out`, default runs/real-exec)

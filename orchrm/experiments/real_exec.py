@@ -27,8 +27,9 @@ What is real and what is not:
   and the call's place (`orchrm.runtime.backend.call_seed`: task, sample, agent, step,
   round), and llama.cpp computes every prompt afresh (`NO_PROMPT_CACHE`), so with one
   slot the same execution seed repeats a run exactly (with several slots busy at once,
-  llama.cpp's batching changes a few answers). `RunConfig` with small budgets (`max_tokens` 96 a call, SC
-  3 samples, debate 1 round of 2 roles, reflexion 1 round), temperature 0.5.
+  llama.cpp's batching changes a few answers). `RunConfig` with small budgets
+  (`max_tokens` 96 a call, SC 3 samples, debate 1 round of 2 roles, reflexion 1 round),
+  temperature 0.5.
 - Reward model: the store, pair mining (specialized-over-base and correct-over-incorrect,
   1:3) and training of `orchrm.experiments.world_models.world_reward_models`, which
   `orchrm demo` runs on world logs and which reads any `orchrm.run/1` logs: MiniLM

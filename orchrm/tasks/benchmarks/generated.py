@@ -5,8 +5,8 @@ difficulty (`LEVELS`):
   problems, two-step sums, comparisons and letter counts, whose answer is a whole number;
 - retrieval (`RETRIEVAL_KINDS`): facts about invented places (`capital`: a republic's
   capital and largest port; `founded`: a town's founding and charter years), which no
-  model knows: each task carries the passage that states its answer and passages about
-  other places of its sort (`GeneratedTask.documents`), which `corpus` pools into the BM25
+  model knows: each task carries the one-fact passages its answer needs and passages
+  about other places (`GeneratedTask.documents`), which `corpus` pools into the BM25
   corpus the web-search sub-agent searches.
 
 Every task's domain is `generated`; `grade` (`orchrm.tasks.grading.grade` for that domain)
@@ -142,20 +142,18 @@ _SHUFFLED_CITIES = random.Random("generated:cities").sample(CITIES, len(CITIES))
 TOWNS = tuple(a + b for a in _TOWN_PARTS[0] for b in _TOWN_PARTS[1])
 """The invented towns `founded` tasks ask about."""
 DISTRACTORS = 3
-"""Passages about other places of the same sort that each retrieval task carries."""
+"""Other places of the same sort whose passage of the asked fact each retrieval task
+carries."""
 NAME_WORDS = 12
 """`name_correct`: the most words a reply may have to be read as naming a place."""
 _CITY_WORDS = frozenset(normalize_text(c) for c in CITIES)
 
 
-def _country_facts(country: str) -> tuple[str, str, str]:
-    """(capital, largest port, coast) of `country`: two cities of a fixed shuffle of
-    `CITIES` that no other republic has, and a coast fixed by its name."""
+def _country_facts(country: str) -> tuple[str, str]:
+    """(capital, largest port) of `country`: two cities of a fixed shuffle of `CITIES`
+    that no other republic has."""
     i = COUNTRIES.index(country)
-    coast = random.Random(f"country:{country}").choice(
-        ("northern", "southern", "eastern", "western")
-    )
-    return _SHUFFLED_CITIES[2 * i], _SHUFFLED_CITIES[2 * i + 1], coast
+    return _SHUFFLED_CITIES[2 * i], _SHUFFLED_CITIES[2 * i + 1]
 
 
 def _town_years(town: str) -> tuple[int, int]:
@@ -165,72 +163,84 @@ def _town_years(town: str) -> tuple[int, int]:
     return founded, founded + rng.randint(15, 140)
 
 
-def country_passage(country: str) -> Document:
-    """The passage about `country`: its coast, capital and largest port (the same text in
-    every task that carries it)."""
-    capital, port, coast = _country_facts(country)
-    text = (
-        f"{country} is a small republic on the {coast} coast. Its capital is {capital}, "
-        f"and its largest port is {port}."
+def country_passages(country: str) -> tuple[Document, Document]:
+    """The passages about `country`: its capital, and its largest port. One fact a
+    passage: given three passages, SmolLM2-135M read the answer out of one-fact passages
+    in 7 of 24 tasks, out of passages holding both facts in 2."""
+    capital, port = _country_facts(country)
+    return (
+        Document(f"{country}-capital", f"The capital of {country} is {capital}.", country),
+        Document(f"{country}-port", f"The largest port of {country} is {port}.", country),
     )
-    return Document(f"country-{country}", text, country)
 
 
-def town_passage(town: str) -> Document:
-    """The passage about `town`: the years it was founded and received its charter."""
+def town_passages(town: str) -> tuple[Document, Document]:
+    """The passages about `town`: the year it was founded, and the year it received its
+    town charter."""
     founded, charter = _town_years(town)
-    text = (
-        f"{town} is an old market town. It was founded in {founded} and received its "
-        f"town charter in {charter}."
+    return (
+        Document(f"{town}-founded", f"The town of {town} was founded in {founded}.", town),
+        Document(
+            f"{town}-charter", f"The town of {town} received its town charter in {charter}.", town
+        ),
     )
-    return Document(f"town-{town}", text, town)
 
 
 Fact = tuple[str, str, tuple[Document, ...]]
 """A drawn retrieval task: (question, exact answer, its passages)."""
 
 
-def _with_distractors(
-    rng: random.Random, names: tuple[str, ...], name: str, passage: Callable[[str], Document]
+def _passages(
+    rng: random.Random,
+    names: tuple[str, ...],
+    name: str,
+    passages: Callable[[str], tuple[Document, Document]],
+    needed: tuple[int, ...],
 ) -> tuple[Document, ...]:
+    """The `needed` passages of `name` (in the order a reader follows them), its other
+    passage, and the passage of the first needed fact for `DISTRACTORS` other names."""
+    own = passages(name)
     others = rng.sample([n for n in names if n != name], DISTRACTORS)
-    return tuple(passage(n) for n in (name, *others))
+    rest = tuple(d for i, d in enumerate(own) if i not in needed)
+    return (*(own[i] for i in needed), *rest, *(passages(n)[needed[0]] for n in others))
 
 
 def _capital(rng: random.Random, level: int) -> Fact:
     country = rng.choice(COUNTRIES)
-    capital, port, _ = _country_facts(country)
-    question, answer = (
-        (f"What is the capital of the republic of {country}?", capital),
-        (f"What is the largest port of the republic of {country}?", port),
-        (f"What is the capital of the republic whose largest port is {port}?", capital),
+    capital, port = _country_facts(country)
+    question, answer, needed = (
+        (f"What is the capital of the republic of {country}?", capital, (0,)),
+        (f"What is the largest port of the republic of {country}?", port, (1,)),
+        (f"What is the capital of the republic whose largest port is {port}?", capital, (1, 0)),
     )[level - 1]
-    return question, answer, _with_distractors(rng, COUNTRIES, country, country_passage)
+    return question, answer, _passages(rng, COUNTRIES, country, country_passages, needed)
 
 
 def _founded(rng: random.Random, level: int) -> Fact:
     town = rng.choice(TOWNS)
     founded, charter = _town_years(town)
-    question, answer = (
-        (f"In what year was the town of {town} founded?", founded),
-        (f"In what year did the town of {town} receive its town charter?", charter),
+    question, answer, needed = (
+        (f"In what year was the town of {town} founded?", founded, (0,)),
+        (f"In what year did the town of {town} receive its town charter?", charter, (1,)),
         (
             f"How many years after it was founded did the town of {town} receive its town charter?",
             charter - founded,
+            (0, 1),
         ),
     )[level - 1]
-    return question, str(answer), _with_distractors(rng, TOWNS, town, town_passage)
+    return question, str(answer), _passages(rng, TOWNS, town, town_passages, needed)
 
 
 RETRIEVAL_KINDS: dict[str, Callable[[random.Random, int], Fact]] = {
     "capital": _capital,
     "founded": _founded,
 }
-"""Retrieval task kind -> (rng, level 1-3) -> (question, exact answer, passages: the one
-that states the answer first, then `DISTRACTORS` about other places of its sort). Levels:
-`capital` asks a republic's capital, its largest port, or the capital of the republic
-whose port it names; `founded` asks a town's founding year, its charter year, or the
-years between them."""
+"""Retrieval task kind -> (rng, level 1-3) -> (question, exact answer, passages: those
+the answer needs first, in the order a reader follows them, then the place's other
+passage and the same fact of `DISTRACTORS` other places of its sort). Levels: `capital`
+asks a republic's capital, its largest port, or the capital of the republic whose port
+it names (two passages, one after the other); `founded` asks a town's founding year, its
+charter year, or the years between them (both passages)."""
 TASK_KINDS: tuple[str, ...] = (*ARITHMETIC_KINDS, *RETRIEVAL_KINDS)
 """Every task kind, arithmetic first."""
 LEVELS = (1, 2, 3)

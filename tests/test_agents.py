@@ -84,6 +84,34 @@ def test_websearch_reads_the_retriever_then_summarizes():
     assert result.answer == "330 metres"
 
 
+@pytest.mark.parametrize(
+    ("first", "searched"),
+    [("The tower is tall, I think.", True), ("DONE", False), ("SEARCH: bananas", False)],
+)
+def test_a_first_reply_off_the_protocol_searches_the_task_itself(first, searched):
+    corpus = BM25Retriever(
+        [
+            Document("d1", "The Eiffel Tower is 330 metres tall.", "Eiffel Tower"),
+            Document("d2", "Bananas are rich in potassium.", "Banana"),
+        ]
+    )
+
+    def reply(messages, info):
+        if info.step == "search":
+            return first if info.round == 0 else "I do not know."
+        return "Answer: x"
+
+    o = Orchestration(agents=(Agent("W", "WebSearchAgent"),), dom=DoM.HIGH)
+    backend = ScriptedBackend(reply)
+    asyncio.run(
+        execute(o, "How tall is the Eiffel Tower?", backend, RunConfig(), retriever=corpus)
+    )
+    summary_prompt = backend.calls[-1][0][-1]["content"]
+    assert ("330 metres tall" in summary_prompt) == searched
+    # Only the first reply falls back: a later one off the protocol ends the search.
+    assert [c[1].step for c in backend.calls].count("search") == (1 if first == "DONE" else 2)
+
+
 def test_websearch_stops_after_its_iteration_budget():
     backend = ScriptedBackend(
         lambda m, i: "SEARCH: anything" if i.step == "search" else "Answer: x"

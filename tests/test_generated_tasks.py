@@ -21,17 +21,20 @@ from orchrm.runtime.retrieval import load_corpus
 from orchrm.runtime.routing import RoutingBackend
 from orchrm.tasks.benchmarks.generated import (
     ARITHMETIC_KINDS,
+    COUNTRIES,
     DOMAIN,
     EVERY_CELL,
     LEVELS,
     RETRIEVAL_KINDS,
     TASK_KINDS,
+    TOWNS,
     corpus,
     grade,
     load,
     make_tasks,
     save_corpus,
     save_tasks,
+    world_corpus,
 )
 from orchrm.tasks.grading import grade as grade_by_domain
 from orchrm.tasks.run import run_tasks
@@ -131,11 +134,14 @@ def test_retrieval_tasks_are_the_same_from_the_same_seed_and_their_passages_answ
             assert texts.setdefault(d.id, d.text) == d.text
     pooled = {d.id for d in corpus(tasks).documents}
     assert pooled == {d.id for t in tasks for d in t.documents}
+    every = {d.id: d.text for d in world_corpus().documents}  # a superset, the same texts
+    assert len(every) == 2 * (len(COUNTRIES) + len(TOWNS)) and texts.items() <= every.items()
 
 
-def test_bm25_finds_the_passages_a_question_needs_first():
+@pytest.mark.parametrize("pooled", [True, False], ids=["tasks-passages", "every-passage"])
+def test_bm25_finds_the_passages_a_question_needs_first(pooled):
     tasks = make_tasks(RETRIEVAL_CELLS, 12 * len(RETRIEVAL_CELLS), 0, "test")
-    retriever = corpus(tasks)
+    retriever = corpus(tasks) if pooled else world_corpus()
     k = RunConfig().search_k
     assert len(retriever.documents) > 10 * k
     for t in tasks:

@@ -135,12 +135,17 @@ async def reflexion_agent(ctx: AgentContext, task: str) -> AgentOutput:
 
 async def websearch_agent(ctx: AgentContext, task: str) -> AgentOutput:
     """Up to `search_iterations` turns of choosing a query and reading `search_k`
-    results from the retriever, then a summary call that answers from the notes."""
+    results from the retriever, then a summary call that answers from the notes. A first
+    reply with neither a query nor `DONE` searches the task's text."""
     notes: list[str] = []
     seen: set[str] = set()
     for round_no in range(ctx.config.search_iterations):
         step = (await ctx.call(prompts.search_step(task, notes), "search", round=round_no)).text
         query = _query(step)
+        if query is None and not notes and not _done(step):
+            # A reply that neither searches nor says it is done is a model that missed the
+            # protocol: the task itself is the first query, as a search box would take it.
+            query = task
         if query is None:
             break
         results = ctx.retriever.search(query, ctx.config.search_k) if ctx.retriever else []
@@ -160,6 +165,13 @@ def _query(reply: str) -> str | None:
             query = line.strip()[len(prompts.SEARCH_PREFIX) :].strip()
             return query or None
     return None
+
+
+def _done(reply: str) -> bool:
+    """Whether a search-step reply says the model is done (a line `DONE`)."""
+    return any(
+        line.strip().upper().rstrip(".") == prompts.SEARCH_DONE for line in reply.splitlines()
+    )
 
 
 SUB_AGENTS: dict[str, Callable[[AgentContext, str], Awaitable[AgentOutput]]] = {

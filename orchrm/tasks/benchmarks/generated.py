@@ -321,6 +321,19 @@ def corpus(tasks: list[GeneratedTask]) -> BM25Retriever:
     return BM25Retriever(corpus_documents(tasks))
 
 
+def every_passage() -> list[Document]:
+    """Both passages of every republic (`COUNTRIES`) and every town (`TOWNS`)."""
+    return [d for c in COUNTRIES for d in country_passages(c)] + [
+        d for t in TOWNS for d in town_passages(t)
+    ]
+
+
+def world_corpus() -> BM25Retriever:
+    """The BM25 corpus of `every_passage`: the same whichever tasks are drawn, so a run of
+    a plan searched in it stays valid when more tasks are drawn beside its task."""
+    return BM25Retriever(every_passage())
+
+
 def save_corpus(tasks: list[GeneratedTask], path: str | Path) -> Path:
     """Write the passages of `tasks` as a corpus file (`id`, `title`, `text` a line) that
     `orchrm.runtime.retrieval.load_corpus` and `orchrm run --corpus` read."""

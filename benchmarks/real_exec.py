@@ -20,9 +20,9 @@ measures the model's success per task kind, level and sub-agent type instead.
 steps, two draws) takes a few minutes on 2 cores. OUT (`--out`, default runs/real-exec)
 gets executions.jsonl, the cache of every finished run (by task, plan text, seed and
 sample: a second run, a resumed one and more draws execute only what is missing), the
-records, the tasks, the store, pairs and model, seed-E/ (report.md, report.json and the
-plots of each draw) and summary.json; with `--calibrate`, calibrate.json and
-calibrate.jsonl.
+records, the tasks, the store, pairs and model, seed-E/ (report.md, report.json,
+by_kind.txt and the plots of each draw) and summary.json; with `--calibrate`,
+calibrate.json and calibrate.jsonl.
 """
 
 from __future__ import annotations

@@ -236,11 +236,24 @@ def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp
         assert at_n["logp"]["expected_accuracy"] == pytest.approx(statistics.fmean(logp))
         assert at_n["majority"]["expected_accuracy"] == pytest.approx(statistics.fmean(vote))
         assert at_n["orchrm"]["expected_vs_baseline_ci"] is not None
+        # by task kind: the kinds' orchrm rows, weighted by their tasks, give the whole
+        table = (tmp_path / f"seed-{seed}" / "by_kind.txt").read_text().splitlines()
+        rows = [line.split() for line in table[2:]]
+        assert {r[0] for r in rows} == {t.kind for t in tasks if t.task.id.startswith("test")}
+        weighted = sum(int(r[1]) * float(r[2]) for r in rows) / sum(int(r[1]) for r in rows)
+        assert weighted == pytest.approx(100 * at_n["orchrm"]["expected_accuracy"], abs=0.06)
     train = (tmp_path / "logs" / "train.jsonl").read_text().splitlines()
     assert {json.loads(line)["execution_seed"] for line in train} == {run_seed(4, 0)}
     assert Counter(json.loads(line)["orchestrator"] for line in train) == Counter(
         specialized=SIZES.train_tasks * n, base=SIZES.train_tasks * n
     )
+    # the training plans' success per orchestrator and task kind, as the table says it
+    records = [json.loads(line) for line in train]
+    for who in ("base", "specialized"):
+        for kind in {r["kind"] for r in records}:
+            right = [r["correct"] for r in records if (r["orchestrator"], r["kind"]) == (who, kind)]
+            shown = first["train_success_by_structure"][f"orchestrator {who}"][kind]
+            assert shown == pytest.approx(100 * statistics.fmean(right))
 
 
 def test_settings_no_run_can_have_are_refused(tmp_path):

@@ -38,7 +38,7 @@ from orchrm.runtime.config import RunConfig
 from orchrm.runtime.executor import RunItem, execute_many
 from orchrm.runtime.retrieval import Retriever
 from orchrm.runtime.trace import CallRecord, RunResult
-from orchrm.tasks.benchmarks.generated import GeneratedTask
+from orchrm.tasks.benchmarks.generated import TASK_KINDS, GeneratedTask
 from orchrm.tasks.grading import grade
 from orchrm.tasks.run import make_record
 from orchrm.tasks.task import Task
@@ -244,17 +244,28 @@ def outcome(plan: Plan, seed: int, cache: ExecutionCache) -> Outcome:
 
 
 def structure_table(records: list[dict]) -> tuple[str, dict]:
-    """Success % of each structure and orchestrator on the training tasks."""
-    by: dict[str, list[bool]] = defaultdict(list)
+    """Success % of each plan structure and orchestrator, over all records and per task
+    kind (`kind` of each record), as text and as {row: {kind or "all": %}}; a row with no
+    plan of a kind shows `-` there."""
+    by: dict[tuple[str, str], list[bool]] = defaultdict(list)
     for r in records:
-        by[r["structure"]].append(bool(r["correct"]))
-        by[f"orchestrator {r['orchestrator']}"].append(bool(r["correct"]))
-    lines = [f"{'plan':<26}{'plans':>7}{'success %':>11}"]
-    numbers = {}
-    for name in [*STRUCTURES, *sorted(k for k in by if k.startswith("orchestrator"))]:
-        if by.get(name):
-            numbers[name] = 100 * statistics.fmean(by[name])
-            lines.append(f"{name:<26}{len(by[name]):>7}{numbers[name]:>11.1f}")
+        for row in (r["structure"], f"orchestrator {r['orchestrator']}"):
+            by[(row, "all")].append(bool(r["correct"]))
+            by[(row, r["kind"])].append(bool(r["correct"]))
+    kinds = [k for k in TASK_KINDS if any(key[1] == k for key in by)]
+    rows = [*STRUCTURES, *sorted({row for row, _ in by if row.startswith("orchestrator")})]
+    lines = [f"{'plan':<26}{'plans':>7}{'all %':>7}" + "".join(f"{k:>9}" for k in kinds)]
+    numbers: dict[str, dict[str, float]] = {}
+    for row in rows:
+        if not by.get((row, "all")):
+            continue
+        numbers[row] = {
+            k: 100 * statistics.fmean(by[(row, k)]) for k in ("all", *kinds) if by.get((row, k))
+        }
+        cells = "".join(
+            f"{numbers[row][k]:>9.0f}" if k in numbers[row] else f"{'-':>9}" for k in kinds
+        )
+        lines.append(f"{row:<26}{len(by[(row, 'all')]):>7}{numbers[row]['all']:>7.1f}{cells}")
     return "\n".join(lines), numbers
 
 

@@ -55,7 +55,7 @@ draws execute only what is missing, and a run with nothing missing starts no ser
 OUT gets executions.jsonl, logs/train.jsonl and logs/test.seedE.jsonl (the records: the
 training plans' runs, each draw's run 0 of the held-out plans), logs/train.tasks.jsonl
 and logs/test.tasks.jsonl (the tasks, as `orchrm.tasks.benchmarks.generated.save_tasks`
-writes them), the store, pairs and model, seed-E/ (report.md, report.json and the plots
+writes them), the store, pairs and model, seed-E/ (report.md, report.json, by_kind.txt and the plots
 of draw E) and summary.json (verdicts, agreement, execution counts, seconds);
 `calibrate` writes calibrate.json and calibrate.jsonl.
 """
@@ -119,11 +119,13 @@ MIX: tuple[tuple[str, int], ...] = (
     ("founded", 1),
     ("founded", 2),
 )
-"""(kind, level) cells the train and test tasks cycle through: those where `calibrate`
-measured sub-agent types apart by 30 points or more with a mean between 5% and 80%
-(seed 0, 8 arithmetic and 6 retrieval tasks a cell; docs/results.md): CoT against
-Reflexion on sums and products, SC against Reflexion on comparisons, and web search
-against every other type on the retrieval questions that one passage answers."""
+"""(kind, level) cells the train and test tasks cycle through: where `calibrate` measured
+the best and worst sub-agent types `SPREAD` points apart or more (seed 0; 12 arithmetic
+tasks a cell over two calibrations, 6 retrieval tasks a cell; docs/results.md): CoT or SC
+against Debate or Reflexion on small sums, products and comparisons, and web search
+against every other type on the retrieval questions one passage answers. `capital1`,
+the same one-passage question as `capital2` whose 6 tasks had none right, completes the
+retrieval cells."""
 
 
 @dataclass(frozen=True)
@@ -466,18 +468,19 @@ def run(
     draws, verdicts = [], {}
     for e in seeds:
         log = out / "logs" / f"test.seed{e}.jsonl"
-        ev, draw = evaluate_draw(test_plans, e, k, cache, model, log, settings.seed)
+        ev, draw, kinds = evaluate_draw(test_plans, e, k, cache, model, log, settings.seed)
         ev.notes["plans"] = "template orchestrators (no LLM writes plans; 0 orchestrator tokens)"
         ev.notes["execution"] = "SmolLM2-135M-Instruct on llama.cpp; tokens from the server's usage"
         clock.lap(f"evaluate seed {e}")
         say(terminal_table(ev, width=120))
         verdicts[e] = verdict(ev)
-        say(f"{verdicts[e]}\n{draw.line()}")
+        say(f"{kinds}\n{verdicts[e]}\n{draw.line()}")
         write_report(
             [ev],
             out / f"seed-{e}",
             {"verdict": verdicts[e], "design": __doc__.split("OUT gets")[0]},
         )
+        (out / f"seed-{e}" / "by_kind.txt").write_text(kinds + "\n")
         draws.append(draw)
     agree, sentence = agreement(draws) if len(draws) > 1 else (None, "")
     if sentence:

@@ -20,13 +20,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from orchrm.evaluation.lineup import build_lineup, evaluate_tasks
+from orchrm.evaluation.lineup import build_lineup, evaluate_tasks, first_candidates
 from orchrm.evaluation.loading import tasks_from_logs
-from orchrm.evaluation.metrics import Evaluation
+from orchrm.evaluation.metrics import Evaluation, evaluate_selectors
 from orchrm.evaluation.report import points
 from orchrm.experiments.exec_cache import ExecutionCache, Outcome, Plan, outcome, record
 from orchrm.jsonl import write_jsonl
 from orchrm.selection.selectors import CandidateSet
+from orchrm.tasks.benchmarks.generated import TASK_KINDS
 
 RUNS_PER_SEED = 1000
 """Re-executions an execution seed holds: run k of seed E has seed E * 1000 + k."""
@@ -63,13 +64,14 @@ def evaluate_draw(
     model,
     log: str | Path,
     seed: int = 0,
-) -> tuple[Evaluation, Versus]:
+) -> tuple[Evaluation, Versus, str]:
     """Draw `execution_seed` of the held-out `plans` (one orchestrator's, N a task, their
     runs in `cache`): writes the records of run 0 to `log`, reads them back as candidate
     sets (`tasks_from_logs`), gives each candidate its K runs (`with_outcomes`) and
     evaluates the demo's line-up with the reward model `model` (selectors seeded with
     `seed`) at N = 1, 2, 4, ... up to N. Returns the evaluation, its notes saying the
-    runs, and Orch-RM minus majority."""
+    runs, Orch-RM minus majority, and the expected accuracies by task kind
+    (`kind_table`)."""
     seeds = [run_seed(execution_seed, i) for i in range(k)]
     write_jsonl([record(p, seeds[0], cache) for p in plans], log)
     outcomes = {(p.task.task.id, p.sample): [outcome(p, e, cache) for e in seeds] for p in plans}
@@ -82,7 +84,40 @@ def evaluate_draw(
         f"{k} a plan, seeds {seeds[0]} to {seeds[-1]} ({100 * right:.1f}% of them right); "
         "expected: over the runs, sampled: run 0"
     )
-    return ev, versus(ev, execution_seed)
+    kind_of = {p.task.task.id: p.task.kind for p in plans}
+    kinds = kind_table(first_candidates(lineup.tasks, n), lineup.selectors, kind_of, n, seed)
+    return ev, versus(ev, execution_seed), kinds
+
+
+KIND_SELECTORS = ("orchrm", "majority", "logp", "random", "oracle")
+"""The selectors `kind_table` shows, where the line-up has them."""
+
+
+def kind_table(
+    tasks: list[CandidateSet], selectors: Mapping, kind_of: Mapping[str, str], n: int, seed: int
+) -> str:
+    """Expected accuracy % at N = `n` of each of `KIND_SELECTORS` on the tasks of each
+    task kind (`kind_of`: task id -> kind), and Orch-RM minus majority there: where the
+    reward model's choice pays and where it does not."""
+    shown = {s: selectors[s] for s in KIND_SELECTORS if s in selectors}
+    groups: dict[str, list[CandidateSet]] = {}
+    for task in tasks:
+        groups.setdefault(kind_of[task.task_id], []).append(task)
+    lines = [
+        f"expected accuracy % at N = {n} by task kind",
+        f"{'kind':<10}{'tasks':>6}" + "".join(f"{s:>10}" for s in shown) + f"{'rm - maj':>10}",
+    ]
+    for kind in [k for k in TASK_KINDS if k in groups]:
+        ev = evaluate_selectors(groups[kind], shown, [n], domain=kind, bootstrap=200, seed=seed)
+        at = ev.at(n)
+        acc = {s: 100 * (at[s].expected_accuracy or 0.0) for s in shown}
+        gap = acc["orchrm"] - acc["majority"] if {"orchrm", "majority"} <= set(acc) else 0.0
+        lines.append(
+            f"{kind:<10}{len(groups[kind]):>6}"
+            + "".join(f"{acc[s]:>10.1f}" for s in shown)
+            + f"{gap:>+10.1f}"
+        )
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -103,9 +103,7 @@ def test_a_first_reply_off_the_protocol_searches_the_task_itself(first, searched
 
     o = Orchestration(agents=(Agent("W", "WebSearchAgent"),), dom=DoM.HIGH)
     backend = ScriptedBackend(reply)
-    asyncio.run(
-        execute(o, "How tall is the Eiffel Tower?", backend, RunConfig(), retriever=corpus)
-    )
+    asyncio.run(execute(o, "How tall is the Eiffel Tower?", backend, RunConfig(), retriever=corpus))
     summary_prompt = backend.calls[-1][0][-1]["content"]
     assert ("330 metres tall" in summary_prompt) == searched
     # Only the first reply falls back: a later one off the protocol ends the search.

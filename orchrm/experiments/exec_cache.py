@@ -24,8 +24,6 @@ read what the cache holds of it as an `orchrm.run/1` record and as (answer, corr
 from __future__ import annotations
 
 import hashlib
-import statistics
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -38,11 +36,11 @@ from orchrm.runtime.config import RunConfig
 from orchrm.runtime.executor import RunItem, execute_many
 from orchrm.runtime.retrieval import Retriever
 from orchrm.runtime.trace import CallRecord, RunResult
-from orchrm.tasks.benchmarks.generated import TASK_KINDS, GeneratedTask
+from orchrm.tasks.benchmarks.generated import GeneratedTask
 from orchrm.tasks.grading import grade
 from orchrm.tasks.run import make_record
 from orchrm.tasks.task import Task
-from orchrm.world.templates import STRUCTURES, TemplateOrchestrator, structure_of
+from orchrm.world.templates import TemplateOrchestrator, structure_of
 
 CACHE_SCHEMA = "orchrm.exec-cache/1"
 Outcome = tuple[str | None, bool]
@@ -241,32 +239,6 @@ def outcome(plan: Plan, seed: int, cache: ExecutionCache) -> Outcome:
     task = plan.task.task
     answer = result.answer if result else None
     return answer, answer is not None and bool(grade(answer, task.answer, task.domain))
-
-
-def structure_table(records: list[dict]) -> tuple[str, dict]:
-    """Success % of each plan structure and orchestrator, over all records and per task
-    kind (`kind` of each record), as text and as {row: {kind or "all": %}}; a row with no
-    plan of a kind shows `-` there."""
-    by: dict[tuple[str, str], list[bool]] = defaultdict(list)
-    for r in records:
-        for row in (r["structure"], f"orchestrator {r['orchestrator']}"):
-            by[(row, "all")].append(bool(r["correct"]))
-            by[(row, r["kind"])].append(bool(r["correct"]))
-    kinds = [k for k in TASK_KINDS if any(key[1] == k for key in by)]
-    rows = [*STRUCTURES, *sorted({row for row, _ in by if row.startswith("orchestrator")})]
-    lines = [f"{'plan':<26}{'plans':>7}{'all %':>7}" + "".join(f"{k:>9}" for k in kinds)]
-    numbers: dict[str, dict[str, float]] = {}
-    for row in rows:
-        if not by.get((row, "all")):
-            continue
-        numbers[row] = {
-            k: 100 * statistics.fmean(by[(row, k)]) for k in ("all", *kinds) if by.get((row, k))
-        }
-        cells = "".join(
-            f"{numbers[row][k]:>9.0f}" if k in numbers[row] else f"{'-':>9}" for k in kinds
-        )
-        lines.append(f"{row:<26}{len(by[(row, 'all')]):>7}{numbers[row]['all']:>7.1f}{cells}")
-    return "\n".join(lines), numbers
 
 
 def throughput(records: list[dict], seconds: float) -> str:

@@ -15,7 +15,8 @@ What is real and what is not:
   levels, graded by the benchmark's grader. The web-search sub-agent searches
   `world_corpus`, every place's passages, the same whichever tasks are drawn.
   `calibrate` measures the model's success per kind and level and per sub-agent type;
-  `MIX` is the kinds and levels where the types' success differs widely.
+  `MIX` is the kinds and levels where the types' success differs widely
+  (`orchrm.experiments.success_tables`).
 - Plans: SmolLM2-135M cannot write a usable plan, so no LLM writes them. Two template
   orchestrators (`orchrm.world.templates.TemplateOrchestrator`) draw a plan structure and
   its wording and write it as harmony XML with a thinking channel, which
@@ -64,9 +65,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -78,7 +77,6 @@ from orchrm.experiments.exec_cache import (
     Execution,
     ExecutionCache,
     record,
-    structure_table,
     throughput,
     write_plans,
 )
@@ -89,6 +87,7 @@ from orchrm.experiments.real_exec_eval import (
     run_seed,
     verdict,
 )
+from orchrm.experiments.success_tables import calibration_table, structure_table
 from orchrm.jsonl import write_jsonl
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.executor import RunItem, execute_many
@@ -119,13 +118,13 @@ MIX: tuple[tuple[str, int], ...] = (
     ("founded", 1),
     ("founded", 2),
 )
-"""(kind, level) cells the train and test tasks cycle through: where `calibrate` measured
-the best and worst sub-agent types `SPREAD` points apart or more (seed 0; 12 arithmetic
-tasks a cell over two calibrations, 6 retrieval tasks a cell; docs/results.md): CoT or SC
-against Debate or Reflexion on small sums, products and comparisons, and web search
-against every other type on the retrieval questions one passage answers. `capital1`,
-the same one-passage question as `capital2` whose 6 tasks had none right, completes the
-retrieval cells."""
+"""(kind, level) cells the train and test tasks cycle through: where `calibrate`
+measured the best and worst sub-agent types `SPREAD` points apart or more
+(`orchrm.experiments.success_tables`; seed 0, 12 arithmetic tasks a cell over two
+calibrations, 6 retrieval tasks a cell; docs/results.md): CoT or SC against Debate or
+Reflexion on small sums, products and comparisons, and web search against every other
+type on the retrieval questions one passage answers. `capital1`, the same one-passage
+question as `capital2` whose 6 tasks had none right, completes the retrieval cells."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +140,7 @@ class Sizes:
 
 
 QUICK = Sizes(train_tasks=6, test_tasks=6, samples=4, steps=20, reruns=2)
-FULL = Sizes(train_tasks=56, test_tasks=84, samples=4, steps=150, reruns=4)
+FULL = Sizes(train_tasks=56, test_tasks=84, samples=4, steps=150, reruns=3)
 
 
 @dataclass(frozen=True)
@@ -275,64 +274,6 @@ def calibrate(settings: RealExecSettings, say: Callable[[str], None] = print) ->
     say("seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in clock.seconds.items()))
     (out / "calibrate.json").write_text(json.dumps(table, indent=2))
     return table
-
-
-SPREAD = 30.0
-"""`calibration_table` marks a cell whose best and worst sub-agent types are this many
-points apart or more: a cell where the plan decides the outcome."""
-
-
-def calibration_table(records: list[dict]) -> dict:
-    """Success % per (kind, level) and sub-agent type, with row and column means, as
-    text and as numbers; a cell where the types are `SPREAD` points apart or more and
-    the mean is at most 80% is marked `*`."""
-    types = list(SINGLE)
-    by: dict[tuple, list[bool]] = defaultdict(list)
-    tokens: dict[str, list[int]] = defaultdict(list)
-    for r in records:
-        by[(r["kind"], r["level"], r["agent_type"])].append(r["correct"])
-        by[(r["kind"], r["level"], "all")].append(r["correct"])
-        by[("all", 0, r["agent_type"])].append(r["correct"])
-        tokens[r["agent_type"]].append(r["execution"]["total_tokens"])
-    cells = sorted(
-        {(r["kind"], r["level"]) for r in records},
-        key=lambda c: (list(TASK_KINDS).index(c[0]), c[1]),
-    )
-
-    def pct(xs: list[bool]) -> float:
-        return 100 * statistics.fmean(xs) if xs else float("nan")
-
-    head = f"{'kind':<10}{'level':>6}{'tasks':>6}" + "".join(f"{t[:-5]:>10}" for t in types)
-    lines = [
-        "success % by task kind and level (one run per task and sub-agent type)",
-        head + f"{'mean':>8}",
-    ]
-    numbers = {}
-    for kind, level in cells:
-        row = [pct(by[(kind, level, t)]) for t in types]
-        mean = pct(by[(kind, level, "all")])
-        known = [x for x in row if x == x]  # not NaN: the types that ran on this cell
-        mark = " *" if known and max(known) - min(known) >= SPREAD and mean <= 80 else ""
-        n = len(by[(kind, level, types[0])])
-        lines.append(
-            f"{kind:<10}{level:>6}{n:>6}"
-            + "".join(f"{x:>10.0f}" for x in row)
-            + f"{mean:>8.0f}{mark}"
-        )
-        numbers[f"{kind}{level}"] = {**dict(zip(types, row, strict=True)), "mean": mean, "tasks": n}
-    overall = [pct(by[("all", 0, t)]) for t in types]
-    lines.append(f"{'all':<10}{'':>6}{'':>6}" + "".join(f"{x:>10.0f}" for x in overall))
-    lines.append(
-        f"{'tokens':<10}{'':>6}{'':>6}"
-        + "".join(f"{statistics.fmean(tokens[t] or [float('nan')]):>10.0f}" for t in types)
-        + "   (mean execution tokens a run)"
-    )
-    lines.append(f"*: sub-agent types {SPREAD:.0f} points or more apart, mean at most 80%")
-    return {
-        "text": "\n".join(lines),
-        "cells": numbers,
-        "types": dict(zip(types, overall, strict=True)),
-    }
 
 
 # --------------------------------------------------------------------------- benchmark

@@ -20,8 +20,15 @@ from dataclasses import replace
 import pytest
 
 from orchrm.errors import ConfigError
-from orchrm.experiments.exec_cache import CACHE_SCHEMA, ExecutionCache, write_plans
-from orchrm.experiments.real_exec import MIX, NO_PROMPT_CACHE, RealExecSettings, Sizes, run
+from orchrm.experiments.exec_cache import CACHE_SCHEMA, ExecutionCache, bind_setup, write_plans
+from orchrm.experiments.real_exec import (
+    MIX,
+    NO_PROMPT_CACHE,
+    RealExecSettings,
+    Sizes,
+    execution_setup,
+    run,
+)
 from orchrm.experiments.real_exec_eval import Versus, agreement, run_seed, with_outcomes
 from orchrm.jsonl import append_jsonl, read_values
 from orchrm.runtime.backend import DEFAULT_SAMPLING, CallInfo, Completion, Sampling, call_seed
@@ -254,6 +261,20 @@ def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp
             right = [r["correct"] for r in records if (r["orchestrator"], r["kind"]) == (who, kind)]
             shown = first["train_success_by_structure"][f"orchestrator {who}"][kind]
             assert shown == pytest.approx(100 * statistics.fmean(right))
+
+
+def test_a_cache_answers_only_for_the_setup_it_was_made_with(tmp_path):
+    cache = tmp_path / "out" / "executions.jsonl"
+    setup = execution_setup(RealExecSettings())
+    written = bind_setup(cache, setup)
+    assert bind_setup(cache, dict(setup)) == written  # the same setup: accepted
+    for changed in ({"max_tokens": 64}, {"corpus_sha256": "0" * 64}):
+        with pytest.raises(ConfigError, match=rf"{next(iter(changed))} .* there, .* here"):
+            bind_setup(cache, setup | changed)
+    assert execution_setup(RealExecSettings(max_tokens=64))["max_tokens"] == 64
+    written.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="not a setup file"):
+        bind_setup(cache, setup)
 
 
 def test_settings_no_run_can_have_are_refused(tmp_path):

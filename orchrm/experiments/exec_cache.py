@@ -16,6 +16,10 @@ wrote the same plan are executed independently, as they would be unseeded. A run
 ended with an error (a call that failed for good, a timeout) is not kept: the next run
 executes it again. A torn last line (a crash mid-append) is skipped.
 
+The key leaves out what every run of a cache shares: the model, the sub-agents' budgets
+and sampling, the corpus. `bind_setup` ties a cache to them (CACHE.setup.json beside
+it) and refuses a run under another setup.
+
 A `Plan` is what a template orchestrator (`orchrm.world.templates`) wrote for one task's
 sample; `Plan.at(seed)` is its `Execution` with that seed, and `record` and `outcome`
 read what the cache holds of it as an `orchrm.run/1` record and as (answer, correct).
@@ -24,10 +28,12 @@ read what the cache holds of it as an `orchrm.run/1` record and as (answer, corr
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from orchrm.errors import ConfigError
 from orchrm.jsonl import BLANK, BadLine, append_jsonl, read_values
 from orchrm.orchestration import Orchestration, validate
 from orchrm.parse import ParseError, parse_harmony
@@ -170,6 +176,35 @@ class ExecutionCache:
             description=description,
             done=lambda n, result: self.keep(executions[n], result),
         )
+
+
+def bind_setup(cache_path: str | Path, setup: dict) -> Path:
+    """Tie the cache at `cache_path` to `setup`: what decides a run's answers besides the
+    task, the plan text, the seed and the sample (the model, the sub-agents' budgets, the
+    corpus), which the cache's key leaves out. Written as CACHE.setup.json beside it on
+    first use; a different setup raises ConfigError naming what differs, so no run made
+    under one setup answers for another. Returns the setup file's path."""
+    cache_path = Path(cache_path)
+    path = cache_path.with_name(cache_path.stem + ".setup.json")
+    wanted = json.loads(json.dumps(setup, sort_keys=True))
+    if path.exists():
+        try:
+            held = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            held = err
+        if not isinstance(held, dict):
+            raise ConfigError(f"{path}: not a setup file ({held!r}); remove it with {cache_path}")
+        differs = sorted(k for k in {*held, *wanted} if held.get(k) != wanted.get(k))
+        if differs:
+            shown = ", ".join(f"{k} {held.get(k)!r} there, {wanted.get(k)!r} here" for k in differs)
+            raise ConfigError(
+                f"{cache_path} holds runs made with another setup ({shown}): give another "
+                "--out, or remove it and its .setup.json to run everything again"
+            )
+        return path
+    cache_path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n")
+    return path
 
 
 def _is_entry(line: object) -> bool:

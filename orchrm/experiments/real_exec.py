@@ -52,8 +52,10 @@ What is real and what is not:
 Executions are cached in OUT/executions.jsonl (`orchrm.experiments.exec_cache`), by task,
 plan text, seed and sample: a second run, a run resumed after an interruption and more
 draws execute only what is missing, and a run with nothing missing starts no server.
+The cache holds runs of one setup (`execution_setup`: model, budgets, corpus; in
+OUT/executions.setup.json): a run with another `max_tokens` on the same OUT is refused.
 
-OUT gets executions.jsonl, logs/train.jsonl and logs/test.seedE.jsonl (the records: the
+OUT gets executions.jsonl and its setup, logs/train.jsonl and logs/test.seedE.jsonl (the records: the
 training plans' runs, each draw's run 0 of the held-out plans), logs/train.tasks.jsonl
 and logs/test.tasks.jsonl (the tasks, as `orchrm.tasks.benchmarks.generated.save_tasks`
 writes them), the store, pairs and model, seed-E/ (report.md, report.json, by_kind.txt and the plots
@@ -64,6 +66,7 @@ of draw E) and summary.json (verdicts, agreement, execution counts, seconds);
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -76,6 +79,7 @@ from orchrm.evaluation.report import terminal_table, write_report
 from orchrm.experiments.exec_cache import (
     Execution,
     ExecutionCache,
+    bind_setup,
     record,
     throughput,
     write_plans,
@@ -311,6 +315,21 @@ async def execute_groups(
             clock.lap(f"execute {name}")
 
 
+def execution_setup(settings: RealExecSettings) -> dict:
+    """What decides a run's answers besides its task, plan, seed and sample
+    (`orchrm.experiments.exec_cache.bind_setup`): the served model, the sub-agents'
+    budgets and sampling, and the corpus web search reads."""
+    config = run_config(settings)
+    budgets = ("temperature", "max_tokens", "sc_samples", "debate_rounds", "reflexion_rounds")
+    searching = ("search_iterations", "search_k")
+    passages = "\n".join(f"{d.id}\t{d.text}" for d in world_corpus().documents)
+    return {
+        "model": LocalLLMConfig().alias,
+        **{name: getattr(config, name) for name in (*budgets, *searching)},
+        "corpus_sha256": hashlib.sha256(passages.encode()).hexdigest(),
+    }
+
+
 def check(settings: RealExecSettings) -> None:
     """Raise ConfigError for settings no run can have."""
     seeds, k = settings.execution_seeds, settings.sizes.reruns
@@ -358,6 +377,7 @@ def run(
     for e in seeds:
         runs = [p.at(run_seed(e, i)) for p in test_plans for i in range(k)]
         groups[f"test seed {e}"] = (runs, world_corpus())
+    bind_setup(out / "executions.jsonl", execution_setup(settings))
     cache = ExecutionCache(out / "executions.jsonl")
     counts = {}
     for name, (executions, retriever) in groups.items():

@@ -49,16 +49,14 @@ def calibration_table(records: list[dict]) -> dict:
         mark = " *" if known and max(known) - min(known) >= SPREAD and mean <= 80 else ""
         n = len(by[(kind, level, types[0])])
         lines.append(
-            f"{kind:<10}{level:>6}{n:>6}"
-            + "".join(f"{x:>10.0f}" for x in row)
-            + f"{mean:>8.0f}{mark}"
+            f"{kind:<10}{level:>6}{n:>6}" + "".join(_cell(x) for x in row) + f"{mean:>8.0f}{mark}"
         )
         numbers[f"{kind}{level}"] = {**dict(zip(types, row, strict=True)), "mean": mean, "tasks": n}
     overall = [pct(by[("all", 0, t)]) for t in types]
-    lines.append(f"{'all':<10}{'':>6}{'':>6}" + "".join(f"{x:>10.0f}" for x in overall))
+    lines.append(f"{'all':<10}{'':>6}{'':>6}" + "".join(_cell(x) for x in overall))
     lines.append(
         f"{'tokens':<10}{'':>6}{'':>6}"
-        + "".join(f"{statistics.fmean(tokens[t] or [float('nan')]):>10.0f}" for t in types)
+        + "".join(_cell(statistics.fmean(tokens[t] or [float("nan")])) for t in types)
         + "   (mean execution tokens a run)"
     )
     lines.append(f"*: sub-agent types {SPREAD:.0f} points or more apart, mean at most 80%")
@@ -67,6 +65,11 @@ def calibration_table(records: list[dict]) -> dict:
         "cells": numbers,
         "types": dict(zip(types, overall, strict=True)),
     }
+
+
+def _cell(x: float) -> str:
+    """A number of the calibration table, `-` where no run was made."""
+    return f"{'-':>10}" if x != x else f"{x:>10.0f}"
 
 
 def structure_table(records: list[dict]) -> tuple[str, dict]:

@@ -16,6 +16,7 @@ import statistics
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -29,7 +30,13 @@ from orchrm.experiments.real_exec import (
     execution_setup,
     run,
 )
-from orchrm.experiments.real_exec_eval import Versus, agreement, run_seed, with_outcomes
+from orchrm.experiments.real_exec_eval import (
+    Versus,
+    agreement,
+    plan_agreement,
+    run_seed,
+    with_outcomes,
+)
 from orchrm.jsonl import append_jsonl, read_values
 from orchrm.runtime.backend import DEFAULT_SAMPLING, CallInfo, Completion, Sampling, call_seed
 from orchrm.runtime.config import RunConfig
@@ -261,6 +268,26 @@ def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp
             right = [r["correct"] for r in records if (r["orchestrator"], r["kind"]) == (who, kind)]
             shown = first["train_success_by_structure"][f"orchestrator {who}"][kind]
             assert shown == pytest.approx(100 * statistics.fmean(right))
+
+
+def test_plans_that_differ_for_real_correlate_across_draws(monkeypatch):
+    import orchrm.experiments.real_exec_eval as draws
+
+    tasks = make_tasks(MIX, 2 * len(MIX), 0, "t")
+    plans = [SimpleNamespace(task=t, sample=s) for t in tasks for s in range(4)]
+
+    # arithmetic: sample 0 is right in every run of both draws (a real difference);
+    # retrieval: draw 0 favours sample 0, draw 1 sample 1 (luck that does not repeat)
+    def right(p, seed, cache):
+        first_draw = seed < 1000
+        favoured = 0 if p.task.documents == () or first_draw else 1
+        return None, p.sample == favoured
+
+    monkeypatch.setattr(draws, "outcome", right)
+    text, r = plan_agreement(plans, (0, 1), 2, cache=None)
+    assert r["add"] == pytest.approx(1.0) and r["mul"] == pytest.approx(1.0)
+    assert r["capital"] == pytest.approx(-1 / 3) and r["founded"] == pytest.approx(-1 / 3)
+    assert -1 / 3 < r["all"] < 1 and text.splitlines()[-1].startswith("all")
 
 
 def test_a_cache_answers_only_for_the_setup_it_was_made_with(tmp_path):

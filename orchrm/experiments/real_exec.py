@@ -55,11 +55,12 @@ draws execute only what is missing, and a run with nothing missing starts no ser
 The cache holds runs of one setup (`execution_setup`: model, budgets, corpus; in
 OUT/executions.setup.json): a run with another `max_tokens` on the same OUT is refused.
 
-OUT gets executions.jsonl and its setup, logs/train.jsonl and logs/test.seedE.jsonl (the records: the
-training plans' runs, each draw's run 0 of the held-out plans), logs/train.tasks.jsonl
-and logs/test.tasks.jsonl (the tasks, as `orchrm.tasks.benchmarks.generated.save_tasks`
-writes them), the store, pairs and model, seed-E/ (report.md, report.json, by_kind.txt and the plots
-of draw E) and summary.json (verdicts, agreement, execution counts, seconds);
+OUT gets executions.jsonl and its setup, logs/train.jsonl and logs/test.seedE.jsonl (the
+records: the training plans' runs, each draw's run 0 of the held-out plans),
+logs/train.tasks.jsonl and logs/test.tasks.jsonl (the tasks, as
+`orchrm.tasks.benchmarks.generated.save_tasks` writes them), the store, pairs and model,
+seed-E/ (report.md, report.json, by_kind.txt and the plots of draw E) and summary.json
+(verdicts, agreement, whether the plans of a task differ, execution counts, seconds);
 `calibrate` writes calibrate.json and calibrate.jsonl.
 """
 
@@ -88,6 +89,7 @@ from orchrm.experiments.real_exec_eval import (
     RUNS_PER_SEED,
     agreement,
     evaluate_draw,
+    plan_agreement,
     run_seed,
     verdict,
 )
@@ -444,8 +446,11 @@ def run(
         (out / f"seed-{e}" / "by_kind.txt").write_text(kinds + "\n")
         draws.append(draw)
     agree, sentence = agreement(draws) if len(draws) > 1 else (None, "")
+    plans_differ: dict[str, float] = {}
     if sentence:
         say(sentence)
+        text, plans_differ = plan_agreement(test_plans, seeds, k, cache)
+        say(text)
     total = clock.total()
     clock.seconds["total"] = round(total, 1)
     say("seconds: " + ", ".join(f"{name} {v:.0f}" for name, v in clock.seconds.items()))
@@ -454,6 +459,7 @@ def run(
         "draws": [d.__dict__ | {"width": d.width} for d in draws],
         "agree": agree,
         "agreement": sentence,
+        "plans_differ": plans_differ,
         "executions": counts,
         "seconds": clock.seconds,
         "sizes": sizes.__dict__,

@@ -199,3 +199,41 @@ def agreement(draws: Sequence[Versus]) -> tuple[bool, str]:
         side = "above" if signs == {1} else "below"
         how = f"they agree: every interval excludes 0, {side} it"
     return agree, f"orchrm - majority on expected accuracy, {shown}: {how}"
+
+
+def plan_agreement(
+    plans: list[Plan], seeds: Sequence[int], k: int, cache: ExecutionCache
+) -> tuple[str, dict[str, float]]:
+    """Whether the plans of a task differ in what they reach, by task kind: the
+    correlation, over plans, of a plan's success in the first draw with its success in
+    the second (each as its mean over the draw's K runs, minus its task's mean over its
+    plans). Near 0, which plan of a task was right is the luck of its sampled tokens and
+    no reader of the plans can pick better than chance; a correlation well above 0 is a
+    difference the plan text can carry. Returns the table as text and as numbers."""
+    first, second = seeds[0], seeds[1]
+    by_task: dict[str, list[tuple[float, float]]] = {}
+    kind_of: dict[str, str] = {}
+    for p in plans:
+        a = statistics.fmean(outcome(p, run_seed(first, i), cache)[1] for i in range(k))
+        b = statistics.fmean(outcome(p, run_seed(second, i), cache)[1] for i in range(k))
+        by_task.setdefault(p.task.task.id, []).append((a, b))
+        kind_of[p.task.task.id] = p.task.kind
+    centred: dict[str, tuple[list[float], list[float]]] = {}
+    for task_id, pairs in by_task.items():
+        mean_a = statistics.fmean(a for a, _ in pairs)
+        mean_b = statistics.fmean(b for _, b in pairs)
+        for kind in (kind_of[task_id], "all"):
+            xs, ys = centred.setdefault(kind, ([], []))
+            xs.extend(a - mean_a for a, _ in pairs)
+            ys.extend(b - mean_b for _, b in pairs)
+    lines = [
+        f"plans of a task, success in draw {first} against draw {second} (correlation)",
+        f"{'kind':<10}{'plans':>7}{'r':>8}",
+    ]
+    numbers = {}
+    for kind in [*(k for k in TASK_KINDS if k in centred), "all"]:
+        xs, ys = centred[kind]
+        spread = statistics.pstdev(xs) > 0 and statistics.pstdev(ys) > 0
+        numbers[kind] = statistics.correlation(xs, ys) if spread else float("nan")
+        lines.append(f"{kind:<10}{len(xs):>7}{numbers[kind]:>8.2f}")
+    return "\n".join(lines), numbers

@@ -95,6 +95,7 @@ from orchrm.experiments.real_exec_eval import (
 )
 from orchrm.experiments.success_tables import calibration_table, structure_table
 from orchrm.jsonl import write_jsonl
+from orchrm.orchestration.agent_types import AGENT_REGISTRY
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.executor import RunItem, execute_many
 from orchrm.runtime.local_llm import LocalLLM, LocalLLMConfig
@@ -245,7 +246,7 @@ def calibrate(settings: RealExecSettings, say: Callable[[str], None] = print) ->
     items, rows = [], []
     for t in tasks:
         for agent_type, structure in SINGLE.items():
-            if agent_type == "WebSearchAgent" and not t.documents:
+            if AGENT_REGISTRY[agent_type].searches and not t.documents:
                 continue  # nothing to search for an arithmetic task
             seed = run_seed(settings.execution_seeds[0], 0)
             plan = single_plan(structure)

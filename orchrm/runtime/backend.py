@@ -41,6 +41,13 @@ class CallInfo:
     sample: int = 0
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
+    @property
+    def place(self) -> tuple:
+        """Where the call stands: its task and sample, then its agent, step, debate role
+        and round. Two calls of one run never share it; what seeds a call's sampling
+        (`call_seed`, the world's backend) derives from it."""
+        return (self.task_id, self.sample, self.agent_id, self.step, self.debate_role, self.round)
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -119,18 +126,7 @@ def call_seed(execution_seed: int, call: CallInfo) -> int:
     agent). It depends on nothing else, neither timing nor the order calls are made, so
     the same execution seed gives every call of a plan the same seed again; the sub-agent
     types never make two calls at the same place of one agent."""
-    place = "|".join(
-        str(x)
-        for x in (
-            execution_seed,
-            call.task_id,
-            call.sample,
-            call.agent_id,
-            call.step,
-            call.debate_role,
-            call.round,
-        )
-    )
+    place = "|".join(map(str, (execution_seed, *call.place)))
     return int.from_bytes(hashlib.sha256(place.encode()).digest()[:8], "big") % SEED_RANGE
 
 

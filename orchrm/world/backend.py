@@ -79,16 +79,7 @@ class WorldBackend:
         self.config = config or RunConfig()
 
     def _rng(self, call: CallInfo) -> random.Random:
-        key = (
-            self.seed,
-            self.name,
-            call.task_id,
-            call.sample,
-            call.agent_id,
-            call.step,
-            call.debate_role,
-            call.round,
-        )
+        key = (self.seed, self.name, *call.place)
         return random.Random("|".join(map(str, key)))
 
     async def complete(self, messages, call, sampling=DEFAULT_SAMPLING):

@@ -15,7 +15,8 @@ taken away here, before orchrm, typer or torch is imported:
   run gives its seed, and `--randomly-seed=N` repeats that order, `-p no:randomly` keeps
   the file order). So that no test draws on what the tests before it left in a random
   generator, torch is seeded before every fixture is built and every test runs, from
-  the fixture's or the test's name: the same weights whatever ran before.
+  the fixture's or the test's name: the same weights whatever ran before; the
+  servers' log limiter starts every test empty.
 """
 
 from __future__ import annotations
@@ -68,6 +69,15 @@ def pytest_fixture_setup(fixturedef, request) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item) -> None:
     _seed_torch(item.nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    """The servers' log limiter is one per process: a test that checks a log line must
+    not find its kind spent by the refusals of the tests before it."""
+    guard = sys.modules.get("orchrm.serve.guard")
+    if guard is not None:
+        guard._LIMITER.reset()
 
 
 @pytest.fixture

@@ -365,6 +365,11 @@ class LogLimiter(logging.Filter):
             record.args = None
         return True
 
+    def reset(self) -> None:
+        """Forget every kind: the next message of each starts a full burst."""
+        with self._lock:
+            self._buckets.clear()
+
 
 LIMITED_LOGGERS = ("orchrm.serve", "uvicorn.error", "asyncio")
 _LIMITER = LogLimiter()

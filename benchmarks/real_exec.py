@@ -33,12 +33,14 @@ import sys
 
 from orchrm.experiments.real_exec import FULL, QUICK, RealExecSettings, Sizes, calibrate, run
 
+DEFAULTS = RealExecSettings()
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", default="runs/real-exec")
+    parser.add_argument("--out", default=DEFAULTS.out)
     parser.add_argument("--calibrate", action="store_true", help="Only the success table.")
     parser.add_argument("--calibrate-tasks", type=int, default=4, help="Tasks a cell.")
     parser.add_argument(
@@ -56,8 +58,12 @@ def main(argv: list[str] | None = None) -> None:
         help="One draw each (a,b): held-out run k of seed E has seed E*1000+k; the reward "
         "model trains on the training plans run with the first.",
     )
-    parser.add_argument("--max-tokens", type=int, default=96, help="Per sub-agent call.")
-    parser.add_argument("--slots", type=int, default=4, help="llama.cpp parallel slots.")
+    parser.add_argument(
+        "--max-tokens", type=int, default=DEFAULTS.max_tokens, help="Per sub-agent call."
+    )
+    parser.add_argument(
+        "--slots", type=int, default=DEFAULTS.slots, help="llama.cpp parallel slots."
+    )
     parser.add_argument(
         "--threads",
         type=int,
@@ -65,7 +71,9 @@ def main(argv: list[str] | None = None) -> None:
         help="llama.cpp threads (0: every core). On a CPU shared with other work, 1 keeps "
         "going where threads that wait for each other at every step would stall.",
     )
-    parser.add_argument("--concurrency", type=int, default=8, help="Plans executed at once.")
+    parser.add_argument(
+        "--concurrency", type=int, default=DEFAULTS.concurrency, help="Plans executed at once."
+    )
     parser.add_argument("--seed", type=int, default=0, help="Seed of the tasks and plans.")
     args = parser.parse_args(argv)
     size = QUICK if args.quick else FULL

@@ -147,7 +147,7 @@ class Sizes:
 
 
 QUICK = Sizes(train_tasks=6, test_tasks=6, samples=4, steps=20, reruns=2)
-FULL = Sizes(train_tasks=56, test_tasks=84, samples=4, steps=150, reruns=3)
+FULL = Sizes(train_tasks=56, test_tasks=140, samples=4, steps=150, reruns=3)
 
 
 @dataclass(frozen=True)
@@ -161,11 +161,11 @@ class RealExecSettings:
     run once, with seed E * 1000 of the first."""
     max_tokens: int = 96
     """Completion tokens a sub-agent call."""
-    slots: int = 4
+    slots: int = 8
     """llama.cpp's parallel slots."""
     threads: int = 0
     """llama.cpp's threads (0: every core)."""
-    concurrency: int = 8
+    concurrency: int = 16
     """Plans executed at once."""
     seed: int = 0
     calibrate_tasks: int = 4

@@ -43,6 +43,62 @@ def test_world_reruns_fill_every_candidate(tmp_path):
         build_lineup(logged, world_tasks=generated.tasks[:1], reruns=1)
 
 
+def test_reruns_spread_over_processes_give_what_one_process_gives(monkeypatch):
+    from orchrm.evaluation import reruns
+
+    generated = generate("math", 8, 4, seed=5, progress=False)
+    logged = _logged_tasks(generated)
+    monkeypatch.setattr(reruns.os, "sched_getaffinity", lambda pid: {0})
+    alone = reruns.with_reruns(logged, generated.tasks, 5)
+    monkeypatch.setattr(reruns.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(reruns, "PARALLEL_FROM", 0)
+    started = []
+    real_pool = reruns.ProcessPoolExecutor
+    monkeypatch.setattr(
+        reruns, "ProcessPoolExecutor", lambda *a, **k: started.append(a) or real_pool(*a, **k)
+    )
+    spread = reruns.with_reruns(logged, generated.tasks, 5)
+    assert started and started[0][0] == 2  # two processes ran the five runs
+    assert spread == alone
+    assert len({c.reruns for t in alone for c in t.candidates if c.orchestration}) > 1
+
+
+def _logged_tasks(generated):
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "log.jsonl"
+        write_jsonl(generated.records, log)
+        return tasks_from_logs([str(log)], "specialized", 4)
+
+
+def test_the_search_runs_at_the_full_n_alone_unless_the_curve_is_asked_for():
+    from orchrm.evaluation.lineup import CURVE_COSTLY, evaluate_tasks
+    from orchrm.selection.selectors import Selection
+
+    tasks = _logged_tasks(generate("math", 6, 4, seed=2, progress=False))
+    searched = []
+
+    def first(task):
+        return Selection(0, (None,) * len(task.candidates), 0, (0,))
+
+    def search(task):
+        searched.append(len(task.candidates))
+        return first(task)
+
+    assert "orchrm-search" in CURVE_COSTLY
+    line_up = {"orchrm-search": search, "first": first}
+    alone = evaluate_tasks(tasks, line_up, 4, "math", False, curve=False)
+    assert set(searched) == {4} and len(searched) == len(tasks)  # never on a subset
+    assert sorted(r.n for r in alone.results if r.selector == "orchrm-search") == [4]
+    assert sorted(r.n for r in alone.results if r.selector == "first") == [1, 2, 4]
+    curve = evaluate_tasks(tasks, line_up, 4, "math", False, curve=True)
+    assert sorted(r.n for r in curve.results if r.selector == "orchrm-search") == [1, 2, 4]
+    assert alone.at(4) == curve.at(4)  # the table is the same either way
+    assert alone.at(2) == {k: v for k, v in curve.at(2).items() if k != "orchrm-search"}
+
+
 def test_eval_command_writes_the_report(tmp_path):
     import subprocess
     import sys

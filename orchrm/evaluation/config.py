@@ -87,6 +87,9 @@ class EvalConfig:
     """Only this domain (None: every domain, a table each)."""
     out: str = setting("runs/eval", panel="Output")
     """Folder for the report (Markdown, PNGs, JSON)."""
+    search_curve: bool = setting(False, panel="Selectors")
+    """Run orchrm-search at every N of the accuracy-over-N curves too, not only at the
+    full N (the table): it then scores about eight times the edits."""
     selector_options: SelectorOptions = field(
         default_factory=SelectorOptions, metadata={"panel": "Selectors"}
     )

@@ -15,7 +15,7 @@ import math
 import random
 import statistics
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
@@ -201,11 +201,13 @@ def evaluate_selectors(
     seed: int = 0,
     progress: Callable[[], None] | None = None,
     baseline: str = "majority",
+    full_n_only: Collection[str] = (),
 ) -> Evaluation:
     """Run every selector on every task at every N (N below the sample count averages
     `draws` random subsets), and summarize with `bootstrap` resamples' intervals over
     tasks (`Bootstrap`, seeded with `seed`), each selector also against `baseline` task
-    by task (a paired interval)."""
+    by task (a paired interval). The selectors named in `full_n_only` run at the
+    largest N alone (`orchrm.evaluation.lineup.CURVE_COSTLY`)."""
     full = max(len(t.candidates) for t in tasks) if tasks else 0
     ev = Evaluation(domain, len(tasks), full, baseline=baseline)
     if not tasks:
@@ -215,7 +217,12 @@ def evaluate_selectors(
         if hasattr(select, "warm"):
             select.warm(tasks)
     for n in ns:
-        per_task: dict[str, list[tuple]] = {s: [] for s in selectors}
+        here = {
+            name: select
+            for name, select in selectors.items()
+            if n == max(ns) or name not in full_n_only
+        }
+        per_task: dict[str, list[tuple]] = {s: [] for s in here}
         chance, oracle = [], []
         for task in tasks:
             subs = _subsets(task, n, draws, seed)
@@ -223,7 +230,7 @@ def evaluate_selectors(
                 statistics.fmean(statistics.fmean(c.correct for c in t.candidates) for t in subs)
             )
             oracle.append(statistics.fmean(any(c.correct for c in t.candidates) for t in subs))
-            for name, select in selectors.items():
+            for name, select in here.items():
                 per_task[name].append(_task_row(name, select, subs))
             if progress:
                 progress()

@@ -16,7 +16,10 @@ its true success probability and runs it once, so it is measured as a logged can
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
 from orchrm.errors import InputError
@@ -97,24 +100,17 @@ def with_reruns(
             f"{len(unknown)} tasks are not in the world task files (first: {unknown[0]}): "
             "pass the PRESET.tasks.jsonl the logs were generated with"
         )
-    config = world_config()
     items, where = [], []
     for i, task in enumerate(tasks):
         for s, c in enumerate(task.candidates):
             if c.orchestration is not None and not validate(c.orchestration):
                 items.append(RunItem(c.orchestration, task.question, task.task_id, s))
                 where.append((i, s))
+    needed = sorted({item.task_id for item in items})
     runs: dict[tuple[int, int], list[tuple[str | None, bool]]] = {w: [] for w in where}
-    for run in range(k):
-        backend = WorldBackend(list(world.values()), RERUN_SEED + run, None, config)
-        for (i, s), result in zip(
-            where, asyncio.run(execute_many(items, backend, config, progress=False)), strict=True
-        ):
-            truth = world[tasks[i].task_id]
-            answer = result.answer
-            runs[(i, s)].append(
-                (answer, answer is not None and bool(grade(answer, truth.answer, truth.domain)))
-            )
+    for graded in _run_all(items, [world[t] for t in needed], k):
+        for w, outcome in zip(where, graded, strict=True):
+            runs[w].append(outcome)
     never = ((None, False),) * k
     return [
         CandidateSet(
@@ -128,3 +124,44 @@ def with_reruns(
         )
         for i, task in enumerate(tasks)
     ]
+
+
+def _run_all(items: list[RunItem], world: list[WorldTask], k: int) -> list[list]:
+    """The graded (answer, correct) of every item in each of the K runs, run k with
+    backend seed RERUN_SEED + k: in as many processes as the CPU has cores (at most
+    K), each run whole in one of them, so the outcome is the same on any number."""
+    workers = min(k, len(os.sched_getaffinity(0)))
+    forks = "fork" in multiprocessing.get_all_start_methods()
+    if workers < 2 or not forks or len(items) * k < PARALLEL_FROM:
+        return _run_some(items, world, range(k))
+    share = [range(w, k, workers) for w in range(workers)]
+    # Forked: nothing is imported or pickled again, and the children run plain Python
+    # (the world), never the parent's torch or tokenizer threads.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        done = list(pool.map(_run_some, [items] * workers, [world] * workers, share))
+    by_run: dict[int, list] = {}
+    for runs, graded in zip(share, done, strict=True):
+        by_run.update(zip(runs, graded, strict=True))
+    return [by_run[run] for run in range(k)]
+
+
+PARALLEL_FROM = 4_000
+"""Executions (items x runs) from which the re-executions spread over processes: below
+it, starting them costs more than it saves."""
+
+
+def _run_some(items: list[RunItem], world: list[WorldTask], runs) -> list[list]:
+    """`_run_all`'s work for the runs in `runs`, in this process."""
+    config = world_config()
+    truth = {t.id: t for t in world}
+    out = []
+    for run in runs:
+        backend = WorldBackend(list(world), RERUN_SEED + run, None, config)
+        results = asyncio.run(execute_many(items, backend, config, progress=False))
+        graded = []
+        for item, result in zip(items, results, strict=True):
+            task, answer = truth[item.task_id], result.answer
+            right = answer is not None and bool(grade(answer, task.answer, task.domain))
+            graded.append((answer, right))
+        out.append(graded)
+    return out

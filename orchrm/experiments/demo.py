@@ -125,6 +125,7 @@ def _evaluate_preset(config: DemoConfig, preset: str, trained: dict, logs: dict,
         domain=preset,
         dtype=config.dtype,
         loaded=loaded,
+        search_curve=config.search_curve,
     )
     ev = done.evaluation
     at = ev.at(ev.n)

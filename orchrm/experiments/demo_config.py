@@ -52,6 +52,10 @@ class DemoConfig:
     """Reward-model tokens per text."""
     seed: int = setting(0, panel="Data")
     """Seeds the world, the pair splits and training."""
+    search_curve: bool = setting(False, panel="Data")
+    """Run orchrm-search at every N of the accuracy-over-N curves too, not only at the
+    full N (the table): it then scores about eight times the edits, and the evaluation
+    takes about three times as long (docs/results.md#where-the-demos-time-goes)."""
     reruns: int = setting(20, min=0, panel="Data")
     """Re-executions of every held-out candidate, from which majority and the weighted
     vote get an expected accuracy (`orchrm.evaluation.reruns`); 0: none."""

@@ -196,13 +196,16 @@ def best_of_n(
     dtype: str = "auto",
     loaded: dict | None = None,
     progress: bool = True,
+    search_curve: bool = False,
 ) -> BestOfN:
     """The best-of-N stage: the specialized orchestrator's first `samples` candidates of
     each task of `test`, every candidate re-executed `reruns` times, against the whole
     line-up (`orchrm.evaluation.lineup.build_lineup`), into FOLDER/evaluation.json and
     FOLDER/view.json (with its page, view.html). `models`: the line-up's reward models by
     role (`rm`, `external_rm`, `mixed_rm`, `unified_rm`), each with its `model` folder and
-    its stage's `fingerprint`; `loaded`: models already loaded, by folder (filled here)."""
+    its stage's `fingerprint`; `loaded`: models already loaded, by folder (filled here);
+    `search_curve`: orchrm-search at every N, not only the full N
+    (`orchrm.evaluation.lineup.CURVE_COSTLY`)."""
     from orchrm.evaluation.lineup import (
         build_lineup,
         evaluate_tasks,
@@ -216,7 +219,7 @@ def best_of_n(
     folder = Path(folder)
     loaded = {} if loaded is None else loaded
     values = {"samples": samples, "reruns": reruns, "seed": seed, "domain": domain}
-    values |= {"dtype": dtype, "roles": sorted(models)}
+    values |= {"dtype": dtype, "roles": sorted(models), "search_curve": search_curve}
     upstream = [test.fingerprint, *(models[role].fingerprint for role in sorted(models))]
 
     def load(model):
@@ -235,7 +238,9 @@ def best_of_n(
             reruns=reruns,
             seed=seed,
         )
-        ev = evaluate_tasks(lineup.tasks, lineup.selectors, samples, domain, progress)
+        ev = evaluate_tasks(
+            lineup.tasks, lineup.selectors, samples, domain, progress, curve=search_curve
+        )
         shown = first_candidates(lineup.tasks, samples)
         picks = selections(shown, offline_selectors(lineup))
         (folder / "evaluation.json").write_text(json.dumps(ev.to_dict(), indent=1))

@@ -1,7 +1,7 @@
 """Where the demo's evaluation stage spends its time, part by part.
 
     .venv/bin/python benchmarks/eval_profile.py [--demo DIR] [--preset math] [--dtype D]
-        [--search-curve]
+        [--search-curve] [--json EVALUATION.json]
 
 Reads a finished `orchrm demo --out DIR` (its held-out log, world tasks and reward model)
 and runs its best-of-N stage again as `orchrm.experiments.stages.best_of_n` does, with
@@ -80,6 +80,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--reruns", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="also write the evaluation here, to compare tables")
     parser.add_argument(
         "--search-curve", action="store_true", help="orchrm-search at every N, as the demo's"
     )
@@ -166,6 +167,10 @@ def main() -> None:
         picks = selections(shown, offline_selectors(lineup))
         write_evaluation_view(out, shown, picks, title="profile")
     wall = time.perf_counter() - started
+    if args.json:
+        import json
+
+        Path(args.json).write_text(json.dumps(ev.to_dict(), indent=1))
 
     scoring = sum(v for k, v in CLOCK.items() if k.startswith("scoring:"))
     selectors = sum(v for k, v in CLOCK.items() if k.startswith("selector "))

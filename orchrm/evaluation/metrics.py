@@ -109,36 +109,61 @@ def _subsets(task: CandidateSet, n: int, draws: int, seed: int) -> list[Candidat
     return out
 
 
-def _rerun_expected(select: Selector, task: CandidateSet) -> float:
-    """Mean correctness of `select` over the K re-executions of every candidate, or NaN
+def _replays(task: CandidateSet) -> list[CandidateSet] | None:
+    """`task` as each of the K re-executions of every candidate answered it, or None
     when some candidate has none (a plan that does not run never changes its answer)."""
     counts = {len(c.reruns) for c in task.candidates if c.orchestration is not None}
     if len(counts) != 1 or 0 in counts:
-        return math.nan
+        return None
     (k,) = counts
-    right = []
-    for run in range(k):
-        replayed = tuple(
-            replace(c, answer=c.reruns[run][0], correct=c.reruns[run][1]) if c.reruns else c
-            for c in task.candidates
+    return [
+        CandidateSet(
+            task.task_id,
+            task.question,
+            tuple(
+                replace(c, answer=c.reruns[run][0], correct=c.reruns[run][1]) if c.reruns else c
+                for c in task.candidates
+            ),
+            task.domain,
         )
-        chosen = select(CandidateSet(task.task_id, task.question, replayed, task.domain))
-        right.append(float(replayed[chosen.index].correct))
-    return statistics.fmean(right)
+        for run in range(k)
+    ]
+
+
+def _rerun_expected(select: Selector, replays: list[CandidateSet] | None) -> float:
+    """Mean correctness of `select` over a task's `_replays`, NaN without them."""
+    if replays is None:
+        return math.nan
+    return statistics.fmean(float(r.candidates[select(r).index].correct) for r in replays)
+
+
+class _Subsets(list):
+    """A task's subsets of N, each with its `_replays` made on first use and kept, so
+    every vote replays the same candidate sets."""
+
+    def __init__(self, tasks: list[CandidateSet]) -> None:
+        super().__init__(tasks)
+        self._made: dict[int, list[CandidateSet] | None] = {}
+
+    def replays(self, i: int) -> list[CandidateSet] | None:
+        if i not in self._made:
+            self._made[i] = _replays(self[i])
+        return self._made[i]
 
 
 def _task_row(name: str, select: Selector, subs: list[CandidateSet]) -> tuple[float, ...]:
     """(accuracy, verification tokens, total tokens, expected accuracy, orchestrator
     tokens, orchestrator tokens saved, executions) of one selector on one task, averaged
     over its subsets of N (expected: NaN when unknown)."""
+    subs = subs if isinstance(subs, _Subsets) else _Subsets(subs)
     rows = []
-    for t in subs:
+    for i, t in enumerate(subs):
         chosen = select(t)
         # the execution that gives the answer: a plan the selector made, or a candidate
         answer = chosen.plan if chosen.plan is not None else t.candidates[chosen.index]
         single = len(chosen.executed) <= 1 and answer.p_success is not None
         if name in RERUN_SELECTORS:
-            expected = _rerun_expected(select, t)
+            expected = _rerun_expected(select, subs.replays(i))
         elif single:
             expected = answer.p_success
         else:
@@ -225,7 +250,7 @@ def evaluate_selectors(
         per_task: dict[str, list[tuple]] = {s: [] for s in here}
         chance, oracle = [], []
         for task in tasks:
-            subs = _subsets(task, n, draws, seed)
+            subs = _Subsets(_subsets(task, n, draws, seed))
             chance.append(
                 statistics.fmean(statistics.fmean(c.correct for c in t.candidates) for t in subs)
             )

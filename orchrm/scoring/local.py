@@ -11,6 +11,7 @@ import torch
 from orchrm.orchestration import replace_surrogates
 from orchrm.rmodel.backbone import load_saved, padding_side, rewards
 from orchrm.rmodel.files import saved_max_length
+from orchrm.rmodel.last_layer import read_first_position_only
 from orchrm.scoring.base import RenderingScorer, Scored
 
 
@@ -47,6 +48,7 @@ class OrchRM(RenderingScorer):
         `check_version` is False, and a damaged or incomplete model directory
         (`DamagedModel`, naming the file)."""
         saved = load_saved(path, device, dtype, trust_remote_code, check_version)
+        read_first_position_only(saved.model)  # a [CLS] reader's last layer at [CLS] alone
         return cls(
             saved.model, saved.tokenizer, saved.metadata, saved.device, saved.bf16, batch_size
         )

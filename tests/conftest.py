@@ -16,7 +16,7 @@ taken away here, before orchrm, typer or torch is imported:
   the file order). So that no test draws on what the tests before it left in a random
   generator, torch is seeded before every fixture is built and every test runs, from
   the fixture's or the test's name: the same weights whatever ran before; the
-  servers' log limiter starts every test empty.
+  servers' log limiter starts every test empty, and so does PyTorch's thread count.
 """
 
 from __future__ import annotations
@@ -74,10 +74,16 @@ def pytest_runtest_call(item) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item) -> None:
     """The servers' log limiter is one per process: a test that checks a log line must
-    not find its kind spent by the refusals of the tests before it."""
+    not find its kind spent by the refusals of the tests before it. PyTorch's thread
+    count is one per process too: every test starts with the run's (OMP_NUM_THREADS),
+    whatever an earlier test set, so a model scored here sums as one scored in a
+    subprocess does (bf16 sums differ with the thread count)."""
     guard = sys.modules.get("orchrm.serve.guard")
     if guard is not None:
         guard._LIMITER.reset()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.fixture

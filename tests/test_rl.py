@@ -67,12 +67,16 @@ def world():
 def policy_dir(world, tmp_path_factory) -> Path:
     """A tiny policy fine-tuned on 16 base-orchestrator outputs (as the default one is
     built, smaller)."""
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    _, examples = world
-    tokenizer = train_tokenizer([p for p, _ in examples] + [c for _, c in examples], 2048)
-    torch.manual_seed(0)
-    model = new_policy(tokenizer, TINY)
-    result = sft(model, tokenizer, examples, TINY.sft_steps, 16, 3e-3, progress=False)
+    try:
+        _, examples = world
+        tokenizer = train_tokenizer([p for p, _ in examples] + [c for _, c in examples], 2048)
+        torch.manual_seed(0)
+        model = new_policy(tokenizer, TINY)
+        result = sft(model, tokenizer, examples, TINY.sft_steps, 16, 3e-3, progress=False)
+    finally:
+        torch.set_num_threads(threads)
     assert result["losses"][-1] < result["losses"][0] / 5
     return save_policy(model, tokenizer, tmp_path_factory.mktemp("policy") / "p")
 

@@ -627,6 +627,16 @@ def until_closed(sock: socket.socket, seconds: float, trickle: bytes = b"") -> t
     return None, received
 
 
+def test_a_client_still_uploading_when_answered_reads_the_whole_answer(strict):
+    # It keeps sending past the body deadline, bytes the server never reads: a close over
+    # unread bytes resets the connection, and a reset can drop the answer unread.
+    for _ in range(5):
+        with slow_upload(strict.port, length=10**7) as sock:
+            closed, received = until_closed(sock, 8, trickle=b"x" * 65536)
+        assert closed is not None and 0.8 < closed < 5
+        assert received.startswith(b"HTTP/1.1 408 ") and b'"body_timeout"' in received
+
+
 @pytest.fixture(scope="module")
 def strict(rm):
     """A server with 1 s header and body deadlines."""

@@ -14,7 +14,9 @@ descriptors. `guarded_h11` adds:
   is none, the new connection gets a 503 and is closed;
 - on shutdown, a request whose body is still arriving is closed at once (its client sees
   the connection drop) instead of holding the shutdown until its body deadline;
-- a client that half-closes its side after a whole request still gets the answer.
+- a client that half-closes its side after a whole request still gets the answer;
+- a client still sending its body when it is answered (408 `body_timeout`) gets the
+  whole answer: the connection closes lingering (`_Lingering`), not with a reset.
 
 `DrainingServer` is uvicorn's server ending as a service manager expects: on SIGINT or
 SIGTERM it drains (uvicorn's graceful shutdown: in-flight requests get up to
@@ -94,6 +96,43 @@ def _refusal() -> bytes:
     return head.encode() + body
 
 
+LINGER_S = 2.0
+"""How long a connection answered while its request body was still arriving keeps
+reading (and dropping) what the client sends before it closes."""
+
+
+class _Lingering:
+    """A connection's transport that closes as a lingering close when the answer went out
+    while the request's body was still arriving (a 408 `body_timeout`): closing a socket
+    with unread bytes makes the kernel send a reset, and a reset can discard the answer
+    the client has not read yet. So the server sends its end of stream after the answer,
+    drops what still arrives for `LINGER_S` seconds, then closes. Anything else it asks
+    of the transport goes to the transport."""
+
+    def __init__(self, transport, protocol) -> None:
+        self._transport, self._protocol = transport, protocol
+        self.lingering = False
+
+    def __getattr__(self, name: str):
+        return getattr(self._transport, name)
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def close(self) -> None:
+        if self.is_closing():
+            return
+        cycle, conn = self._protocol.cycle, self._protocol.conn
+        answered = cycle is not None and cycle.response_complete
+        if answered and conn.their_state is h11.SEND_BODY and self._transport.can_write_eof():
+            self.lingering = True
+            self._transport.write_eof()
+            self._transport.resume_reading()  # flow control may have paused it
+            self._protocol.loop.call_later(LINGER_S, self._transport.close)
+            return
+        self._transport.close()
+
+
 class GuardedH11(H11Protocol):
     """uvicorn's h11 protocol with the guards of the module docstring; `guarded_h11`
     makes the subclass that carries one service's settings."""
@@ -108,7 +147,7 @@ class GuardedH11(H11Protocol):
     _timer = None
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(_Lingering(transport, self))
         if len(self.connections) > self.cap and not self._evict_one():
             self.metrics.connections_closed["refused"] += 1
             log.warning("connection limit (%d) reached: refused a connection", self.cap)
@@ -116,6 +155,10 @@ class GuardedH11(H11Protocol):
             transport.close()
             return
         self._await_headers(None)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.transport.lingering:  # a lingering close drops what still arrives
+            super().data_received(data)
 
     def connection_lost(self, exc) -> None:
         if self._timer is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -129,10 +130,11 @@ def with_reruns(
 def _run_all(items: list[RunItem], world: list[WorldTask], k: int) -> list[list]:
     """The graded (answer, correct) of every item in each of the K runs, run k with
     backend seed RERUN_SEED + k: in as many processes as the CPU has cores (at most
-    K), each run whole in one of them, so the outcome is the same on any number."""
-    workers = min(k, len(os.sched_getaffinity(0)))
-    forks = "fork" in multiprocessing.get_all_start_methods()
-    if workers < 2 or not forks or len(items) * k < PARALLEL_FROM:
+    K; Linux), each run whole in one of them, so the outcome is the same on any number."""
+    # Forked processes on Linux alone: elsewhere forking a threaded process is unsafe.
+    linux = sys.platform.startswith("linux")
+    workers = min(k, len(os.sched_getaffinity(0))) if linux else 1
+    if workers < 2 or len(items) * k < PARALLEL_FROM:
         return _run_some(items, world, range(k))
     share = [range(w, k, workers) for w in range(workers)]
     # Forked: nothing is imported or pickled again, and the children run plain Python

@@ -8,9 +8,10 @@ and runs its best-of-N stage again as `orchrm.experiments.stages.best_of_n` does
 clocks on every part: loading the model, re-executing the candidates on the world,
 building the line-up, the reward model's scoring (split into parsing and rendering,
 tokenizing, and the model's forward passes), each selector's own work at each N (its
-scoring excluded), the bootstrap intervals, the calibration report and the page of
-every task's picks. It prints each part's seconds and share of the stage, the plans the
-model scored, and the stage's wall time. Nothing is written into DIR.
+scoring excluded), the bootstrap intervals, the evaluation's own bookkeeping (the
+subsets, the replays, the calibration report) and the page of every task's picks. It
+prints each part's seconds and share of the stage, the plans the model scored, and the
+stage's wall time. Nothing is written into DIR.
 """
 
 from __future__ import annotations
@@ -36,20 +37,13 @@ def clock(part: str):
         CLOCK[part] += time.perf_counter() - start
 
 
-def _wrap(owner, name: str, part: str, scoring: bool = False):
-    """Put a clock around `owner.name`, adding to `part` (and, for scoring, to the
-    scoring seconds the running selector is not charged for)."""
+def _wrap(owner, name: str, part: str):
+    """Put a clock around `owner.name`, adding to `part`."""
     inner = getattr(owner, name)
 
     def timed(*args, **kwargs):
-        start = time.perf_counter()
-        try:
+        with clock(part):
             return inner(*args, **kwargs)
-        finally:
-            spent = time.perf_counter() - start
-            CLOCK[part] += spent
-            if scoring:
-                _scoring[0] += spent
 
     setattr(owner, name, timed)
 

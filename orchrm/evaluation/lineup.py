@@ -27,11 +27,6 @@ points at N = 1, 2, 4 score about eight times the edits the full N does (the dem
 against 1,577), and no table reads them."""
 
 
-def full_n_only(curve: bool) -> tuple[str, ...]:
-    """The selectors that run at the full N alone: none when the curves are asked for."""
-    return () if curve else CURVE_COSTLY
-
-
 @dataclass
 class LineUp:
     """The candidate sets to evaluate and the selectors that choose among them."""
@@ -116,7 +111,7 @@ def evaluate_tasks(
             ns,
             domain=domain,
             progress=lambda: bar.advance(task),
-            full_n_only=full_n_only(curve),
+            full_n_only=() if curve else CURVE_COSTLY,
         )
     ev.calibration = selector_calibration(tasks, chosen.get("orchrm"))
     return ev

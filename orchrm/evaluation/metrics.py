@@ -151,11 +151,10 @@ class _Subsets(list):
         return self._made[i]
 
 
-def _task_row(name: str, select: Selector, subs: list[CandidateSet]) -> tuple[float, ...]:
+def _task_row(name: str, select: Selector, subs: _Subsets) -> tuple[float, ...]:
     """(accuracy, verification tokens, total tokens, expected accuracy, orchestrator
     tokens, orchestrator tokens saved, executions) of one selector on one task, averaged
     over its subsets of N (expected: NaN when unknown)."""
-    subs = subs if isinstance(subs, _Subsets) else _Subsets(subs)
     rows = []
     for i, t in enumerate(subs):
         chosen = select(t)

@@ -80,6 +80,7 @@ from orchrm.evaluation.report import terminal_table, write_report
 from orchrm.experiments.exec_cache import (
     Execution,
     ExecutionCache,
+    Plan,
     bind_setup,
     record,
     throughput,
@@ -342,6 +343,63 @@ def check(settings: RealExecSettings) -> None:
         raise ConfigError(f"reruns {k}: give 1 to {RUNS_PER_SEED - 1} executions a plan")
 
 
+def training_plans(settings: RealExecSettings, tasks: list) -> list[Plan]:
+    """The reward model's training plans: `sizes.samples` a task from the specialized and
+    the base template orchestrators."""
+    n = settings.sizes.samples
+    base = TemplateOrchestrator("base", specialized=False, seed=settings.seed)
+    special = TemplateOrchestrator("specialized", specialized=True, seed=settings.seed)
+    return write_plans(special, tasks, n) + write_plans(base, tasks, n)
+
+
+def reward_model(
+    settings: RealExecSettings,
+    train_plans: list[Plan],
+    train_seed: int,
+    cache: ExecutionCache,
+    stage_done: Callable[[str], None] = lambda stage: None,
+    say: Callable[[str], None] = print,
+):
+    """Train the reward model on the training plans' runs with `train_seed` (in `cache`):
+    their records in OUT/logs/train.jsonl, then the store, pairs and model of
+    `world_reward_models` (dataset `real`). Returns (the trained dataset, the success
+    table by plan structure)."""
+    from orchrm.experiments.world_models import PairDataset, WorldRMConfig, world_reward_models
+    from orchrm.training.config import SMALL_DATA_LR, TrainConfig
+
+    out, sizes = Path(settings.out), settings.sizes
+    logs = out / "logs" / "train.jsonl"
+    train_records = [record(p, train_seed, cache) for p in train_plans]
+    write_jsonl(train_records, logs)
+    text, by_structure = structure_table(train_records)
+    say("training tasks, success by plan structure and orchestrator:\n" + text)
+    evals = max(1, sizes.steps // 3)
+    trained = world_reward_models(
+        WorldRMConfig(
+            out=str(out),
+            logs=[str(logs)],
+            datasets=(PairDataset("real", DOMAIN, steps=sizes.steps, eval_every=evals),),
+            seed=settings.seed,
+            # `steps` decide the length (epochs only bound it): a few hundred pairs are
+            # read several times over, and the best of three validations is kept.
+            train=TrainConfig(
+                max_length=128, lr=SMALL_DATA_LR, dtype="fp32", seed=settings.seed, epochs=1000.0
+            ),
+        ),
+        stage_done=stage_done,
+    )
+    t = trained.datasets["real"]
+    mined = ", ".join(f"{c} {kind}" for kind, c in sorted(t.mined.kept.items()))
+    splits = ", ".join(f"{c} {split}" for split, c in sorted(t.mined.by_split.items()))
+    summary = t.summary
+    say(
+        f"pairs: {mined} ({splits}); reward model: validation pairwise accuracy "
+        f"{summary.best_validation_accuracy:.3f} ({summary.dtype}, {summary.steps} steps, "
+        f"{summary.pairs_per_second:.1f} pairs/s)"
+    )
+    return t, by_structure
+
+
 def run(
     settings: RealExecSettings, say: Callable[[str], None] = print, backend: Serve = llama
 ) -> dict:
@@ -349,9 +407,7 @@ def run(
     train on the training records, evaluate each execution seed's draw; says the tables,
     writes OUT (module docstring) and returns the verdicts, whether the draws agree and
     the seconds of each stage."""
-    from orchrm.experiments.world_models import PairDataset, WorldRMConfig, world_reward_models
     from orchrm.scoring.local import OrchRM
-    from orchrm.training.config import SMALL_DATA_LR, TrainConfig
 
     check(settings)
     sizes, out, seeds = settings.sizes, Path(settings.out), settings.execution_seeds
@@ -371,9 +427,8 @@ def run(
     }
     for part, generated in tasks.items():
         save_tasks(generated, out / "logs" / f"{part}.tasks.jsonl")
-    base = TemplateOrchestrator("base", specialized=False, seed=settings.seed)
     special = TemplateOrchestrator("specialized", specialized=True, seed=settings.seed)
-    train_plans = write_plans(special, tasks["train"], n) + write_plans(base, tasks["train"], n)
+    train_plans = training_plans(settings, tasks["train"])
     test_plans = write_plans(special, tasks["test"], n)
     train_seed = run_seed(seeds[0], 0)
     groups = {"train": ([p.at(train_seed) for p in train_plans], world_corpus())}
@@ -398,35 +453,8 @@ def run(
     else:
         say(f"every execution is in {cache.path}: no server started")
 
-    logs = out / "logs" / "train.jsonl"
-    train_records = [record(p, train_seed, cache) for p in train_plans]
-    write_jsonl(train_records, logs)
-    text, by_structure = structure_table(train_records)
-    say("training tasks, success by plan structure and orchestrator:\n" + text)
-    evals = max(1, sizes.steps // 3)
-    trained = world_reward_models(
-        WorldRMConfig(
-            out=str(out),
-            logs=[str(logs)],
-            datasets=(PairDataset("real", DOMAIN, steps=sizes.steps, eval_every=evals),),
-            seed=settings.seed,
-            # `steps` decide the length (epochs only bound it): a few hundred pairs are
-            # read several times over, and the best of three validations is kept.
-            train=TrainConfig(
-                max_length=128, lr=SMALL_DATA_LR, dtype="fp32", seed=settings.seed, epochs=1000.0
-            ),
-        ),
-        stage_done=clock.lap,
-    )
-    t = trained.datasets["real"]
-    mined = ", ".join(f"{c} {kind}" for kind, c in sorted(t.mined.kept.items()))
-    splits = ", ".join(f"{c} {split}" for split, c in sorted(t.mined.by_split.items()))
+    t, by_structure = reward_model(settings, train_plans, train_seed, cache, clock.lap, say)
     summary = t.summary
-    say(
-        f"pairs: {mined} ({splits}); reward model: validation pairwise accuracy "
-        f"{summary.best_validation_accuracy:.3f} ({summary.dtype}, {summary.steps} steps, "
-        f"{summary.pairs_per_second:.1f} pairs/s)"
-    )
     model = OrchRM.load(t.model, dtype="fp32")
 
     draws, verdicts = [], {}

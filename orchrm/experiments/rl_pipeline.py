@@ -32,7 +32,7 @@ from orchrm.experiments.rl_compare import (
 )
 from orchrm.experiments.rl_config import RUNS, RLExperimentConfig
 from orchrm.experiments.stages import WorldLog
-from orchrm.rl.policy import load_policy
+from orchrm.rl.policy import load_policy, load_policy_tokenizer
 from orchrm.rl.rewards import ExecutionReward, OrchRMReward, TokenLedger
 from orchrm.training.tracking import Tracker
 from orchrm.world.backend import WorldBackend
@@ -260,8 +260,6 @@ def grpo_on_tasks(config: RLExperimentConfig, say=print) -> Path:
     world, no execution; writes OUT/grpo-orchrm/{model/, checkpoints/, tokens.jsonl,
     report.md, report.json}. The report has the reward and the share of valid plans over
     training and the token totals; the policy is evaluated with `orchrm run` + `eval`."""
-    from transformers import AutoTokenizer
-
     from orchrm.rl.grpo import train_grpo
     from orchrm.scoring.load import load_scorer
 
@@ -274,7 +272,7 @@ def grpo_on_tasks(config: RLExperimentConfig, say=print) -> Path:
     chat = config.chat
     if chat is None:
         try:
-            chat = AutoTokenizer.from_pretrained(policy.model).chat_template is not None
+            chat = load_policy_tokenizer(policy.model).chat_template is not None
         except OSError as err:
             raise ConfigError(f"--policy {policy.model}: {err}") from None
     rows = data.prompt_rows(tasks, chat=chat)

@@ -98,15 +98,39 @@ def new_policy(tokenizer, config: TinyPolicyConfig):
 
 
 def load_policy(path: str | Path):
-    """(model, tokenizer) from a saved policy directory (any causal LM)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """(model, tokenizer) of a policy: a saved causal-LM directory or hub name, a GGUF
+    file (dequantized), or `smollm2`, the bundled SmolLM2-135M-Instruct
+    (`orchrm.rl.pretrained.policy_source`)."""
+    from transformers import AutoModelForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    from orchrm.rmodel.backbone import dequantized, pretrained_source
+
+    source, extra = pretrained_source(_source(path))
+    tokenizer = load_policy_tokenizer(path)
+    weights = {**extra, **dequantized()} if extra else {}
+    model = AutoModelForCausalLM.from_pretrained(source, **weights)
+    return model, tokenizer
+
+
+def _source(path: str | Path) -> str:
+    from orchrm.rl.pretrained import policy_source
+
+    return policy_source(str(path))
+
+
+def load_policy_tokenizer(path: str | Path):
+    """The tokenizer of the policy `path` names (as `load_policy` reads it), left padding,
+    with a pad token."""
+    from transformers import AutoTokenizer
+
+    from orchrm.rmodel.backbone import pretrained_source
+
+    source, extra = pretrained_source(_source(path))
+    tokenizer = AutoTokenizer.from_pretrained(source, **extra)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(str(path))
-    return model, tokenizer
+    return tokenizer
 
 
 def save_policy(model, tokenizer, path: str | Path) -> Path:

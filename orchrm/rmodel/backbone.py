@@ -54,7 +54,7 @@ def is_gguf(name: str | Path) -> bool:
     return str(name).lower().endswith(".gguf")
 
 
-def _pretrained_source(name: str) -> tuple[str, dict]:
+def pretrained_source(name: str) -> tuple[str, dict]:
     """(what `from_pretrained` reads, its extra keyword arguments) for a backbone: a model
     directory (its files checked whole) or hub id as it is; a GGUF file as its folder and
     `gguf_file`, once the file and the `gguf` package are known to be there
@@ -76,7 +76,7 @@ def _pretrained_source(name: str) -> tuple[str, dict]:
     return str(path.absolute().parent), {"gguf_file": path.name}
 
 
-def _dequantized() -> dict:
+def dequantized() -> dict:
     """The `from_pretrained` argument that unpacks every GGUF weight into a dense tensor
     (transformers can keep some architectures' blocks packed, which trains and saves
     nothing). Transformers without `GgufConfig` always unpacks them."""
@@ -98,9 +98,9 @@ def _load_error(name: str, what: str, err: Exception) -> OrchrmError:
 
 
 def _load_tokenizer(name: str, trust_remote_code: bool, pretrained: tuple | None = None):
-    """The tokenizer of a backbone (`pretrained`: its `_pretrained_source`, when known);
+    """The tokenizer of a backbone (`pretrained`: its `pretrained_source`, when known);
     `_load_error` when it fails."""
-    source, extra = pretrained or _pretrained_source(name)
+    source, extra = pretrained or pretrained_source(name)
     try:
         return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **extra)
     except LOAD_ERRORS as err:
@@ -173,8 +173,8 @@ def load_backbone(
     are loaded in `dtype`; `attn_implementation` picks the attention kernel (sdpa,
     flash_attention_2, eager; None: the model's default)."""
     chosen = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
-    source, extra = _pretrained_source(name)
-    weights = {**extra, **_dequantized()} if extra else {"use_safetensors": True}
+    source, extra = pretrained_source(name)
+    weights = {**extra, **dequantized()} if extra else {"use_safetensors": True}
     tokenizer = _load_tokenizer(name, trust_remote_code, (source, extra))
     try:
         model = AutoModelForSequenceClassification.from_pretrained(

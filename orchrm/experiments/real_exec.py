@@ -344,12 +344,12 @@ def check(settings: RealExecSettings) -> None:
 
 
 def training_plans(settings: RealExecSettings, tasks: list) -> list[Plan]:
-    """The reward model's training plans: `sizes.samples` a task from the specialized and
-    the base template orchestrators."""
-    n = settings.sizes.samples
-    base = TemplateOrchestrator("base", specialized=False, seed=settings.seed)
-    special = TemplateOrchestrator("specialized", specialized=True, seed=settings.seed)
-    return write_plans(special, tasks, n) + write_plans(base, tasks, n)
+    """`sizes.samples` plans a task from each template orchestrator, specialized first."""
+    writers = [
+        TemplateOrchestrator(name, name == "specialized", seed=settings.seed)
+        for name in ("specialized", "base")
+    ]
+    return [p for w in writers for p in write_plans(w, tasks, settings.sizes.samples)]
 
 
 def reward_model(
@@ -360,10 +360,8 @@ def reward_model(
     stage_done: Callable[[str], None] = lambda stage: None,
     say: Callable[[str], None] = print,
 ):
-    """Train the reward model on the training plans' runs with `train_seed` (in `cache`):
-    their records in OUT/logs/train.jsonl, then the store, pairs and model of
-    `world_reward_models` (dataset `real`). Returns (the trained dataset, the success
-    table by plan structure)."""
+    """The reward model of the training plans' runs with `train_seed` (`world_reward_models`,
+    dataset `real`): (the trained dataset, the success table by plan structure)."""
     from orchrm.experiments.world_models import PairDataset, WorldRMConfig, world_reward_models
     from orchrm.training.config import SMALL_DATA_LR, TrainConfig
 

@@ -15,7 +15,7 @@ plan 120 to 320, and every sample of a group reads the same prompt. So:
   completion token's log-probability is the full model's); the gradient leaves out the
   path through the prompt's keys and values, i.e. how the LoRA changes the reading of a
   prompt that every sample shares. `prompt_grad=True` back-propagates through the whole
-  sequence instead (about twice the cost of a step here).
+  sequence instead, prompt included.
 
 The same functions serve the supervised warm-up (`sft_step`: cross-entropy on
 completions) and GRPO (`grpo_step`: the group-relative advantage, one on-policy update

@@ -133,20 +133,23 @@ class Rewarder:
 
     def __call__(self, tasks: list[GeneratedTask], groups: list[list[Sample]]):
         flat = [(t, s) for t, group in zip(tasks, groups, strict=True) for s in group]
-        plans = [runnable_plan(s.text) for _, s in flat]
         if self.method == "orchrm":
-            return self._scores(flat, plans)
-        return self._executions(flat, plans)
+            return self._scores(flat)
+        return self._executions(flat)
 
-    def _scores(self, flat, plans):
-        from orchrm.rl.rewards import OrchRMReward, TokenLedger
+    def _scores(self, flat):
+        """Orch-RM's rewards through one `OrchRMReward` for the whole run, whose cache
+        scores a (question, plan) once; its ledger's last row has this step's tokens."""
+        from orchrm.rl.rewards import OrchRMReward
 
-        reward = OrchRMReward(self.scorer, self.penalty, True, TokenLedger())
+        if not hasattr(self, "_rm"):
+            self._rm = OrchRMReward(self.scorer, self.penalty, True)
         texts = [s.text for _, s in flat]
-        rewards = reward(None, texts, question=[t.task.question for t, _ in flat])
-        return rewards, {"rm": reward.ledger.totals["rm"], "execution": 0}
+        rewards = self._rm(None, texts, question=[t.task.question for t, _ in flat])
+        return rewards, {"rm": self._rm.ledger.rows[-1]["rm"], "execution": 0}
 
-    def _executions(self, flat, plans):
+    def _executions(self, flat):
+        plans = [runnable_plan(s.text) for _, s in flat]
         runs = []
         for (t, s), o in zip(flat, plans, strict=True):
             if o is not None:

@@ -36,7 +36,7 @@ test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/ruff check .
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
-# No test is marked slow today; pytest's exit status 5 (nothing collected) is not a failure.
+# The tests marked slow (pytest's exit status 5, nothing collected, is not a failure).
 test-slow: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m slow || test $$? -eq 5
 

@@ -71,6 +71,7 @@ def margin(values: list[float]) -> float:
     return sum(values[i] - values[n + i] for i in range(4)) / 4
 
 
+@pytest.mark.slow
 def test_gguf_backbone_trains_saves_and_scores_the_same(tmp_path, monkeypatch):
     gguf = bundled()
     seen: dict[str, list[float]] = {}

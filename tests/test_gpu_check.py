@@ -12,11 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from orchrm.experiments.gpu_check import PARTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_every_part_of_the_tiny_check_prints_numbers_and_no_error(tmp_path):
     out = tmp_path / "check.json"
     done = subprocess.run(

@@ -225,6 +225,7 @@ def smollm2(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_smollm2_gguf_with_pad_eos_reads_and_learns_at_the_last_token(tmp_path, smollm2):
     eos = "<|im_end|>"  # SmolLM2's end of turn: its eos and pad token
     rows, losses = toy_pairs(eos, n=8), {}

@@ -11,6 +11,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -212,6 +213,7 @@ def _timed(fn, text):
     return result
 
 
+@pytest.mark.slow
 @settings(
     max_examples=5000,
     deadline=None,

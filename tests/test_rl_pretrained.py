@@ -158,6 +158,7 @@ def test_grpo_raises_the_rewarded_sample_and_skips_groups_without_spread(tiny):
     assert tied["computed"] == 0
 
 
+@pytest.mark.slow
 def test_the_bundled_smollm2_loads_with_a_lora_and_reads_the_orchestrator_prompt():
     model, tokenizer = load_pretrained("smollm2", lora_r=8, seed=0)
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}

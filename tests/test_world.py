@@ -216,6 +216,7 @@ def test_runtime_does_not_know_the_world_exists():
     assert not [p.name for p in runtime.glob("*.py") if "orchrm.world" in p.read_text()]
 
 
+@pytest.mark.slow
 def test_stats_meet_the_benchmark_requirements():
     """The issue's acceptance figures, at the default scale (300 tasks, N=8)."""
     for preset, wide in (("math", True), ("search", True), ("multihop", False), ("science", False)):

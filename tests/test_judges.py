@@ -34,3 +34,24 @@ def test_world_judges_read_plans_or_trajectories_and_count_tokens(tmp_path):
     from orchrm.evaluation.report import markdown
 
     assert "| majority | " in markdown(ev) and "expected accuracy % (95% CI)" in markdown(ev)
+
+
+def test_the_world_judge_chooses_the_same_with_its_plans_read_before(tmp_path):
+    """The orchestration judge keeps each plan's success probability once read: a
+    backend that has judged every task already chooses as a fresh one does, and a plan
+    it cannot read counts as hopeless."""
+    from orchrm.selection.judges import llm_judge
+    from orchrm.world.backend import WorldBackend
+
+    generated = generate("math", 8, 4, seed=3, progress=False)
+    write_jsonl(generated.records, tmp_path / "log.jsonl")
+    tasks = tasks_from_logs([str(tmp_path / "log.jsonl")], "specialized", 4)
+    seasoned = WorldBackend(generated.tasks)
+    judge = llm_judge(seasoned, "orchestration")
+    first = [judge(t) for t in tasks]
+    assert len(seasoned._judged) == sum(len(t.candidates) for t in tasks)
+    again = [judge(t) for t in tasks]
+    fresh = [llm_judge(WorldBackend(generated.tasks), "orchestration")(t) for t in tasks]
+    assert first == again == fresh
+    assert len({s.index for s in first}) > 1
+    assert seasoned._plan_probability(generated.tasks[0], "<not a plan") == 0.0

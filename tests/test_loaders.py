@@ -446,3 +446,17 @@ def test_orchrm_run_browsecomp_plus_searches_the_records_documents(tmp_path):
     orchestrator = [q for q in requests if q["messages"][0]["content"].startswith("You design")]
     assert len(orchestrator) == 2 and "Coyoacan" in orchestrator[0]["messages"][1]["content"]
     assert not any("Frida" in m["content"] for q in orchestrator for m in q["messages"])
+
+
+def test_a_kept_answer_key_is_the_one_computed_anew():
+    """`answer_key` keeps the keys of short answers; long ones are computed each time,
+    and both give what the graders' own parsing gives."""
+    from orchrm.tasks.grading import KEY_CACHE_CHARS, _key
+
+    answers = ["1,000", "1000.", "$\\frac{3}{4}$", "Paris.", " paris", "(b) because"]
+    answers.append("x" * (KEY_CACHE_CHARS + 1) + " 42")
+    for domain in ("", "math", "gpqa"):
+        for answer in answers:
+            assert answer_key(answer, domain) == _key(answer, domain)
+            assert answer_key(answer, domain) == answer_key(answer, domain)
+    assert answer_key("1,000") == answer_key("1000.") == "#1000"

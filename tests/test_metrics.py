@@ -37,6 +37,56 @@ def test_votes_get_an_expected_accuracy_from_reruns():
     assert ev.at(3)["majority"].expected_accuracy is None
 
 
+def test_a_replay_seen_again_is_chosen_from_once_and_counted_each_time():
+    """Of 20 re-executions, runs that gave every candidate the same answers are one
+    replay with its count: the vote is asked once per distinct replay, and the expected
+    accuracy equals the mean over the 20 replayed one by one."""
+    import statistics
+    from dataclasses import replace
+
+    from orchrm.evaluation.metrics import _replays, _rerun_expected
+
+    base = candidate_set(["7", "7", "9"], [False, False, False], ps=[0.5, 0.5, 0.5])
+    shapes = [
+        (("42", True), ("7", False), ("42", True)),
+        (("7", False), ("7", False), ("42", True)),
+        (("42", True), ("42", True), ("9", False)),
+    ]
+    runs = [shapes[r % 3] if r % 4 else shapes[0] for r in range(20)]
+    task = CandidateSet(
+        "t",
+        base.question,
+        tuple(
+            replace(c, reruns=tuple(run[i] for run in runs)) for i, c in enumerate(base.candidates)
+        ),
+    )
+    asked = []
+
+    def counting(t):
+        asked.append(t)
+        return majority_selector(t)
+
+    replays = _replays(task)
+    assert sorted(times for times, _ in replays) == [5, 5, 10]
+    expected = _rerun_expected(counting, replays)
+    assert len(asked) == 3
+    one_by_one = [
+        CandidateSet(
+            "t",
+            base.question,
+            tuple(
+                replace(c, answer=run[i][0], correct=run[i][1])
+                for i, c in enumerate(base.candidates)
+            ),
+        )
+        for run in runs
+    ]
+    by_hand = statistics.fmean(
+        float(r.candidates[majority_selector(r).index].correct) for r in one_by_one
+    )
+    assert expected == by_hand == 15 / 20
+
+
 def test_selectors_are_compared_with_the_baseline_task_by_task():
     """Plan 0 is right on 60 of 100 tasks and plan 1 on 50 of them, always the same
     ones: the marginal intervals overlap, the paired one of the 10-point gain does not."""

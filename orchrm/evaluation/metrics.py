@@ -109,32 +109,44 @@ def _subsets(task: CandidateSet, n: int, draws: int, seed: int) -> list[Candidat
     return out
 
 
-def _replays(task: CandidateSet) -> list[CandidateSet] | None:
-    """`task` as each of the K re-executions of every candidate answered it, or None
-    when some candidate has none (a plan that does not run never changes its answer)."""
+def _replays(task: CandidateSet) -> list[tuple[int, CandidateSet]] | None:
+    """`task` as each of the K re-executions of every candidate answered it, each
+    distinct one once with how many of the K gave it (votes often see the same answers
+    again), or None when some candidate has none (a plan that does not run never changes
+    its answer)."""
     counts = {len(c.reruns) for c in task.candidates if c.orchestration is not None}
     if len(counts) != 1 or 0 in counts:
         return None
     (k,) = counts
+    seen: dict[tuple, int] = {}
+    for run in range(k):
+        outcome = tuple(c.reruns[run] if c.reruns else None for c in task.candidates)
+        seen[outcome] = seen.get(outcome, 0) + 1
     return [
-        CandidateSet(
-            task.task_id,
-            task.question,
-            tuple(
-                replace(c, answer=c.reruns[run][0], correct=c.reruns[run][1]) if c.reruns else c
-                for c in task.candidates
+        (
+            times,
+            CandidateSet(
+                task.task_id,
+                task.question,
+                tuple(
+                    c if ran is None else replace(c, answer=ran[0], correct=ran[1])
+                    for c, ran in zip(task.candidates, outcome, strict=True)
+                ),
+                task.domain,
             ),
-            task.domain,
         )
-        for run in range(k)
+        for outcome, times in seen.items()
     ]
 
 
-def _rerun_expected(select: Selector, replays: list[CandidateSet] | None) -> float:
-    """Mean correctness of `select` over a task's `_replays`, NaN without them."""
+def _rerun_expected(select: Selector, replays: list[tuple[int, CandidateSet]] | None) -> float:
+    """Mean correctness of `select` over a task's `_replays`, NaN without them. The
+    selectors replayed are deterministic, so a replay seen `times` times is chosen from
+    once and counted `times` times."""
     if replays is None:
         return math.nan
-    return statistics.fmean(float(r.candidates[select(r).index].correct) for r in replays)
+    right = sum(times * r.candidates[select(r).index].correct for times, r in replays)
+    return right / sum(times for times, _ in replays)
 
 
 class _Subsets(list):
@@ -143,9 +155,9 @@ class _Subsets(list):
 
     def __init__(self, tasks: list[CandidateSet]) -> None:
         super().__init__(tasks)
-        self._made: dict[int, list[CandidateSet] | None] = {}
+        self._made: dict[int, list[tuple[int, CandidateSet]] | None] = {}
 
-    def replays(self, i: int) -> list[CandidateSet] | None:
+    def replays(self, i: int) -> list[tuple[int, CandidateSet]] | None:
         if i not in self._made:
             self._made[i] = _replays(self[i])
         return self._made[i]

@@ -109,7 +109,11 @@ class BackendError(OrchrmError):
 
 
 class ChatBackend(Protocol):
-    """Anything that completes chat messages: a real server or the simulated world."""
+    """Anything that completes chat messages: a real server or the simulated world.
+
+    A backend that never waits (the world, computing its reply in this process) may set
+    `in_process = True`: its calls are then not given a timeout, which only ever fires
+    on a wait and costs each call a task of its own."""
 
     async def complete(
         self, messages: list[dict], call: CallInfo, sampling: Sampling = DEFAULT_SAMPLING

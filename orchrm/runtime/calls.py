@@ -33,12 +33,13 @@ async def call(
     server sent but that could not be used) and raises `CallFailed` when it gives up."""
     start, policy, sampling = time.perf_counter(), config.retry, config.sampling(logprobs)
     attempt, last_error, spent = 0, "", None
+    timeout = None if getattr(backend, "in_process", False) else policy.timeout_s
     while True:
         attempt += 1
         try:
             completion = await asyncio.wait_for(
                 backend.complete(messages, info, sampling),
-                timeout=policy.timeout_s,
+                timeout=timeout,
             )
         except TimeoutError:
             transient, last_error = True, f"timed out after {policy.timeout_s:g} s"

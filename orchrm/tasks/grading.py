@@ -10,6 +10,8 @@ answers count as the same vote.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from orchrm.tasks.answers import as_number, is_correct, math_correct, normalize_text
 from orchrm.tasks.benchmarks import generated
 from orchrm.tasks.benchmarks.base import Grader
@@ -38,6 +40,19 @@ def answer_key(answer: str | None, domain: str = "") -> str | None:
     names no single letter)."""
     if answer is None:
         return None
+    if len(answer) <= KEY_CACHE_CHARS:  # votes ask again for the same short answers
+        return _cached_key(answer, domain)
+    return _key(answer, domain)
+
+
+KEY_CACHE_CHARS = 200
+"""Answers up to this long have their `answer_key` kept (the last `KEY_CACHE_SIZE`):
+an evaluation replays each vote on every re-execution, asking for the same few answers
+hundreds of thousands of times."""
+KEY_CACHE_SIZE = 1 << 14
+
+
+def _key(answer: str, domain: str) -> str | None:
     benchmark = BENCHMARKS.get(domain)
     if benchmark is not None and benchmark.answer_key is not None:
         return benchmark.answer_key(answer)
@@ -45,3 +60,6 @@ def answer_key(answer: str | None, domain: str = "") -> str | None:
     if number is not None:
         return f"#{number}"
     return normalize_text(answer)
+
+
+_cached_key = lru_cache(maxsize=KEY_CACHE_SIZE)(_key)

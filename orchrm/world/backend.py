@@ -71,12 +71,18 @@ class WorldBackend:
     """A `ChatBackend` backed by the world's tasks. `orchestrator` (optional) writes the
     plans asked for by orchestrator-role calls; sub-agent calls are simulated."""
 
+    in_process = True
+    """Every reply is computed here, without a wait (`ChatBackend`)."""
+
     def __init__(self, tasks: list[WorldTask], seed: int = 0, orchestrator=None, config=None):
         self.tasks = {t.id: t for t in tasks}
         self.seed = seed
         self.orchestrator = orchestrator
         self.name = getattr(orchestrator, "name", "")
         self.config = config or RunConfig()
+        self._judged: dict[tuple[str, str], float] = {}
+        """The true success probability of each (task, plan text) a judge has read: an
+        evaluation shows the orchestration judge the same plans in many subsets of N."""
 
     def _rng(self, call: CallInfo) -> random.Random:
         key = (self.seed, self.name, *call.place)
@@ -109,11 +115,7 @@ class WorldBackend:
         if call.step == "judge-orchestration":
             estimates = []
             for _, plan in candidates:
-                try:
-                    p = success_probability(task, parse_harmony(plan), self.config)
-                except ParseError:
-                    p = 0.0
-                estimates.append(p + rng.gauss(0, JUDGE_NOISE))
+                estimates.append(self._plan_probability(task, plan) + rng.gauss(0, JUDGE_NOISE))
             choice = int(candidates[max(range(len(estimates)), key=estimates.__getitem__)][0])
         else:
             believed = []
@@ -123,6 +125,16 @@ class WorldBackend:
                     believed.append(int(number))
             choice = believed[0] if believed else int(rng.choice(candidates)[0])
         return f"⟪sim judge: {length} tokens⟫\nChoice: {choice}", length
+
+    def _plan_probability(self, task: WorldTask, plan: str) -> float:
+        """The true success probability of a plan as a judge reads it (0: unreadable)."""
+        key = (task.id, plan)
+        if key not in self._judged:
+            try:
+                self._judged[key] = success_probability(task, parse_harmony(plan), self.config)
+            except ParseError:
+                self._judged[key] = 0.0
+        return self._judged[key]
 
     def _play(self, task: WorldTask, messages: list[dict], call: CallInfo, rng: random.Random):
         content = "\n".join(m["content"] for m in messages)

@@ -113,10 +113,16 @@ def test_sampling_is_a_pure_function_of_the_generator_seed(tiny):
 
 
 @pytest.mark.parametrize("prompt_grad", [False, True])
-def test_completion_logprobs_are_those_of_a_full_forward_pass(tiny, prompt_grad):
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [(0, [11, 12, 13, 14]), (1, [21, 22]), (0, [31])],  # a prompt read for two rows
+        [(1, [21, 22, 23]), (1, [41])],  # one prompt of two, for every row
+    ],
+)
+def test_completion_logprobs_are_those_of_a_full_forward_pass(tiny, prompt_grad, rows):
     model, tokenizer = tiny
     prompts = [prompt_ids(tokenizer, q) for q in QUESTIONS]
-    rows = [(0, [11, 12, 13, 14]), (1, [21, 22]), (0, [31])]
     logp, mask = completion_logprobs(model, tokenizer, prompts, rows, prompt_grad=prompt_grad)
     assert logp.requires_grad
     for r, (p, completion) in enumerate(rows):

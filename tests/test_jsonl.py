@@ -79,7 +79,10 @@ def test_each_line_is_decoded_on_its_own(tmp_path):
 
 def test_nesting_is_bounded_before_the_decoder_recurses():
     limit = jsonl.MAX_JSON_DEPTH
-    assert jsonl.loads("[" * limit + "]" * limit) is not None
+    at_limit: list = []
+    for _ in range(limit - 1):
+        at_limit = [at_limit]
+    assert jsonl.loads("[" * limit + "]" * limit) == at_limit  # the deepest allowed, parsed
     deep = jsonl.loads('{"a": ' + "[" * limit + "]" * limit + "}")  # the object is a level
     assert isinstance(deep, BadLine) and deep.reason == "too_deep"
     assert deep.position == len('{"a": ') + limit - 1  # the bracket one level too deep

@@ -325,7 +325,10 @@ def test_minilm_trains_under_a_budget_and_reports_throughput(
     flops = summary.tokens * flops_per_token(model) / summary.train_seconds
     assert summary.mfu == pytest.approx(flops / 1e12, rel=1e-6)
     assert summary.tokens_per_second == pytest.approx(summary.tokens / summary.train_seconds)
-    assert summary.history[-1]["throughput"]["mfu"] is not None
+    # The last evaluation follows the last step: its rate is the run's.
+    rate = summary.history[-1]["throughput"]
+    assert rate["model_flops_per_second"] == pytest.approx(flops, rel=1e-6)
+    assert rate["mfu"] == pytest.approx(summary.mfu, rel=1e-6) and rate["mfu"] > 0
     saved = json.loads((tmp_path / "model" / "orchrm.json").read_text())["training"]
     assert saved["padded_tokens"] == summary.padded_tokens
 

@@ -2,6 +2,7 @@
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py --calibrate   # success table
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py --quick       # a few minutes
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py --tasks-only  # the split alone
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py               # the full run
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py --slots 1 --execution-seeds 2,3
 
@@ -18,9 +19,11 @@ measures the model's success per task kind, level and sub-agent type instead.
 
 `--quick` (6 training and 6 held-out tasks, 4 plans a task, 2 runs a plan, 20 training
 steps, two draws) takes a few minutes on 2 cores. OUT (`--out`, default runs/real-exec)
-gets executions.jsonl, the cache of every finished run (by task, plan text, seed and
-sample: a second run, a resumed one and more draws execute only what is missing), the
-records, the tasks, the store, pairs and model, seed-E/ (report.md, report.json,
+gets executions.jsonl, the cache of every finished run (by task id, question, plan text,
+seed and sample: a second run, a resumed one and more draws execute only what is
+missing), the records, the tasks (training and held-out drawn from one pool without
+replacement: no question in both; a cell with fewer questions than asked gives fewer
+tasks, and the run says so), the store, pairs and model, seed-E/ (report.md, report.json,
 by_kind.txt and the plots of each draw) and summary.json; with `--calibrate`,
 calibrate.json and calibrate.jsonl.
 """
@@ -31,6 +34,7 @@ import argparse
 import signal
 import sys
 
+from orchrm.errors import OrchrmError
 from orchrm.experiments.real_exec import FULL, QUICK, RealExecSettings, Sizes, calibrate, run
 
 DEFAULTS = RealExecSettings()
@@ -47,6 +51,12 @@ def main(argv: list[str] | None = None) -> None:
         "--kinds", default="", help="Calibrate these kinds or cells only (add,mul2)."
     )
     parser.add_argument("--quick", action="store_true", help="A few-minute run (tiny sizes).")
+    parser.add_argument(
+        "--tasks-only",
+        action="store_true",
+        help="Write the training and held-out tasks to OUT/logs/{train,test}.tasks.jsonl and "
+        "stop, executing nothing.",
+    )
     parser.add_argument("--train-tasks", type=int, default=0, help="0: the size's own.")
     parser.add_argument("--test-tasks", type=int, default=0, help="0: the size's own.")
     parser.add_argument("--samples", type=int, default=0, help="Plans a task (N); 0: own.")
@@ -92,15 +102,17 @@ def main(argv: list[str] | None = None) -> None:
         threads=args.threads,
         concurrency=args.concurrency,
         seed=args.seed,
+        tasks_only=args.tasks_only,
         calibrate_tasks=args.calibrate_tasks,
         kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
     )
     # SIGTERM leaves through the `with` blocks, so the llama.cpp child is stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if args.calibrate:
-        calibrate(settings)
-    else:
-        run(settings)
+    try:
+        calibrate(settings) if args.calibrate else run(settings)
+    except OrchrmError as err:  # a setting no run can have: one line, before anything runs
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(err.exit_code)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ plans executed by the same model on llama.cpp (`orchrm.experiments.rl_real`).
 
     .venv/bin/python benchmarks/rl_real.py --out runs/rl-real          # the comparison
     .venv/bin/python benchmarks/rl_real.py --quick --out runs/rl-quick  # a few minutes
+    .venv/bin/python benchmarks/rl_real.py --tasks-only                 # the split, no run
 
 Prints each stage's figures and the table; OUT/report.md, report.json and reward.png
 hold them. Stages already in OUT with the same settings are reused.
@@ -11,8 +12,10 @@ hold them. Stages already in OUT with the same settings are reused.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 
+from orchrm.errors import OrchrmError
 from orchrm.experiments.rl_real import FULL, METHODS, QUICK, RLRealSettings, run
 
 
@@ -34,6 +37,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=0, help="PyTorch threads (0: all).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="No progress bars.")
+    parser.add_argument(
+        "--tasks-only",
+        action="store_true",
+        help="Write the training and held-out tasks to OUT/logs/{train,test}.tasks.jsonl and "
+        "stop, executing nothing.",
+    )
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     given = {n: getattr(args, n) for n in FULL.__dataclass_fields__ if getattr(args, n)}
@@ -49,9 +58,14 @@ def main(argv: list[str] | None = None) -> None:
         prompt_grad=args.prompt_grad,
         threads=args.threads,
         seed=args.seed,
+        tasks_only=args.tasks_only,
         progress=not args.quiet,
     )
-    run(settings)
+    try:
+        run(settings)
+    except OrchrmError as err:  # a setting no run can have: one line, before anything runs
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(err.exit_code)
 
 
 if __name__ == "__main__":

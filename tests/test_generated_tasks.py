@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import Counter
 
 import pytest
 
-from orchrm.errors import InputError, MissingInput
+from orchrm.errors import ConfigError, InputError, MissingInput
 from orchrm.experiments.real_exec import MIX
 from orchrm.orchestration import to_harmony
 from orchrm.parse import parse_harmony
@@ -34,11 +35,12 @@ from orchrm.tasks.benchmarks.generated import (
     make_tasks,
     save_corpus,
     save_tasks,
+    split_tasks,
     world_corpus,
 )
 from orchrm.tasks.grading import grade as grade_by_domain
 from orchrm.tasks.run import run_tasks
-from orchrm.tasks.task import load_tasks
+from orchrm.tasks.task import load_tasks, question_key
 from orchrm.world.templates import (
     PREFERRED,
     STRUCTURES,
@@ -61,6 +63,41 @@ def test_the_same_seed_draws_the_same_tasks_and_another_seed_others():
     assert first == make_tasks(EVERY_CELL, 42, 0, "train")
     assert _questions(first) != _questions(make_tasks(EVERY_CELL, 42, 1, "train"))
     assert _questions(first) != _questions(make_tasks(EVERY_CELL, 42, 0, "test"))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 5, 11])
+@pytest.mark.parametrize(
+    ("train", "test"),
+    [(56, 140), (6, 6), (28, 28), (7, 4)],  # real-exec full and quick, GRPO full and quick
+)
+def test_training_and_held_out_tasks_share_no_question_and_repeat_none(seed, train, test):
+    split = split_tasks(MIX, {"train": train, "test": test}, seed)
+    keys = {
+        part: [question_key(t.task.question) for t in tasks] for part, tasks in split.parts.items()
+    }
+    assert all(len(set(k)) == len(k) for k in keys.values())  # distinct within each part
+    assert not set(keys["train"]) & set(keys["test"])  # disjoint between them
+    assert len(split["train"]) == train  # the training part is drawn first, in full
+    assert split["train"] == make_tasks(MIX, train, seed, "train")  # its own stream
+    short = {(s.part, s.cell): s for s in split.short}
+    if train + test > 2 * len(MIX) * 8:  # mul1 has 16 questions: the held-out part shrinks
+        s = short[("test", ("mul", 1))]
+        assert (s.asked, s.got, s.distinct) == (20, 8, 16) and len(split["test"]) == 128
+        assert "8 of the 20 mul1 tasks asked" in split.lines()[-1]
+    else:
+        assert not short and len(split["test"]) == test
+
+
+def test_a_cell_that_runs_out_shrinks_loudly_and_a_part_left_empty_is_refused():
+    split = split_tasks((("mul", 1), ("add", 1)), {"a": 30, "b": 10}, 3)
+    by_cell = Counter((t.kind, t.level) for part in split.parts.values() for t in part)
+    assert by_cell[("mul", 1)] == 16  # every product of 2..5 by 2..5, once
+    assert [(s.part, s.asked, s.got, s.distinct) for s in split.short] == [("b", 5, 1, 16)]
+    assert split.sizes() == {"a": 30, "b": 6} and "b: 1 of the 5 mul1" in split.lines()[-1]
+    assert question_key("What is  2 + 6 ?") == question_key("what is 2 + 6 ?")
+    assert question_key("What is 2 + 6?") != question_key("What is 2 * 6?")
+    with pytest.raises(ConfigError, match="no task left for 'b'"):
+        split_tasks((("mul", 1),), {"a": 16, "b": 3}, 0)
 
 
 def test_tasks_cycle_through_the_cells_with_distinct_questions_and_ids():

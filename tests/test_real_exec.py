@@ -27,8 +27,10 @@ from orchrm.experiments.real_exec import (
     NO_PROMPT_CACHE,
     RealExecSettings,
     Sizes,
+    draw_tasks,
     execution_setup,
     run,
+    training_plans,
 )
 from orchrm.experiments.real_exec_eval import (
     Versus,
@@ -42,6 +44,7 @@ from orchrm.runtime.backend import DEFAULT_SAMPLING, CallInfo, Completion, Sampl
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.executor import RunItem, execute_many
 from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
+from orchrm.scoring.local import OrchRM
 from orchrm.selection.selectors import majority_selector
 from orchrm.tasks.benchmarks.generated import make_tasks
 from orchrm.tasks.grading import grade
@@ -174,16 +177,14 @@ SIZES = Sizes(train_tasks=8, test_tasks=4, samples=3, steps=2, reruns=3)
 
 def truths(sizes: Sizes, seed: int = 0) -> dict[str, str]:
     """Question -> answer of the tasks a run of `sizes` makes."""
-    tasks = make_tasks(MIX, sizes.train_tasks, seed, "train")
-    tasks += make_tasks(MIX, sizes.test_tasks, seed + 1, "test")
-    return {t.task.question: t.task.answer for t in tasks}
+    split = draw_tasks(RealExecSettings(sizes=sizes, seed=seed), say=lambda line: None)
+    return {t.task.question: t.task.answer for part in split.parts.values() for t in part}
 
 
 def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp_path):
     settings = RealExecSettings(out=str(tmp_path), sizes=SIZES, execution_seeds=(4, 9))
-    tasks = make_tasks(MIX, SIZES.train_tasks, 0, "train") + make_tasks(
-        MIX, SIZES.test_tasks, 1, "test"
-    )
+    split = draw_tasks(settings, say=lambda line: None)
+    tasks = split["train"] + split["test"]
     server = LoopbackLLM(reply=stand_in_reply({t.task.question: t.task.answer for t in tasks}))
     started = []
 
@@ -219,6 +220,7 @@ def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp
 
     cache = [json.loads(line) for line in kept]
     runs = {(c["task_id"], c["sample"], c["seed"]): c["execution"]["answer"] for c in cache}
+    model = OrchRM.load(tmp_path / "rm" / "model", dtype="fp32")
     truth = {t.task.id: t.task.answer for t in tasks}
     for seed in (4, 9):
         records = [
@@ -229,7 +231,7 @@ def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp
         by_task: dict[str, list[dict]] = {}
         for r in records:
             by_task.setdefault(r["task_id"], []).append(r)
-        logp, vote = [], []
+        logp, vote, rm = [], [], []
         for task_id, rs in by_task.items():
             rs.sort(key=lambda r: r["sample_index"])
             answers = [
@@ -240,6 +242,9 @@ def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp
             right = [[bool(grade(a, truth[task_id], domain)) for a in row] for row in answers]
             best = max(range(n), key=lambda s: (rs[s]["orchestrator_logprob"], -s))
             logp.append(statistics.fmean(row[best] for row in right))
+            scores = [x.score for x in model.score([(r["question"], r["raw"]) for r in rs])]
+            chosen = max(range(n), key=lambda s: (scores[s], -s))
+            rm.append(statistics.fmean(row[chosen] for row in right))
             votes = [
                 row[majority_selector(replace(candidate_set(a, row), domain=domain)).index]
                 for a, row in zip(answers, right, strict=True)
@@ -249,7 +254,11 @@ def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp
         at_n = {r["selector"]: r for r in report["evaluations"][0]["results"] if r["n"] == n}
         assert at_n["logp"]["expected_accuracy"] == pytest.approx(statistics.fmean(logp))
         assert at_n["majority"]["expected_accuracy"] == pytest.approx(statistics.fmean(vote))
-        assert at_n["orchrm"]["expected_vs_baseline_ci"] is not None
+        assert at_n["orchrm"]["expected_accuracy"] == pytest.approx(statistics.fmean(rm))
+        gap = at_n["orchrm"]["expected_vs_baseline"]
+        assert gap == pytest.approx(statistics.fmean(rm) - statistics.fmean(vote))
+        lo, hi = at_n["orchrm"]["expected_vs_baseline_ci"]
+        assert lo <= gap <= hi and hi - lo < 2
         # by task kind: the kinds' orchrm rows, weighted by their tasks, give the whole
         table = (tmp_path / f"seed-{seed}" / "by_kind.txt").read_text().splitlines()
         rows = [line.split() for line in table[2:]]
@@ -290,6 +299,33 @@ def test_plans_that_differ_for_real_correlate_across_draws(monkeypatch):
     assert -1 / 3 < r["all"] < 1 and text.splitlines()[-1].startswith("all")
 
 
+def test_the_held_out_oracle_picks_on_one_draw_and_scores_on_the_other(monkeypatch):
+    import orchrm.experiments.real_exec_eval as draws
+
+    tasks = make_tasks(MIX, 2 * len(MIX), 0, "t")
+    plans = [SimpleNamespace(task=t, sample=s) for t in tasks for s in range(4)]
+
+    # arithmetic: sample 0 is right in every run of both draws, sample 1 in draw 0's
+    # first run only; retrieval: each draw favours another sample (luck that does not repeat)
+    def right(p, seed, cache):
+        first_draw, k = seed < 1000, seed % 1000
+        if p.task.documents == ():
+            return None, p.sample == 0 or (p.sample == 1 and first_draw and k == 0)
+        return None, p.sample == (0 if first_draw else 1)
+
+    monkeypatch.setattr(draws, "outcome", right)
+    text, numbers = draws.cross_draw_oracle(plans, (0, 1), 2, cache=None)
+    arithmetic = sum(1 for t in tasks if t.documents == ()) / len(tasks)
+    assert numbers["0->1"]["accuracy"] == pytest.approx(arithmetic)  # retrieval picks miss
+    assert numbers["1->0"]["accuracy"] == pytest.approx(arithmetic)
+    assert numbers["0->1"]["same_draw"] == numbers["1->0"]["same_draw"] == 1.0
+    lo, hi = numbers["0->1"]["ci"]
+    assert lo < arithmetic < hi
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()[2:] if line[0] != "p"}
+    assert rows["add"][1:] == ["100.0", "100.0", "100.0", "100.0"]
+    assert rows["capital"][1:] == ["0.0", "100.0", "0.0", "100.0"]
+
+
 def test_a_cache_answers_only_for_the_setup_it_was_made_with(tmp_path):
     cache = tmp_path / "out" / "executions.jsonl"
     setup = execution_setup(RealExecSettings())
@@ -302,6 +338,77 @@ def test_a_cache_answers_only_for_the_setup_it_was_made_with(tmp_path):
     written.write_text("[1, 2]")
     with pytest.raises(ConfigError, match="not a setup file"):
         bind_setup(cache, setup)
+
+
+def test_a_run_of_another_question_under_the_same_task_id_is_executed_not_served(tmp_path):
+    (task,) = make_tasks(MIX[:1], 1, 0, "cache")
+    other = replace(task, task=replace(task.task, question="What is 7 + 6?", answer="13"))
+    (written,) = write_plans(TemplateOrchestrator("base", False), [task], 1)
+    cache = ExecutionCache(tmp_path / "executions.jsonl")
+    asyncio.run(cache.execute(SeedRecorder(), [written.at(5)], SMALL, progress=False))
+    moved = replace(written, task=other)  # the same id, plan text, seed and sample
+    assert moved.at(5).key[0] == written.at(5).key[0] and moved.at(5).raw == written.at(5).raw
+    reopened = ExecutionCache(cache.path)
+    assert reopened.missing([moved.at(5)]) == [moved.at(5)] and reopened.result(moved.at(5)) is None
+    assert reopened.missing([written.at(5)]) == [] and reopened.hits == 1
+    # an entry of the older schema, whose key had no question, is never served
+    with open(cache.path, "a") as f:
+        f.write(json.dumps({"schema": "orchrm.exec-cache/1", "task_id": "x"}) + "\n")
+    assert ExecutionCache(cache.path).stale == 1
+
+
+def _asked(settings: RealExecSettings) -> set:
+    """The keys of every runnable execution a run of `settings` asks for."""
+    split = draw_tasks(settings, say=lambda line: None)
+    special = TemplateOrchestrator("specialized", specialized=True, seed=settings.seed)
+    train = [
+        p.at(run_seed(settings.execution_seeds[0], 0))
+        for p in training_plans(settings, split["train"])
+    ]
+    test = [
+        p.at(run_seed(e, k))
+        for p in write_plans(special, split["test"], settings.sizes.samples)
+        for e in settings.execution_seeds
+        for k in range(settings.sizes.reruns)
+    ]
+    return {e.key for e in train + test if e.runnable}
+
+
+def test_other_task_seeds_into_one_out_execute_only_what_was_not_asked(tmp_path):
+    """And a seed whose training tasks leave none to validate on is refused first."""
+    sizes = replace(SIZES, reruns=1)
+    first, second, bare = (
+        RealExecSettings(out=str(tmp_path), sizes=sizes, execution_seeds=(0,), seed=seed)
+        for seed in (3, 5, 11)
+    )
+    server = LoopbackLLM(reply=stand_in_reply(truths(sizes, 3) | truths(sizes, 5)))
+    started = []
+
+    @contextmanager
+    def backend(s):
+        started.append(s.seed)
+        yield OpenAIBackend(OpenAIConfig(base_url=server.base_url))
+
+    with server:
+        done = run(first, say=lambda line: None, backend=backend)
+        again = run(second, say=lambda line: None, backend=backend)
+        asked = len(server.requests)
+        with pytest.raises(
+            ConfigError, match=r"seed 11: none of the 8 training tasks .* validation"
+        ):
+            run(bare, say=lambda line: None, backend=backend)
+    assert started == [3, 5] and len(server.requests) == asked  # refused before any call
+    new = _asked(second) - _asked(first)
+    assert sum(c["to run"] for c in again["executions"].values()) == len(new) > 0
+    assert sum(c["cached"] for c in again["executions"].values()) == len(_asked(second) - new)
+    for result in (done, again):
+        assert result["validation_accuracy"] is not None and len(result["verdicts"]) == 1
+    # every kept run was made for the question its task id had in the run that asked it
+    asked_questions = {(k[0], k[1]) for k in _asked(first) | _asked(second)}
+    entries = [
+        json.loads(line) for line in (tmp_path / "executions.jsonl").read_text().splitlines()
+    ]
+    assert {(e["task_id"], e["question"]) for e in entries} <= asked_questions
 
 
 def test_settings_no_run_can_have_are_refused(tmp_path):

@@ -7,14 +7,18 @@ one execution seed (`orchrm.runtime.executor`: every call's seed derives from it
 `ExecutionCache` keeps every finished run in its file, one line a run appended as the
 run ends (`orchrm.jsonl.append_jsonl`) and read back when the cache opens:
 
-    {"schema": "orchrm.exec-cache/1", "task_id", "sample", "seed", "plan_sha256",
-     "execution": <the RunResult, as `execution` of an orchrm.run/1 record>}
+    {"schema": "orchrm.exec-cache/2", "task_id", "question", "sample", "seed",
+     "plan_sha256", "execution": <the RunResult, as `execution` of an orchrm.run/1 record>}
 
-A run is known by (task id, sha256 of the plan text, seed, sample): the sample is part
-of the key because each call's seed derives from it, so two samples of a task that
-wrote the same plan are executed independently, as they would be unseeded. A run that
-ended with an error (a call that failed for good, a timeout) is not kept: the next run
-executes it again. A torn last line (a crash mid-append) is skipped.
+A run is known by everything of its own that decides its answers: (task id, question
+text, sha256 of the plan text, seed, sample). The question is what the sub-agents read;
+the task id and the sample are there because each call's seed derives from them, so two
+samples of a task that wrote the same plan are executed independently, as they would be
+unseeded. A run asked for another question under the same task id (tasks drawn with
+another seed) is therefore executed, never answered by a run of the question that id
+had before. A run that ended with an error (a call that failed for good, a timeout) is
+not kept: the next run executes it again. A torn last line (a crash mid-append) is
+skipped, and so is an entry of another schema (`stale`).
 
 The key leaves out what every run of a cache shares: the model, the sub-agents' budgets
 and sampling, the corpus. `bind_setup` ties a cache to them (CACHE.setup.json beside
@@ -48,11 +52,11 @@ from orchrm.tasks.run import make_record
 from orchrm.tasks.task import Task
 from orchrm.world.templates import TemplateOrchestrator, structure_of
 
-CACHE_SCHEMA = "orchrm.exec-cache/1"
+CACHE_SCHEMA = "orchrm.exec-cache/2"
 Outcome = tuple[str | None, bool]
 """(answer, correct) of one run of a plan; (None, False) for a plan that never runs."""
-Key = tuple[str, str, int, int]
-"""(task id, sha256 of the plan text, execution seed, sample index)."""
+Key = tuple[str, str, str, int, int]
+"""(task id, question text, sha256 of the plan text, execution seed, sample index)."""
 
 
 def parsed_plan(raw: str) -> Orchestration | ParseError:
@@ -76,7 +80,8 @@ class Execution:
 
     @property
     def key(self) -> Key:
-        return (self.task.id, hashlib.sha256(self.raw.encode()).hexdigest(), self.seed, self.sample)
+        sha = hashlib.sha256(self.raw.encode()).hexdigest()
+        return (self.task.id, self.task.question, sha, self.seed, self.sample)
 
     @property
     def runnable(self) -> bool:
@@ -107,16 +112,27 @@ class ExecutionCache:
         self.failed: dict[Key, RunResult] = {}
         self.torn = 0
         """Lines of the file that could not be read (a crash mid-append)."""
+        self.stale = 0
+        """Entries of another schema (one whose key says less), never served."""
         self.hits = 0
         self.runs = 0
         if self.path.exists():
             for _, line in read_values(self.path):
                 if line is BLANK:
                     continue
+                if isinstance(line, dict) and line.get("schema") != CACHE_SCHEMA:
+                    self.stale += 1
+                    continue
                 if isinstance(line, BadLine) or not _is_entry(line):
                     self.torn += 1
                     continue
-                key = (line["task_id"], line["plan_sha256"], line["seed"], line["sample"])
+                key = (
+                    line["task_id"],
+                    line["question"],
+                    line["plan_sha256"],
+                    line["seed"],
+                    line["sample"],
+                )
                 self.done[key] = line["execution"]
 
     def result(self, e: Execution) -> RunResult | None:
@@ -144,8 +160,14 @@ class ExecutionCache:
         if result.error is not None:
             self.failed[e.key] = result
             return
-        task_id, sha, seed, sample = e.key
-        entry = {"task_id": task_id, "sample": sample, "seed": seed, "plan_sha256": sha}
+        task_id, question, sha, seed, sample = e.key
+        entry = {
+            "task_id": task_id,
+            "question": question,
+            "sample": sample,
+            "seed": seed,
+            "plan_sha256": sha,
+        }
         execution = result.to_dict()
         append_jsonl([{"schema": CACHE_SCHEMA, **entry, "execution": execution}], self.path)
         self.done[e.key] = execution
@@ -212,6 +234,7 @@ def _is_entry(line: object) -> bool:
         isinstance(line, dict)
         and line.get("schema") == CACHE_SCHEMA
         and isinstance(line.get("task_id"), str)
+        and isinstance(line.get("question"), str)
         and isinstance(line.get("plan_sha256"), str)
         and isinstance(line.get("seed"), int)
         and isinstance(line.get("sample"), int)

@@ -89,6 +89,7 @@ from orchrm.experiments.exec_cache import (
 from orchrm.experiments.real_exec_eval import (
     RUNS_PER_SEED,
     agreement,
+    cross_draw_oracle,
     evaluate_draw,
     plan_agreement,
     run_seed,
@@ -106,9 +107,11 @@ from orchrm.tasks.benchmarks.generated import (
     DOMAIN,
     EVERY_CELL,
     TASK_KINDS,
+    TaskSplit,
     grade,
     make_tasks,
     save_tasks,
+    split_tasks,
     world_corpus,
 )
 from orchrm.world.templates import (
@@ -169,6 +172,8 @@ class RealExecSettings:
     concurrency: int = 16
     """Plans executed at once."""
     seed: int = 0
+    tasks_only: bool = False
+    """Write the training and held-out task files into OUT/logs and stop: nothing runs."""
     calibrate_tasks: int = 4
     """`calibrate`: tasks a (kind, level) cell."""
     kinds: tuple[str, ...] = ()
@@ -343,6 +348,62 @@ def check(settings: RealExecSettings) -> None:
         raise ConfigError(f"reruns {k}: give 1 to {RUNS_PER_SEED - 1} executions a plan")
 
 
+def draw_tasks(settings: RealExecSettings, say: Callable[[str], None] = print) -> TaskSplit:
+    """The training and held-out tasks (`train`, `test`), drawn from one pool without
+    replacement (`split_tasks`): no question in both, none twice in one. Says each part's
+    size and every cell that ran out of questions."""
+    sizes = settings.sizes
+    split = split_tasks(MIX, {"train": sizes.train_tasks, "test": sizes.test_tasks}, settings.seed)
+    for line in split.lines():
+        say(f"tasks {line}")
+    return split
+
+
+def write_task_files(split: TaskSplit, out: str | Path) -> list[Path]:
+    """Each part's tasks as OUT/logs/PART.tasks.jsonl (`save_tasks`: one task a line,
+    with its `question`); returns the paths."""
+    return [
+        save_tasks(tasks, Path(out) / "logs" / f"{part}.tasks.jsonl")
+        for part, tasks in split.parts.items()
+    ]
+
+
+def check_validation(settings: RealExecSettings, train: list) -> None:
+    """Raise ConfigError when the pair split (`PAIR_SPLIT`, seeded with `seed`) puts no
+    training task in validation: the reward model would have nothing to validate and be
+    calibrated on. Known from the task ids alone, so it is said before anything runs."""
+    from orchrm.experiments.world_models import PAIR_SPLIT
+    from orchrm.store.pairs import split_of_tasks
+
+    ids = [t.task.id for t in train]
+    if "validation" in split_of_tasks(ids, PAIR_SPLIT, settings.seed).values():
+        return
+    more = []
+    for i in range(len(ids), len(ids) + 400):
+        kind, level = MIX[i % len(MIX)]
+        more.append(f"train-{i:03d}-{kind}{level}")
+    splits = split_of_tasks(more, PAIR_SPLIT, settings.seed)
+    first = next((i for i, task_id in enumerate(more) if splits[task_id] == "validation"), None)
+    hint = f"give --train-tasks {len(ids) + first + 1} or more, or " if first is not None else ""
+    raise ConfigError(
+        f"seed {settings.seed}: none of the {len(ids)} training tasks falls in the pair "
+        f"split's validation share ({PAIR_SPLIT[1]:.0%} of tasks, by task id), so no reward "
+        f"model could be validated; {hint}another --seed"
+    )
+
+
+def tasks_only(settings: RealExecSettings, split: TaskSplit, say: Callable[[str], None]) -> dict:
+    """Say where the task files are and whether a run of them would be refused for want
+    of validation tasks; returns the split's sizes and shortfalls."""
+    say(f"tasks written to {Path(settings.out) / 'logs'}/{{train,test}}.tasks.jsonl")
+    try:
+        check_validation(settings, split["train"])
+    except ConfigError as err:
+        say(f"a run of these tasks would be refused: {err}")
+    say("nothing executed (--tasks-only)")
+    return {"tasks": split.sizes(), "short": [s.line() for s in split.short]}
+
+
 def training_plans(settings: RealExecSettings, tasks: list) -> list[Plan]:
     """`sizes.samples` plans a task from each template orchestrator, specialized first."""
     writers = [
@@ -390,10 +451,16 @@ def reward_model(
     mined = ", ".join(f"{c} {kind}" for kind, c in sorted(t.mined.kept.items()))
     splits = ", ".join(f"{c} {split}" for split, c in sorted(t.mined.by_split.items()))
     summary = t.summary
+    accuracy = summary.best_validation_accuracy
+    validated = (
+        f"validation pairwise accuracy {accuracy:.3f}"
+        if accuracy is not None
+        else "no validation pair (none of the validation tasks gave a pair), so not "
+        "validated: the model is the last step's"
+    )
     say(
-        f"pairs: {mined} ({splits}); reward model: validation pairwise accuracy "
-        f"{summary.best_validation_accuracy:.3f} ({summary.dtype}, {summary.steps} steps, "
-        f"{summary.pairs_per_second:.1f} pairs/s)"
+        f"pairs: {mined} ({splits}); reward model: {validated} ({summary.dtype}, "
+        f"{summary.steps} steps, {summary.pairs_per_second:.1f} pairs/s)"
     )
     return t, by_structure
 
@@ -419,12 +486,11 @@ def run(
         "(no LLM writes them); mix " + ", ".join(f"{kind}{level}" for kind, level in MIX)
     )
     clock = Clock()
-    tasks = {
-        "train": make_tasks(MIX, sizes.train_tasks, settings.seed, "train"),
-        "test": make_tasks(MIX, sizes.test_tasks, settings.seed + 1, "test"),
-    }
-    for part, generated in tasks.items():
-        save_tasks(generated, out / "logs" / f"{part}.tasks.jsonl")
+    tasks = draw_tasks(settings, say)
+    write_task_files(tasks, out)
+    if settings.tasks_only:
+        return tasks_only(settings, tasks, say)
+    check_validation(settings, tasks["train"])
     special = TemplateOrchestrator("specialized", specialized=True, seed=settings.seed)
     train_plans = training_plans(settings, tasks["train"])
     test_plans = write_plans(special, tasks["test"], n)
@@ -474,9 +540,12 @@ def run(
         draws.append(draw)
     agree, sentence = agreement(draws) if len(draws) > 1 else (None, "")
     plans_differ: dict[str, float] = {}
+    held_out_oracle: dict[str, dict] = {}
     if sentence:
         say(sentence)
         text, plans_differ = plan_agreement(test_plans, seeds, k, cache)
+        say(text)
+        text, held_out_oracle = cross_draw_oracle(test_plans, seeds, k, cache)
         say(text)
     total = clock.total()
     clock.seconds["total"] = round(total, 1)
@@ -487,9 +556,12 @@ def run(
         "agree": agree,
         "agreement": sentence,
         "plans_differ": plans_differ,
+        "held_out_oracle": held_out_oracle,
         "executions": counts,
         "seconds": clock.seconds,
         "sizes": sizes.__dict__,
+        "tasks": tasks.sizes(),
+        "short": [s.line() for s in tasks.short],
         "mix": [f"{kind}{level}" for kind, level in MIX],
         "train_success_by_structure": by_structure,
         "pairs": t.mined.kept,

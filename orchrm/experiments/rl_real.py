@@ -19,7 +19,8 @@ Stages, each kept in OUT and reused by a later run with the same settings:
    A plan that does not parse or breaks a graph rule gets the reward's penalty.
    Training tokens are counted per step (OUT/grpo-METHOD/steps.jsonl): tokens the policy
    generated, the reward model read, and the sub-agents spent.
-4. **Evaluation by executing.** On held-out tasks (another seed), each policy
+4. **Evaluation by executing.** On held-out tasks (drawn with the training tasks from
+   one pool without replacement: no question in both), each policy
    (`warmup`: no further training, and each GRPO run) samples `eval_samples` plans a
    task with the same seed; each valid plan is executed `eval_runs` times with seeded
    calls; a task's expected accuracy is the mean success over its plans and runs (an
@@ -42,7 +43,15 @@ import torch
 
 from orchrm.errors import ConfigError
 from orchrm.experiments.exec_cache import ExecutionCache, bind_setup
-from orchrm.experiments.real_exec import MIX, execution_setup, reward_model, training_plans
+from orchrm.experiments.real_exec import (
+    check_validation,
+    draw_tasks,
+    execution_setup,
+    reward_model,
+    tasks_only,
+    training_plans,
+    write_task_files,
+)
 from orchrm.experiments.rl_real_config import (
     FULL,
     METHODS,
@@ -64,7 +73,6 @@ from orchrm.experiments.rl_real_eval import (
 from orchrm.experiments.rl_real_train import Rewarder, grpo, warmup
 from orchrm.rl.config import PENALTIES
 from orchrm.rl.pretrained import load_pretrained
-from orchrm.tasks.benchmarks.generated import make_tasks
 
 __all__ = ["FULL", "METHODS", "QUICK", "RLRealSettings", "RLRealSizes", "run"]
 
@@ -99,8 +107,13 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     real = settings.real_exec()
-    train = make_tasks(MIX, s.train_tasks, settings.seed, "train")
-    test = make_tasks(MIX, s.test_tasks, settings.seed + 1, "test")
+    split = draw_tasks(real, say)
+    write_task_files(split, out)
+    if settings.tasks_only:
+        return tasks_only(real, split, say)
+    if not settings.rm:
+        check_validation(real, split["train"])
+    train, test = split["train"], split["test"]
     bind_setup(out / "executions.jsonl", execution_setup(real))
     cache = ExecutionCache(out / "executions.jsonl")
     say(

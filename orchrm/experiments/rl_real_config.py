@@ -128,6 +128,8 @@ class RLRealSettings:
     max_tokens: int = 96
     """Completion tokens a sub-agent call."""
     seed: int = 0
+    tasks_only: bool = False
+    """Write the training and held-out task files into OUT/logs and stop: nothing runs."""
     progress: bool = True
 
     def real_exec(self) -> RealExecSettings:
@@ -142,6 +144,7 @@ class RLRealSettings:
             slots=self.slots,
             concurrency=self.concurrency,
             seed=self.seed,
+            tasks_only=self.tasks_only,
         )
 
     def check(self) -> None:

@@ -23,6 +23,9 @@ from orchrm.experiments.stages import (
 from orchrm.store.pairs import MineSummary
 from orchrm.training.config import TrainConfig
 
+PAIR_SPLIT = (0.85, 0.15, 0.0)
+"""Train, validation and test shares of the tasks whose pairs a reward model trains on."""
+
 
 @dataclass(frozen=True)
 class Cut:
@@ -75,7 +78,7 @@ class WorldRMConfig:
     datasets: tuple[PairDataset, ...]
     store: str = "orchrm.duckdb"
     """The store's file name in OUT, made afresh whenever the pairs are mined again."""
-    split: tuple[float, float, float] = (0.85, 0.15, 0.0)
+    split: tuple[float, float, float] = PAIR_SPLIT
     """Train, validation and test shares of the tasks."""
     seed: int = 0
     """Seeds the pair splits."""

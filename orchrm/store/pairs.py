@@ -34,6 +34,10 @@ SOURCE_NAMES = {
     "soo": "specialized-over-other-domain",
 }
 SPLITS = ("train", "validation", "test")
+_TASK_DRAW = "(md5_number({task} || ':split:' || {seed}) % 1000000) / 1e6"
+"""A task's draw in [0, 1) that decides its split: below the train share, train; below
+train + validation, validation; else test. Every pair of a task goes where its task does."""
+_SPLIT_CASE = "CASE WHEN u < ? THEN 'train' WHEN u < ? THEN 'validation' ELSE 'test' END"
 
 
 @dataclass
@@ -98,13 +102,13 @@ def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
         train, validation, _ = config.split
         db.execute("DELETE FROM pairs WHERE dataset = ?", [config.dataset])
         db.execute(
-            """
+            f"""
             INSERT INTO pairs
             SELECT ?, pair_id, task_id, kind, chosen_id, rejected_id,
-                   CASE WHEN u < ? THEN 'train' WHEN u < ? THEN 'validation' ELSE 'test' END
+                   {_SPLIT_CASE}
             FROM (
                 SELECT c.*, row_number() OVER (PARTITION BY c.kind ORDER BY c.draw) AS n,
-                       (md5_number(c.task_id || ':split:' || ?) % 1000000) / 1e6 AS u
+                       {_TASK_DRAW.format(task="c.task_id", seed="?")} AS u
                 FROM capped c
             ) ranked JOIN quota USING (kind)
             WHERE ranked.n <= quota.n
@@ -115,6 +119,26 @@ def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
         by_split = _grouped(db, config.dataset, "split, count(*)")
         tasks_by_split = _grouped(db, config.dataset, "split, count(DISTINCT task_id)")
     return MineSummary(config.dataset, available, kept, by_split, tasks_by_split, left_out)
+
+
+def split_of_tasks(
+    task_ids: list[str], split: tuple[float, float, float], seed: int
+) -> dict[str, str]:
+    """Task id -> the split (`SPLITS`) that `mine` with this `split` and `seed` puts its
+    pairs in: known before any task is executed, so a study can refuse a split that
+    leaves no task to validate on before the expensive part."""
+    import duckdb
+
+    from orchrm.store.db import CONNECTION_CONFIG
+
+    train, validation, _ = split
+    with duckdb.connect(":memory:", config=dict(CONNECTION_CONFIG)) as db:
+        rows = db.execute(
+            f"SELECT task_id, {_SPLIT_CASE} FROM (SELECT task_id, "
+            f"{_TASK_DRAW.format(task='task_id', seed='?')} AS u FROM unnest(?) AS t(task_id))",
+            [train, train + validation, str(seed), list(task_ids)],
+        ).fetchall()
+    return dict(rows)
 
 
 def _grouped(db, dataset: str, columns: str) -> dict:

@@ -1,5 +1,6 @@
-"""A task (`Task`: id, question, ground-truth answer, domain) and the JSONL files of tasks
-`orchrm run --tasks` reads (`load_tasks`)."""
+"""A task (`Task`: id, question, ground-truth answer, domain), what makes two questions
+one (`question_key`), and the JSONL files of tasks `orchrm run --tasks` reads
+(`load_tasks`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ class Task:
     question: str
     answer: str | None = None
     domain: str = ""
+
+
+def question_key(question: str) -> str:
+    """What makes two questions the same question: their text with case and runs of
+    white space ignored. Punctuation is kept: "What is 2 + 6?" and "What is 2 * 6?" are
+    two questions."""
+    return " ".join(question.casefold().split())
 
 
 def load_tasks(path: str | Path, limit: int | None = None) -> list[Task]:

@@ -13,10 +13,11 @@ Every task's domain is `generated`; `grade` (`orchrm.tasks.grading.grade` for th
 grades a number with the math checker and a place name by normalized match
 (`name_correct`).
 
-`make_tasks` draws tasks; `save_tasks` writes them as a task file that `orchrm run --tasks`
-reads as it is (`id`, `question`, `answer`, `domain`) and that `load` reads back with each
-task's kind, level and passages; `save_corpus` writes their pooled passages as a corpus
-file for `orchrm run --corpus`.
+`split_tasks` draws the parts of a study (training and held-out tasks) from one pool
+without replacement, `make_tasks` one part alone; `save_tasks` writes them as a task file
+that `orchrm run --tasks` reads as it is (`id`, `question`, `answer`, `domain`) and that
+`load` reads back with each task's kind, level and passages; `save_corpus` writes their
+pooled passages as a corpus file for `orchrm run --corpus`.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchrm.errors import InputError
+from orchrm.errors import ConfigError, InputError
 from orchrm.jsonl import write_jsonl
 from orchrm.runtime.retrieval import BM25Retriever, Document
 from orchrm.tasks.answers import as_number, is_correct, math_correct, normalize_text
 from orchrm.tasks.benchmarks.base import check_unique_ids, existing, jsonl_objects, required
-from orchrm.tasks.task import Task
+from orchrm.tasks.task import Task, question_key
 
 DOMAIN = "generated"
 """Every task's domain: `orchrm.tasks.grading.grade` grades it with `grade`."""
@@ -278,25 +279,116 @@ class GeneratedTask:
     documents: tuple[Document, ...] = ()
 
 
+DRAWS_TO_EXHAUST = 200
+"""`split_tasks`: draws in a row of one cell that find no question not drawn before, after
+which the cell is taken to have no more (`mul1`, 16 questions, is the smallest)."""
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """A part that got fewer tasks of a cell than it asked: the cell ran out of questions
+    not drawn before."""
+
+    part: str
+    cell: tuple[str, int]
+    asked: int
+    got: int
+    distinct: int
+    """Distinct questions the cell gave over every part."""
+
+    def line(self) -> str:
+        kind, level = self.cell
+        return (
+            f"{self.part}: {self.got} of the {self.asked} {kind}{level} tasks asked: the cell "
+            f"has no question beyond the {self.distinct} drawn (no new one in "
+            f"{DRAWS_TO_EXHAUST} draws), and no question is drawn twice"
+        )
+
+
+@dataclass(frozen=True)
+class TaskSplit:
+    """Parts of tasks drawn from one pool without replacement (`split_tasks`): no
+    question, by `question_key`, is in two parts or twice in one."""
+
+    parts: dict[str, list[GeneratedTask]]
+    short: tuple[Shortfall, ...] = ()
+
+    def __getitem__(self, part: str) -> list[GeneratedTask]:
+        return self.parts[part]
+
+    def sizes(self) -> dict[str, int]:
+        """Tasks in each part."""
+        return {part: len(tasks) for part, tasks in self.parts.items()}
+
+    def lines(self) -> list[str]:
+        """One line a part (its tasks and distinct questions), then one a shortfall."""
+        out = [
+            f"{part}: {len(tasks)} tasks, {len({question_key(t.task.question) for t in tasks})} "
+            "distinct questions"
+            for part, tasks in self.parts.items()
+        ]
+        return out + [s.line() for s in self.short]
+
+
+def split_tasks(cells: tuple[tuple[str, int], ...], sizes: dict[str, int], seed: int) -> TaskSplit:
+    """Parts of tasks (`sizes`: part name -> tasks), drawn from one pool without
+    replacement: each part cycles through the (kind, level) `cells` (task i of part P is
+    cell i mod len(cells), id `P-<i>-<kind><level>`), drawn from its own stream (part j
+    of `sizes` from `seed + j` and its name), and a question any part already holds, by
+    `question_key`, is drawn again. A cell with no new question in `DRAWS_TO_EXHAUST`
+    draws gives the parts that still ask for it fewer tasks, each `Shortfall` recorded
+    for the caller to say; a part left with no task at all raises ConfigError."""
+    seen: set[str] = set()
+    exhausted: set[tuple[str, int]] = set()
+    parts: dict[str, list[GeneratedTask]] = {}
+    wanted: dict[tuple[str, tuple[str, int]], int] = {}
+    for j, (part, n) in enumerate(sizes.items()):
+        rng = random.Random(f"real-exec:{part}:{seed + j}")
+        parts[part] = []
+        for i in range(n):
+            kind, level = cell = cells[i % len(cells)]
+            wanted[(part, cell)] = wanted.get((part, cell), 0) + 1
+            drawn = None if cell in exhausted else _new_question(kind, level, rng, seen)
+            if drawn is None:
+                exhausted.add(cell)
+                continue
+            question, answer, documents = drawn
+            seen.add(question_key(question))
+            task = Task(f"{part}-{i:03d}-{kind}{level}", question, str(answer), DOMAIN)
+            parts[part].append(GeneratedTask(task, kind, level, documents))
+        if n and not parts[part]:
+            raise ConfigError(f"no task left for {part!r}: every cell ran out of questions")
+    got = {(p, (t.kind, t.level)): 0 for p in parts for t in parts[p]}
+    for p, tasks in parts.items():
+        for t in tasks:
+            got[(p, (t.kind, t.level))] += 1
+    distinct = {c: sum(v for (_, cc), v in got.items() if cc == c) for c in exhausted}
+    short = tuple(
+        Shortfall(p, c, asked, got.get((p, c), 0), distinct[c])
+        for (p, c), asked in wanted.items()
+        if c in exhausted and got.get((p, c), 0) < asked
+    )
+    return TaskSplit(parts, short)
+
+
+def _new_question(
+    kind: str, level: int, rng: random.Random, seen: set[str]
+) -> tuple[str, int | str, tuple[Document, ...]] | None:
+    for _ in range(DRAWS_TO_EXHAUST):
+        drawn = _draw(kind, rng, level)
+        if question_key(drawn[0]) not in seen:
+            return drawn
+    return None
+
+
 def make_tasks(
     cells: tuple[tuple[str, int], ...], n: int, seed: int, prefix: str
 ) -> list[GeneratedTask]:
-    """`n` tasks cycling through the (kind, level) `cells`, drawn from `seed` and
-        `prefix`, ids `PREFIX-<i>-<kind><level>`. A question already drawn is drawn again, up to
-    100 times: a cell with fewer distinct questions than its tasks repeats some."""
-    rng = random.Random(f"real-exec:{prefix}:{seed}")
-    seen: set[str] = set()
-    out = []
-    for i in range(n):
-        kind, level = cells[i % len(cells)]
-        for _ in range(100):
-            question, answer, documents = _draw(kind, rng, level)
-            if question not in seen:
-                break
-        seen.add(question)
-        task = Task(f"{prefix}-{i:03d}-{kind}{level}", question, str(answer), DOMAIN)
-        out.append(GeneratedTask(task, kind, level, documents))
-    return out
+    """`n` tasks with distinct questions, cycling through the (kind, level) `cells`:
+    `split_tasks` with one part, `prefix`, drawn from `seed` (a cell that runs out of
+    questions gives fewer). Tasks to train on and tasks to hold out come from one
+    `split_tasks` call, never from two `make_tasks` calls."""
+    return split_tasks(cells, {prefix: n}, seed)[prefix]
 
 
 def _draw(kind: str, rng: random.Random, level: int) -> tuple[str, int | str, tuple[Document, ...]]:

@@ -480,8 +480,8 @@ def run(
     (out / "logs").mkdir(parents=True, exist_ok=True)
     say(
         f"real-exec: {sizes.train_tasks} train tasks x 2 orchestrators x {n} plans, "
-        f"{sizes.test_tasks} held-out tasks x {n} specialized plans x {k} runs a plan for each "
-        f"execution seed ({', '.join(map(str, seeds))}), every plan executed by "
+        f"{sizes.test_tasks} held-out tasks asked x {n} specialized plans x {k} runs a plan "
+        f"for each execution seed ({', '.join(map(str, seeds))}), every plan executed by "
         f"SmolLM2-135M-Instruct (llama.cpp, {settings.slots} slots); plans from templates "
         "(no LLM writes them); mix " + ", ".join(f"{kind}{level}" for kind, level in MIX)
     )

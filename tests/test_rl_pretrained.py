@@ -4,20 +4,26 @@ LoRA and the orchestrator prompt, and the GRPO comparison (`orchrm.experiments.r
 at a tiny size, executing on the loopback stand-in of an OpenAI-compatible server.
 
 The tiny policy is a randomly initialized 2-layer Llama with SmolLM2's tokenizer,
-seeded, in fp32."""
+seeded, in fp32; the comparison's policy is a 2-layer Llama fitted to write template
+plans (`plan_writer_dir`), so GRPO has valid and invalid samples to learn from and the test
+checks that the rewarded structure gains probability."""
 
 from __future__ import annotations
 
 import json
+import random
+import statistics
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import cache
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
-from orchrm.experiments.real_exec import MIX
+from orchrm.experiments.real_exec import MIX, draw_tasks
 from orchrm.experiments.rl_real import QUICK, RLRealSettings, run
+from orchrm.orchestration import DoM, Orchestration, to_harmony
 from orchrm.rl.policy import load_policy_tokenizer
 from orchrm.rl.pretrained import (
     Sample,
@@ -28,11 +34,15 @@ from orchrm.rl.pretrained import (
     make_optimizer,
     prompt_ids,
     sample_groups,
+    sft_step,
     stop_ids,
 )
+from orchrm.runtime import prompts
 from orchrm.runtime.local_llm import bundled_gguf
 from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
 from orchrm.tasks.benchmarks.generated import make_tasks
+from orchrm.world.orchestrators import Choices
+from orchrm.world.templates import STRUCTURES, THINKING, single_plan
 from tests.loopback_llm import LoopbackLLM
 from tests.test_real_exec import stand_in_reply
 
@@ -178,14 +188,138 @@ def test_the_bundled_smollm2_loads_with_a_lora_and_reads_the_orchestrator_prompt
     assert [s.tokens for s in drawn[0]] and all(0 < s.tokens <= 8 for s in drawn[0])
 
 
-def test_the_comparison_runs_at_a_tiny_size_and_reuses_its_stages(tmp_path, tiny_dir):
-    sizes = replace(QUICK, max_new_tokens=24, warmup_steps=2)
+# --------------------------------------------------------------------------- the comparison
+
+PIECES = r"</?\w+>|\n *| ?[A-Za-z]+| ?\d+| ?[^\sA-Za-z\d]+|\s+"
+"""What the plan writer's tokenizer reads a text as: tags, line breaks with their indent,
+words and numbers with their space, runs of punctuation, other whitespace."""
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+WRITTEN = ("cot", "sc", "cot_reflexion", "sc_check")
+"""The template plans the plan writer writes: two of one agent, two of two."""
+
+
+def _word_tokenizer(texts: list[str]):
+    """A tokenizer whose vocabulary is the pieces (`PIECES`) of `texts`, any other piece
+    `<unk>`, with SmolLM2's special tokens and a ChatML chat template."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    split = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PIECES), "isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    pieces = sorted({w for text in texts for w, _ in split.pre_tokenize_str(text)})
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>"]
+    words = Tokenizer(models.WordLevel({w: i for i, w in enumerate(specials + pieces)}, "<unk>"))
+    words.pre_tokenizer = split
+    words.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=words,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token="<unk>",
+        clean_up_tokenization_spaces=False,
+        chat_template=CHATML,
+    )
+
+
+def _written(tokenizer) -> dict[str, list[int]]:
+    """The plans of `WRITTEN` (`single_plan`) as the policy writes them."""
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    return {
+        s: tokenizer(to_harmony(single_plan(s)), add_special_tokens=False)["input_ids"] + [end]
+        for s in WRITTEN
+    }
+
+
+@pytest.fixture(scope="module")
+def plan_writer_dir(tmp_path_factory):
+    """A tiny Llama that writes one of the template plans `WRITTEN`, any one alike, after
+    any orchestrator prompt: every weight fit on them, with a tokenizer of the pieces of
+    the prompt and of the templates' plans (~270 tokens), which a 2-layer model learns in
+    a few seconds where SmolLM2's 49,152 tokens would take it minutes."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    system = prompts.orchestrator("", "high")[0]["content"]
+    drawn = [STRUCTURES[s](Choices(random.Random(k))) for s in STRUCTURES for k in range(8)]
+    plans = [to_harmony(Orchestration(tuple(a), tuple(e), DoM.HIGH, "")) for a, e in drawn]
+    texts = [f"system\n{system}\nuser\nTask:\nassistant\n", *THINKING.values(), *plans]
+    tokenizer = _word_tokenizer(texts)
+    tokenizer.padding_side = "left"
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=1024,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = LlamaForCausalLM(config).to(torch.float32)
+    rows = [(0, ids) for ids in _written(tokenizer).values()]
+    questions = [t.task.question for t in make_tasks(MIX, 4, 9, "train")]
+    steps = 160
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    scheduler = torch.optim.lr_scheduler.LinearLR(optimizer, 1.0, 0.0, steps)
+    for step in range(steps):
+        ids = prompt_ids(tokenizer, questions[step % len(questions)])
+        sft_step(model, tokenizer, optimizer, scheduler, [ids], rows)
+    path = tmp_path_factory.mktemp("plan-writer")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def one_agent_share(policy: str, adapter, question: str) -> float:
+    """The probability that the policy with `adapter` writes a one-agent template plan
+    for `question`, among the template plans."""
+    model, tokenizer = load_pretrained(policy, adapter=adapter)
+    plans = _written(tokenizer)
+    rows = [(0, ids) for ids in plans.values()]
+    with torch.no_grad():
+        logp, _ = completion_logprobs(model, tokenizer, [prompt_ids(tokenizer, question)], rows)
+    p = torch.softmax(logp.sum(-1), 0)
+    one = torch.tensor([len(single_plan(s).agents) == 1 for s in plans])
+    return float(p[one].sum())
+
+
+def test_the_comparison_learns_at_a_tiny_size_and_reuses_its_stages(tmp_path, plan_writer_dir):
+    # A one-agent plan (~55 tokens) fits in 80; a two-agent one is cut short, does not parse
+    # and gets the penalty, below any valid plan's reward: both rewards ask for a one-agent
+    # plan, which the plan writer chooses half the time. Its warm-up's data, every template
+    # structure's plans, are not what it writes, so the warm-up takes one tiny step: the
+    # stage runs and is reused, and GRPO starts from the plan writer.
+    sizes = replace(
+        QUICK,
+        max_new_tokens=80,
+        rm_steps=2,
+        warmup_steps=1,
+        steps=6,
+        prompts_per_step=4,
+        num_generations=8,
+    )
     settings = RLRealSettings(
-        out=str(tmp_path), sizes=sizes, policy=tiny_dir, lora_r=4, progress=False
+        out=str(tmp_path),
+        sizes=sizes,
+        policy=plan_writer_dir,
+        lora_r=4,
+        lora_alpha=8,
+        warmup_lr=1e-5,
+        lr=5e-3,
+        progress=False,
     )
-    tasks = make_tasks(MIX, sizes.train_tasks, 0, "train") + make_tasks(
-        MIX, sizes.test_tasks, 1, "test"
-    )
+    split = draw_tasks(settings.real_exec(), say=lambda line: None)
+    tasks = split["train"] + split["test"]
     server = LoopbackLLM(reply=stand_in_reply({t.task.question: t.task.answer for t in tasks}))
 
     @contextmanager
@@ -200,19 +334,34 @@ def test_the_comparison_runs_at_a_tiny_size_and_reuses_its_stages(tmp_path, tiny
     assert calls > 0 and len(server.requests) == calls  # nothing executed twice
     assert any("warm-up: reused" in line for line in lines)
     assert any("grpo-orchrm: reused" in line for line in lines)
+    assert any("grpo-execution: reused" in line for line in lines)
     assert set(report["methods"]) == {"warmup", "orchrm", "execution"}
     timeless = lambda r: {  # noqa: E731
         name: {k: v for k, v in m.items() if "seconds" not in k} for name, m in r.items()
     }
     assert timeless(report["methods"]) == timeless(again["methods"])
+    assert again["curves"] == report["curves"]
+
+    start = tmp_path / "warmup" / "adapter"
+    before = one_agent_share(plan_writer_dir, start, tasks[0].task.question)
+    assert 0.3 < before < 0.7
     for name in ("orchrm", "execution"):
         steps = report["curves"][name]
-        assert [r["step"] for r in steps] == [1, 2]
-        assert all(r["policy"] > 0 for r in steps)
-    # a tiny random policy writes nothing valid: every sample gets the penalty
-    assert report["methods"]["orchrm"]["training_tokens"]["rm"] == 0
-    assert all(r["reward"] == -1.0 for r in report["curves"]["execution"])
+        assert [r["step"] for r in steps] == [1, 2, 3, 4, 5, 6]
+        # valid and invalid samples: rewards spread, advantages are not 0, every step
+        # updates the LoRA
+        assert 0 < statistics.fmean(r["valid"] for r in steps) < 1
+        assert all(r["computed"] > 0 and r["grad_norm"] > 0 for r in steps)
+        adapter = tmp_path / f"grpo-{name}" / "adapter"
+        moved = load_file(adapter / "adapter_model.safetensors")
+        held = load_file(start / "adapter_model.safetensors")
+        assert any(not torch.equal(held[k], moved[k]) for k in held)
+        # the rewarded structure gained probability (from ~0.5 to over 0.9 here)
+        after = one_agent_share(plan_writer_dir, adapter, tasks[0].task.question)
+        assert after > before + 0.25, (name, before, after)
+    assert report["methods"]["orchrm"]["training_tokens"]["rm"] > 0
+    assert report["methods"]["execution"]["training_tokens"]["execution"] > 0
     saved = json.loads((tmp_path / "report.json").read_text())
-    assert saved["pairs"]["orchrm - execution"]["difference"] == 0.0
+    assert set(saved["pairs"]) == {"orchrm - execution", "execution / orchrm training tokens"}
     assert (tmp_path / "reward.png").stat().st_size > 0
     assert "| warmup |" in (tmp_path / "report.md").read_text()

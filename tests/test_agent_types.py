@@ -25,8 +25,7 @@ from orchrm.runtime import prompts
 from orchrm.runtime.agents import SUB_AGENTS
 from orchrm.runtime.config import RunConfig
 from orchrm.runtime.executor import execute
-from orchrm.world.model import SUCCESS
-from orchrm.world.tasks import WORLD_TYPES
+from orchrm.world.model import PRIORS, SUCCESS
 from tests.scripted_backend import ScriptedBackend
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +45,7 @@ PARTIAL_TABLES = {
 KNOWN_TABLES = {
     "orchrm.runtime.agents.SUB_AGENTS",
     "orchrm.world.model.SUCCESS",
-    "orchrm.world.tasks.WORLD_TYPES",
+    "orchrm.world.model.PRIORS",
     "orchrm.world.tasks.TYPE_CUES",
     "orchrm.world.orchestrators.DESCRIPTIONS",
     "orchrm.orchestration.rm_text.TYPE_NAMES",
@@ -60,8 +59,7 @@ KNOWN_TABLES = {
 ANYWHERE = {
     "orchrm/orchestration/agent_types.py": "the registry",
     "orchrm/runtime/agents.py": "the executor",
-    "orchrm/world/": "the world's behaviour: success, cues, priors, plan shapes",
-    "orchrm/runtime/hostile.py": "hostile inputs: fixed plans as text, no per-type table",
+    "orchrm/world/model.py": "the world's behaviour: success and orchestrator priors",
 }
 DOCSTRINGS_ONLY = {
     "orchrm/runtime/config.py": "the help of a setting that one type reads",
@@ -106,7 +104,7 @@ def test_every_per_type_table_covers_exactly_the_registered_types():
 
 
 def test_behaviour_tables_are_keyed_by_the_registry():
-    for table in (SUB_AGENTS, SUCCESS, WORLD_TYPES):
+    for table in (SUB_AGENTS, SUCCESS, PRIORS):
         assert set(table) == NAMES
 
 
@@ -114,7 +112,6 @@ def test_behaviour_tables_are_keyed_by_the_registry():
     ("table", "first"),
     [
         ("orchrm.runtime.agents.SUB_AGENTS", ""),
-        ("orchrm.world.tasks.WORLD_TYPES", ""),
         ("orchrm.world.model.SUCCESS", "orchrm.world.tasks"),
     ],
 )
@@ -161,6 +158,8 @@ def test_entries_are_consistent_with_runconfig_and_each_other():
             assert not s.per_role or kind.min_roles >= 1, (name, s.name)
         assert bool(kind.roles) == bool(kind.min_roles) and len(kind.roles) >= kind.min_roles
         assert kind.descriptions and all(kind.descriptions) and kind.words and kind.prompt
+        assert kind.template_descriptions and all(kind.template_descriptions), name
+        assert kind.cues and all(kind.cues), name
         assert re.fullmatch(r"#[0-9a-f]{6}", kind.colour), name
         labels.add(kind.label)
         colours.add(kind.colour)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from orchrm.orchestration import AGENT_TYPES
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "orchrm"
 
@@ -144,6 +146,33 @@ def test_no_file_imports_itself_through_others():
 def test_the_shared_modules_import_no_stage():
     for name in sorted(SHARED - {"__init__"}):
         assert not (_imports(PACKAGE / f"{name}.py") - SHARED), name
+
+
+TYPE_NAME_HOMES = {
+    "orchrm/orchestration/agent_types.py": "the registry",
+    "orchrm/runtime/agents.py": "the executor",
+    "orchrm/world/model.py": "the world's success model",
+}
+"""The only files of the package that may write a sub-agent type's name as a string
+literal; everywhere else a type is found through the registry's entries."""
+
+
+def test_type_names_are_written_only_in_the_registry_the_executor_and_the_success_model():
+    """A type's name in any other module would be one more place to edit for a new type."""
+    names = set(AGENT_TYPES)
+    stray = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in TYPE_NAME_HOMES:
+            continue
+        literals = sorted(
+            (node.lineno, node.value)
+            for node in ast.walk(ast.parse(path.read_text(), rel))
+            if isinstance(node, ast.Constant) and node.value in names
+        )
+        stray += [f"{rel}:{line}: {name!r}" for line, name in literals]
+    where = ", ".join(TYPE_NAME_HOMES)
+    assert not stray, f"sub-agent type names outside {where}:\n" + "\n".join(stray)
 
 
 def test_every_link_in_the_docs_resolves():

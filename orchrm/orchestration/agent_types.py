@@ -1,17 +1,18 @@
 """The sub-agent types: one `AgentType` entry each, with everything about a type that is
 data rather than behaviour.
 
-An entry holds the type's name as orchestrations write it, the words every rendering
-and prompt shows for it, the debate roles it takes, the `RunConfig` fields that set how
-it runs, the calls it makes (what the predicted cost counts) and how the viewer draws
-it. Every per-type table in the package is built from `AGENT_REGISTRY` or looks a type
-up in it.
+An entry holds the type's name as orchestrations write it, the words every rendering,
+prompt and plan shows for it (the world's question cues among them), the debate roles
+it takes, the `RunConfig` fields that set how it runs, the calls it makes (what the
+predicted cost counts) and how the viewer draws it. Every per-type table in the package
+is built from `AGENT_REGISTRY` or looks a type up in it.
 
 What a type does lives with the code that does it, keyed by these names: its executor
 in `orchrm.runtime.agents.SUB_AGENTS`, and how the simulated world plays it in
-`orchrm.world.model.SUCCESS` and `orchrm.world.tasks.WORLD_TYPES`. Each of those tables
-calls `require_every_type` at import, so a type registered here without its behaviour
-there stops the import with an error that names it.
+`orchrm.world.model.SUCCESS` and `orchrm.world.model.PRIORS`. Each of those tables calls
+`require_every_type` at import, so a type registered here without its behaviour there
+stops the import with an error that names it. No other module of the package spells a
+type's name: code that needs a type in a fixed place finds it by its entry's attributes.
 """
 
 from __future__ import annotations
@@ -52,8 +53,18 @@ class AgentType:
     descriptions: tuple[str, ...]
     """How a plan describes an agent of the type: an edit gives the agent it adds or
     retypes the first, the world's orchestrators pick one of them."""
+    template_descriptions: tuple[str, ...]
+    """How a template plan (`orchrm.world.templates`) describes an agent of the type, worded
+    for the small budgets real executions run with (three SC tries, a debate of two
+    roles, one check); one is drawn per agent."""
     words: str
     """What it does in words, after its class name in the reward model's text."""
+    cues: tuple[str, ...]
+    """Phrases that hint, in a world task's question (`orchrm.world.tasks`), that the task
+    suits the type. Each shares words with `words`: the link from "slips are common" to
+    "self-consistency" is knowledge a large reward model brings from pretraining and a
+    small one does not, so the world states it in words
+    (docs/results.md#what-the-text-allows)."""
     prompt: str
     """What it does, in the orchestrator prompt's list of sub-agents."""
     label: str
@@ -85,7 +96,12 @@ _ENTRIES = (
             "Reason step by step to the answer.",
             "Solve the task with one careful pass.",
         ),
+        template_descriptions=(
+            "Reason step by step to the answer.",
+            "Solve it with one careful pass.",
+        ),
         words="step-by-step chain of thought",
+        cues=("A direct chain of thought works.", "Reason step by step from the definitions."),
         prompt="one chain-of-thought call.",
         label="CoT",
         colour="#4e79a7",
@@ -99,7 +115,15 @@ _ENTRIES = (
             "Sample several solutions and vote.",
             "Self-consistency over independent tries.",
         ),
+        template_descriptions=(
+            "Sample several solutions and vote.",
+            "Self-consistency over three tries.",
+        ),
         words="self-consistency: several tries vote",
+        cues=(
+            "Slips are common; several tries should vote.",
+            "Arithmetic errors are easy; let several tries vote.",
+        ),
         prompt="five chain-of-thought samples and a majority vote.",
         label="SC",
         colour="#59a14f",
@@ -112,7 +136,15 @@ _ENTRIES = (
     AgentType(
         name="DebateAgent",
         descriptions=("Let experts argue, then decide.", "A structured debate between roles."),
+        template_descriptions=(
+            "Two experts argue, then decide.",
+            "A short debate between two roles.",
+        ),
         words="debate between experts",
+        cues=(
+            "Two approaches seem plausible; experts should debate them.",
+            "Experts would debate the method.",
+        ),
         prompt="debaters in the roles you list argue over several rounds, then a final decision.",
         label="Debate",
         colour="#e15759",
@@ -130,7 +162,15 @@ _ENTRIES = (
     AgentType(
         name="ReflexionAgent",
         descriptions=("Answer, critique, refine.", "Iterate until a critic accepts."),
+        template_descriptions=(
+            "Answer, critique, refine.",
+            "Check the answer and fix it if wrong.",
+        ),
         words="reflexion: critique and refine",
+        cues=(
+            "A first attempt misses cases; critique and refine it.",
+            "Check every case: critique the draft and refine it.",
+        ),
         prompt="answer, critique, refine, until the critic accepts.",
         label="Reflexion",
         colour="#f28e2b",
@@ -149,7 +189,12 @@ _ENTRIES = (
     AgentType(
         name="WebSearchAgent",
         descriptions=("Search the corpus, then summarize.", "Look up the needed facts."),
+        template_descriptions=(
+            "Look the fact up in the corpus.",
+            "Search, then answer from the passages.",
+        ),
         words="web search",
+        cues=("Look it up with a web search.", "The facts are documented online; search the web."),
         prompt="searches a corpus over several turns, then summarizes.",
         label="WebSearch",
         colour="#76b7b2",

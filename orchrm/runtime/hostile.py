@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 from orchrm.orchestration import (
+    AGENT_REGISTRY,
+    AGENT_TYPES,
     Agent,
     DoM,
     Edge,
@@ -44,8 +46,12 @@ WHITESPACE = {
     "para-sep": "\u2029",
     "ideographic": "\u3000",
 }
-AGENT_OPEN = "<agent><agent_id>a</agent_id><agent_name>CoTAgent</agent_name>"
-DEBATE_OPEN = "<agent><agent_name>DebateAgent</agent_name><debate_roles>"
+PLAIN_TYPE, OTHER_TYPE = [t for t in AGENT_TYPES if not AGENT_REGISTRY[t].min_roles][:2]
+"""Two types an agent without debate roles may take: the first two the registry lists."""
+DEBATE_TYPE = next(t for t in AGENT_TYPES if AGENT_REGISTRY[t].min_roles)
+"""The first registered type whose agents take debate roles."""
+AGENT_OPEN = f"<agent><agent_id>a</agent_id><agent_name>{PLAIN_TYPE}</agent_name>"
+DEBATE_OPEN = f"<agent><agent_name>{DEBATE_TYPE}</agent_name><debate_roles>"
 CHAIN_AGENT = 220  # characters of harmony text per agent of `chain`, about
 
 
@@ -87,7 +93,7 @@ def _text_generators() -> dict[str, Callable[[int], str]]:
         "brackets-mixed": repeat(DEBATE_OPEN, "[{("),
         "thinking-unclosed": repeat("", "<thinking>x "),
         "thinking-then-agent": repeat(
-            "", "<thinking>x<agent><agent_name>CoTAgent</agent_name></agent>"
+            "", f"<thinking>x<agent><agent_name>{PLAIN_TYPE}</agent_name></agent>"
         ),
         "agent-input-unclosed": repeat(AGENT_OPEN, "<agent_input>"),
         "agent-fields-open": repeat(AGENT_OPEN, "<agent_input>x</agent_input></agent>"),
@@ -116,7 +122,7 @@ def chain(size: int) -> Orchestration:
     agents = tuple(
         Agent(
             f"a{i}",
-            "DebateAgent" if i % 3 == 0 else "CoTAgent",
+            DEBATE_TYPE if i % 3 == 0 else PLAIN_TYPE,
             description=f"step {i} of the plan, checked twice",
             input=f"use ${{a{i - 1}}} and go on" if i else "",
             debate_roles=("Algebraist", "Geometer") if i % 3 == 0 else None,
@@ -130,8 +136,8 @@ def chain(size: int) -> Orchestration:
 def fan_in(size: int) -> Orchestration:
     """Thousands of start agents feeding one sink whose input names them all."""
     n = max(2, size // 120)
-    starts = [Agent(f"s{i}", "CoTAgent", description="look it up") for i in range(n)]
-    sink = Agent("sink", "SCAgent", input=" ".join(f"${{s{i}}}" for i in range(n)))
+    starts = [Agent(f"s{i}", PLAIN_TYPE, description="look it up") for i in range(n)]
+    sink = Agent("sink", OTHER_TYPE, input=" ".join(f"${{s{i}}}" for i in range(n)))
     edges = tuple(Edge(f"s{i}", "sink") for i in range(n))
     return Orchestration((*starts, sink), edges, DoM.HIGH, "", "sink")
 
@@ -157,7 +163,7 @@ GRAPH_GENERATORS: dict[str, Callable[[int], Orchestration]] = {
 def text_plan(text: str) -> Orchestration:
     """An orchestration carrying hostile text in its thinking, description and input (the
     parts rendering cuts), and its head in a debate role and the answer."""
-    agent = Agent("a", "DebateAgent", text, text, (text[:100], "b"))
+    agent = Agent("a", DEBATE_TYPE, text, text, (text[:100], "b"))
     return Orchestration((agent,), (), DoM.HIGH, text, text[:100])
 
 
@@ -166,7 +172,7 @@ def _render(text: str) -> str:
     quarter each in the question, thinking, description and input."""
     q = len(text) // 4
     parts = [text[:q], text[q : 2 * q], text[2 * q : 3 * q], text[3 * q :]]
-    agent = Agent("a", "DebateAgent", parts[2], parts[3], (text[:100], "b"))
+    agent = Agent("a", DEBATE_TYPE, parts[2], parts[3], (text[:100], "b"))
     return render_for_rm(parts[0], Orchestration((agent,), (), DoM.HIGH, parts[1], text[:100]))
 
 

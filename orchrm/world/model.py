@@ -8,6 +8,10 @@ composes the same numbers in closed form over the graph (every joint outcome of 
 agents is enumerated, so shared ancestors are exact), with each sub-agent type's
 aggregation written out in `SUCCESS`: SC's vote, Reflexion's critic loop, WebSearch's
 fact finding.
+
+Beside it, `PRIORS`: how much the world's orchestrators favour each type as a plan's
+main solver. These two tables and the registry are the world's only per-type data keyed
+by a type's name; everything else reads the registry's entries.
 """
 
 from __future__ import annotations
@@ -150,6 +154,32 @@ SUCCESS: dict[str, Success] = {
 }
 """How each registered sub-agent type's calls make its final answer, in the world."""
 require_every_type(SUCCESS, "orchrm.world.model.SUCCESS")
+
+
+@dataclass(frozen=True)
+class Priors:
+    """How much the world's orchestrators (`orchrm.world.orchestrators`) favour one
+    sub-agent type as a plan's main solver."""
+
+    base: float
+    """The base orchestrator's weight on the type."""
+    specialized: float
+    """The specialized orchestrator's weight on it when no cue decides (a type that
+    `searches` gets `NO_FACTS_PRIOR` instead on a task with nothing to look up)."""
+
+
+PRIORS: dict[str, Priors] = {
+    "CoTAgent": Priors(base=4, specialized=2),
+    "SCAgent": Priors(base=2, specialized=3),
+    "DebateAgent": Priors(base=2, specialized=2),
+    "ReflexionAgent": Priors(base=2, specialized=3),
+    "WebSearchAgent": Priors(base=1, specialized=3),
+}
+"""Each registered sub-agent type's weights as the world's orchestrators draw a solver."""
+require_every_type(PRIORS, "orchrm.world.model.PRIORS")
+NO_FACTS_PRIOR = 0.5
+"""The specialized orchestrator's weight on a type that searches, for a task with no
+facts to look up."""
 
 
 def agent_success(task: WorldTask, view: AgentView, inputs_right: int, config: RunConfig) -> float:

@@ -14,30 +14,50 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from orchrm.orchestration import (
     AGENT_REGISTRY,
     AGENT_TYPES,
     Agent,
+    AgentType,
     DoM,
     Edge,
     Orchestration,
     approx_token_count,
     to_harmony,
 )
-from orchrm.world.tasks import (
-    NO_FACTS_PRIOR,
-    SPLIT_CUES,
-    TOPICS,
-    WHOLE_CUES,
-    WORLD_TYPES,
-    WorldTask,
-    hinted_type,
+from orchrm.world.model import NO_FACTS_PRIOR, PRIORS
+from orchrm.world.tasks import SPLIT_CUES, TOPICS, WHOLE_CUES, WorldTask, hinted_type
+
+
+def first_type(does: Callable[[AgentType], bool], what: str) -> str:
+    """The first registered type whose entry `does` what a plan needs of it (`what`, in
+    words, for the error when no type does)."""
+    found = next((name for name, kind in AGENT_REGISTRY.items() if does(kind)), None)
+    if found is None:
+        raise RuntimeError(f"no registered sub-agent type {what}")
+    return found
+
+
+# The types the plan shapes put in fixed places, found by what their entries say they
+# do (`orchrm.orchestration.agent_types`), so that only the registry spells a name.
+ONE_CALL_TYPE = first_type(
+    lambda k: len(k.steps) == 1 and not k.steps[0].count, "answers in one call"
 )
+"""A type that answers in one call (a chain of thought): setups, checks, reconcilers."""
+CRITIC_TYPE = first_type(
+    lambda k: {"critic", "refine"} <= {s.name for s in k.steps}, "critiques and refines"
+)
+"""A type that critiques its answer and refines it (reflexion)."""
+DEBATE_TYPE = first_type(lambda k: k.min_roles > 0, "takes debate roles")
+"""A type whose agents argue in roles, then decide (a debate)."""
+SEARCH_TYPE = first_type(lambda k: k.searches, "searches")
+"""A type that looks facts up with the run's retriever."""
 
 SOLVERS = AGENT_TYPES
-"""The types a plan's main solver is drawn from, with each type's prior in `WORLD_TYPES`."""
+"""The types a plan's main solver is drawn from, with each type's weights in `PRIORS`."""
 GENERIC_ROLES = (
     ("Solver", "Critic"),
     ("Optimist", "Skeptic"),
@@ -126,7 +146,7 @@ class WorldOrchestrator:
         elif self.specialized:
             main = c.pick(SOLVERS, [_specialized_prior(t, task) for t in SOLVERS])
         else:
-            main = c.pick(SOLVERS, [WORLD_TYPES[t].base_prior for t in SOLVERS])
+            main = c.pick(SOLVERS, [PRIORS[t].base for t in SOLVERS])
         shapes = ["single", "chain", "verify", "fan_in"] + (["per_fact"] if entities else [])
         if dom == "low":
             shape = "single"
@@ -164,7 +184,7 @@ def _specialized_prior(agent_type: str, task: WorldTask) -> float:
     """The specialized orchestrator's weight on `agent_type` when no cue decides."""
     if AGENT_REGISTRY[agent_type].searches and not task.hops:
         return NO_FACTS_PRIOR
-    return WORLD_TYPES[agent_type].specialized_prior
+    return PRIORS[agent_type].specialized
 
 
 def _agent(agent_id: str, kind: str, roles, text: str, c: Choices) -> Agent:
@@ -179,7 +199,7 @@ def _single(main, roles, entities, c):
 def _chain(main, roles, entities, c):
     setup = _agent(
         "Setup",
-        "CoTAgent",
+        ONE_CALL_TYPE,
         None,
         c.pick(
             (
@@ -197,7 +217,7 @@ def _verify(main, roles, entities, c):
     agents, edges = _chain(main, roles, entities, c)
     check = _agent(
         "Check",
-        c.pick(("ReflexionAgent", "CoTAgent")),
+        c.pick((CRITIC_TYPE, ONE_CALL_TYPE)),
         None,
         "Check ${Solve} and give the final answer.",
         c,
@@ -209,7 +229,7 @@ def _fan_in(main, roles, entities, c):
     other = c.pick([t for t in SOLVERS if t != main])
     a = _agent("Path_A", main, roles, "", c)
     b = _agent("Path_B", other, roles, "", c)
-    judge_type = c.pick(("CoTAgent", "DebateAgent"))
+    judge_type = c.pick((ONE_CALL_TYPE, DEBATE_TYPE))
     judge = _agent(
         "Reconcile", judge_type, roles, "Compare ${Path_A} with ${Path_B} and settle the answer.", c
     )
@@ -218,13 +238,13 @@ def _fan_in(main, roles, entities, c):
 
 def _per_fact(main, roles, entities, c):
     finds = [
-        _agent(f"Find_{n + 1}", "WebSearchAgent", None, f"Find the contact of {e}.", c)
+        _agent(f"Find_{n + 1}", SEARCH_TYPE, None, f"Find the contact of {e}.", c)
         for n, e in enumerate(entities)
     ]
     refs = " and ".join("${" + a.id + "}" for a in finds)
     combine = _agent(
         "Combine",
-        c.pick(("CoTAgent", "ReflexionAgent")),
+        c.pick((ONE_CALL_TYPE, CRITIC_TYPE)),
         None,
         f"Combine {refs} into the final name.",
         c,

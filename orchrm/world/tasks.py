@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
-from orchrm.orchestration import AGENT_REGISTRY, AGENT_TYPES, require_every_type
+from orchrm.orchestration import AGENT_REGISTRY, AGENT_TYPES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,65 +123,9 @@ TOPICS: dict[str, dict] = {
 """Expertise areas: a debate whose roles name one of `experts` matches the topic."""
 
 
-@dataclass(frozen=True)
-class WorldType:
-    """How the world treats one sub-agent type besides its success (`SUCCESS` in
-    `orchrm.world.model`): the cues its tasks give and how its orchestrators favour it."""
-
-    cues: tuple[str, ...]
-    """Phrases that hint, in the question, that a task suits the type. Each shares words
-    with the type's plain name in the reward model's text (`TYPE_NAMES` in
-    `orchrm.orchestration`): the link from "slips are common" to "self-consistency" is
-    knowledge a large reward model brings from pretraining and a small one does not, so
-    the world states it in words (docs/results.md#what-the-text-allows)."""
-    base_prior: float
-    """The base orchestrator's weight on the type as a plan's main solver."""
-    specialized_prior: float
-    """The specialized orchestrator's weight on it when no cue decides (a type that
-    `searches` gets `NO_FACTS_PRIOR` instead on a task with nothing to look up)."""
-
-
-WORLD_TYPES: dict[str, WorldType] = {
-    "CoTAgent": WorldType(
-        ("A direct chain of thought works.", "Reason step by step from the definitions."), 4, 2
-    ),
-    "SCAgent": WorldType(
-        (
-            "Slips are common; several tries should vote.",
-            "Arithmetic errors are easy; let several tries vote.",
-        ),
-        2,
-        3,
-    ),
-    "DebateAgent": WorldType(
-        (
-            "Two approaches seem plausible; experts should debate them.",
-            "Experts would debate the method.",
-        ),
-        2,
-        2,
-    ),
-    "ReflexionAgent": WorldType(
-        (
-            "A first attempt misses cases; critique and refine it.",
-            "Check every case: critique the draft and refine it.",
-        ),
-        2,
-        3,
-    ),
-    "WebSearchAgent": WorldType(
-        ("Look it up with a web search.", "The facts are documented online; search the web."),
-        1,
-        3,
-    ),
-}
-"""Each registered sub-agent type as the world's tasks and orchestrators treat it."""
-require_every_type(WORLD_TYPES, "orchrm.world.tasks.WORLD_TYPES")
-NO_FACTS_PRIOR = 0.5
-"""The specialized orchestrator's weight on a type that searches, for a task with no
-facts to look up."""
-TYPE_CUES: dict[str, tuple[str, ...]] = {name: w.cues for name, w in WORLD_TYPES.items()}
-"""Each type's `cues`: the phrases that hint at it in a question."""
+TYPE_CUES: dict[str, tuple[str, ...]] = {name: kind.cues for name, kind in AGENT_REGISTRY.items()}
+"""Each registered type's `cues` (its registry entry's): the phrases that hint at it in a
+question."""
 _NOT_SEARCHING = tuple(t for t in AGENT_TYPES if not AGENT_REGISTRY[t].searches)
 
 

@@ -10,6 +10,10 @@ specialized one is told the task's kind and prefers the structures `PREFERRED` n
 it. Like the world's orchestrators
 (`orchrm.world.orchestrators`), each reports the log-probability of what it wrote: the
 log-probability of its draws plus `TOKEN_LOGPROB` a written token.
+
+The structures find the types they wire by what the registry's entries say the types do
+(`ONE_CALL_TYPE`, `VOTE_TYPE`, ...), and describe each agent with its entry's
+`template_descriptions`.
 """
 
 from __future__ import annotations
@@ -18,22 +22,38 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchrm.orchestration import Agent, DoM, Edge, Orchestration, approx_token_count, to_harmony
+from orchrm.orchestration import (
+    AGENT_REGISTRY,
+    Agent,
+    DoM,
+    Edge,
+    Orchestration,
+    approx_token_count,
+    to_harmony,
+)
 from orchrm.tasks.benchmarks.generated import GeneratedTask
-from orchrm.world.orchestrators import TOKEN_LOGPROB, Choices
+from orchrm.world.orchestrators import (
+    CRITIC_TYPE,
+    DEBATE_TYPE,
+    ONE_CALL_TYPE,
+    SEARCH_TYPE,
+    TOKEN_LOGPROB,
+    Choices,
+    first_type,
+)
 
 ROLES = (("Solver", "Checker"), ("Proposer", "Skeptic"), ("Mathematician", "Reviewer"))
 """The debate roles a one-agent debate plan draws from."""
-DESCRIPTIONS = {
-    "CoTAgent": ("Reason step by step to the answer.", "Solve it with one careful pass."),
-    "SCAgent": ("Sample several solutions and vote.", "Self-consistency over three tries."),
-    "DebateAgent": ("Two experts argue, then decide.", "A short debate between two roles."),
-    "ReflexionAgent": ("Answer, critique, refine.", "Check the answer and fix it if wrong."),
-    "WebSearchAgent": ("Look the fact up in the corpus.", "Search, then answer from the passages."),
-}
-"""Each sub-agent type's two descriptions, worded for the small budgets real executions
-run with (three SC tries, a debate of two roles, one check); the world's orchestrators
-describe theirs with `orchrm.world.orchestrators.DESCRIPTIONS`."""
+VOTE_TYPE = first_type(
+    lambda k: len(k.steps) == 1 and bool(k.steps[0].count) and k.steps[0].at_once,
+    "makes several tries of one call at once",
+)
+"""A type that makes several tries of one call at once and votes (self-consistency);
+the structures find their other types as the world's orchestrators do."""
+DESCRIPTIONS = {name: kind.template_descriptions for name, kind in AGENT_REGISTRY.items()}
+"""Each sub-agent type's template descriptions (its registry entry's), worded for the
+small budgets real executions run with; the world's orchestrators describe theirs with
+`orchrm.world.orchestrators.DESCRIPTIONS`."""
 CHECK_INPUTS = ("Check ${Solve} and give the final answer.", "Verify ${Solve}; fix it if wrong.")
 FOUND_INPUTS = (
     "Using ${Find}, give the final answer.",
@@ -50,7 +70,7 @@ Template = Callable[[Choices], tuple[list[Agent], list[Edge]]]
 
 def _one(kind: str) -> Template:
     def build(d: Choices) -> tuple[list[Agent], list[Edge]]:
-        roles = d.pick(ROLES) if kind == "DebateAgent" else None
+        roles = d.pick(ROLES) if AGENT_REGISTRY[kind].min_roles else None
         agent_id = d.pick(("Solver", "Main", "Answer"))
         return [Agent(agent_id, kind, d.pick(DESCRIPTIONS[kind]), "", roles)], []
 
@@ -58,27 +78,28 @@ def _one(kind: str) -> Template:
 
 
 def _cot_reflexion(d: Choices) -> tuple[list[Agent], list[Edge]]:
-    solve = Agent("Solve", "CoTAgent", d.pick(DESCRIPTIONS["CoTAgent"]))
-    check = Agent(
-        "Check", "ReflexionAgent", d.pick(DESCRIPTIONS["ReflexionAgent"]), d.pick(CHECK_INPUTS)
-    )
+    solve = Agent("Solve", ONE_CALL_TYPE, d.pick(DESCRIPTIONS[ONE_CALL_TYPE]))
+    check = Agent("Check", CRITIC_TYPE, d.pick(DESCRIPTIONS[CRITIC_TYPE]), d.pick(CHECK_INPUTS))
     return [solve, check], [Edge("Solve", "Check")]
 
 
 def _setup_solve(d: Choices) -> tuple[list[Agent], list[Edge]]:
-    setup = Agent("Setup", "CoTAgent", "Set the task up.", d.pick(SETUP_INPUTS))
+    setup = Agent("Setup", ONE_CALL_TYPE, "Set the task up.", d.pick(SETUP_INPUTS))
     solve = Agent(
-        "Solve", "CoTAgent", d.pick(DESCRIPTIONS["CoTAgent"]), "Using ${Setup}, solve the task."
+        "Solve",
+        ONE_CALL_TYPE,
+        d.pick(DESCRIPTIONS[ONE_CALL_TYPE]),
+        "Using ${Setup}, solve the task.",
     )
     return [setup, solve], [Edge("Setup", "Solve")]
 
 
 def _fan_in(d: Choices) -> tuple[list[Agent], list[Edge]]:
-    a = Agent("Path_A", "CoTAgent", d.pick(DESCRIPTIONS["CoTAgent"]))
-    b = Agent("Path_B", "SCAgent", d.pick(DESCRIPTIONS["SCAgent"]))
+    a = Agent("Path_A", ONE_CALL_TYPE, d.pick(DESCRIPTIONS[ONE_CALL_TYPE]))
+    b = Agent("Path_B", VOTE_TYPE, d.pick(DESCRIPTIONS[VOTE_TYPE]))
     settle = Agent(
         "Reconcile",
-        "CoTAgent",
+        ONE_CALL_TYPE,
         "Compare both answers and settle.",
         "Compare ${Path_A} with ${Path_B} and give the final answer.",
     )
@@ -86,38 +107,38 @@ def _fan_in(d: Choices) -> tuple[list[Agent], list[Edge]]:
 
 
 def _search_cot(d: Choices) -> tuple[list[Agent], list[Edge]]:
-    find = Agent("Find", "WebSearchAgent", d.pick(DESCRIPTIONS["WebSearchAgent"]))
-    answer = Agent("Answer", "CoTAgent", "Answer from what was found.", d.pick(FOUND_INPUTS))
+    find = Agent("Find", SEARCH_TYPE, d.pick(DESCRIPTIONS[SEARCH_TYPE]))
+    answer = Agent("Answer", ONE_CALL_TYPE, "Answer from what was found.", d.pick(FOUND_INPUTS))
     return [find, answer], [Edge("Find", "Answer")]
 
 
 def _sc_check(d: Choices) -> tuple[list[Agent], list[Edge]]:
-    solve = Agent("Solve", "SCAgent", d.pick(DESCRIPTIONS["SCAgent"]))
-    check = Agent("Check", "CoTAgent", "Check the voted answer.", d.pick(CHECK_INPUTS))
+    solve = Agent("Solve", VOTE_TYPE, d.pick(DESCRIPTIONS[VOTE_TYPE]))
+    check = Agent("Check", ONE_CALL_TYPE, "Check the voted answer.", d.pick(CHECK_INPUTS))
     return [solve, check], [Edge("Solve", "Check")]
 
 
 STRUCTURES: dict[str, Template] = {
-    "cot": _one("CoTAgent"),
-    "sc": _one("SCAgent"),
-    "debate": _one("DebateAgent"),
-    "reflexion": _one("ReflexionAgent"),
+    "cot": _one(ONE_CALL_TYPE),
+    "sc": _one(VOTE_TYPE),
+    "debate": _one(DEBATE_TYPE),
+    "reflexion": _one(CRITIC_TYPE),
     "cot_reflexion": _cot_reflexion,
     "setup_solve": _setup_solve,
     "fan_in": _fan_in,
     "sc_check": _sc_check,
-    "search": _one("WebSearchAgent"),
+    "search": _one(SEARCH_TYPE),
     "search_cot": _search_cot,
 }
 """Plan structure -> its template (agents and edges, wording drawn)."""
 SINGLE = {
-    "CoTAgent": "cot",
-    "SCAgent": "sc",
-    "DebateAgent": "debate",
-    "ReflexionAgent": "reflexion",
-    "WebSearchAgent": "search",
+    ONE_CALL_TYPE: "cot",
+    VOTE_TYPE: "sc",
+    DEBATE_TYPE: "debate",
+    CRITIC_TYPE: "reflexion",
+    SEARCH_TYPE: "search",
 }
-"""The one-agent structure of each sub-agent type."""
+"""The one-agent structure of each sub-agent type the structures wire."""
 
 THINKING = {
     "cot": "One careful chain of thought is enough for this.",
@@ -159,7 +180,7 @@ PREFERRED: dict[str, tuple[str, ...]] = {
 }
 """The structures the specialized orchestrator prefers for each kind of task, first the
 one-agent types that SmolLM2-135M-Instruct's calibration measured best on that kind
-(seed 0: CoT on additions and products, SC on comparisons; `orchrm.experiments.real_exec`),
+(seed 0: CoT on additions and products, SC on comparisons; `orchrm.experiments.real_exec.run`),
 then structures built on them."""
 
 
@@ -210,10 +231,10 @@ def structure_of(record: dict) -> str:
     if len(types) == 1:
         return SINGLE.get(types[0], "?")
     known = {
-        ("CoTAgent", "ReflexionAgent"): "cot_reflexion",
-        ("SCAgent", "CoTAgent"): "sc_check",
-        ("CoTAgent", "SCAgent", "CoTAgent"): "fan_in",
-        ("WebSearchAgent", "CoTAgent"): "search_cot",
+        (ONE_CALL_TYPE, CRITIC_TYPE): "cot_reflexion",
+        (VOTE_TYPE, ONE_CALL_TYPE): "sc_check",
+        (ONE_CALL_TYPE, VOTE_TYPE, ONE_CALL_TYPE): "fan_in",
+        (SEARCH_TYPE, ONE_CALL_TYPE): "search_cot",
     }
     if ids and ids[0] == "Setup":
         return "setup_solve"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from orchrm.experiments.world_studies import SAMPLES, beyond_trained, pareto_figure
+from orchrm.experiments.world_studies.measure import SAMPLES, beyond_trained, pareto_figure
 from orchrm.scoring.local import OrchRM
 
 

@@ -29,9 +29,9 @@ from orchrm.cli import quiet_third_party
 from orchrm.evaluation.lineup import evaluate_tasks
 from orchrm.evaluation.metrics import evaluate_selectors
 from orchrm.evaluation.report import points
-from orchrm.experiments.demo_config import DemoConfig
+from orchrm.experiments.demo.config import DemoConfig
 from orchrm.experiments.world_models import Cut
-from orchrm.experiments.world_studies import SAMPLES, world_pairs
+from orchrm.experiments.world_studies.measure import SAMPLES, world_pairs
 from orchrm.runtime.local_llm import bundled_gguf
 from orchrm.scoring.local import OrchRM
 from orchrm.selection.selectors import (

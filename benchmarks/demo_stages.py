@@ -18,8 +18,8 @@ import resource
 import time
 from pathlib import Path
 
-from orchrm.experiments.demo import run_demo
-from orchrm.experiments.demo_config import DemoConfig
+from orchrm.experiments.demo.config import DemoConfig
+from orchrm.experiments.demo.run import run_demo
 from orchrm.experiments.stages import STAGE_JSON
 from orchrm.rmodel.precision import DTYPES
 

@@ -1,5 +1,5 @@
 """orchrm driven by the RL frameworks' own client code, at a scale of your choosing: the
-runs of `orchrm.experiments.frameworks` (whose scenarios tests/test_frameworks_verl.py and
+runs of `orchrm.experiments.frameworks.drive` (whose scenarios tests/test_frameworks_verl.py and
 tests/test_frameworks_openrlhf.py hold to their figures), with their figures printed.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/framework_clients.py verl [--samples 2000]
@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from orchrm.experiments.frameworks import openrlhf_run, verl_run
+from orchrm.experiments.frameworks.drive import openrlhf_run, verl_run
 
 
 def verl(samples: int, threads: int) -> None:

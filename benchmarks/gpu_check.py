@@ -5,7 +5,7 @@ orchestrator training, in one command that prints one table.
         [--work DIR] [--json FILE]
 
 The parts (`train`, `trl`, `score`, `serve`, `rl`) and what each measures are in
-`orchrm.experiments.gpu_check`'s docstring; a part that fails prints its error as a row,
+`orchrm.experiments.gpu_check.check`'s docstring; a part that fails prints its error as a row,
 its traceback on stderr, the others still run, and the exit status is then 1. The default
 sizes are meant for one H200 within 8 minutes; `--tiny` shrinks every model and length so
 that the whole check runs on a CPU in well under a minute (what `tests/test_gpu_check.py`
@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # orchrm read from the checkout where it is not installed
 
-from orchrm.experiments.gpu_check import PARTS, header, run_check  # noqa: E402
-from orchrm.experiments.gpu_work import GPU, HEADER, TINY, Work  # noqa: E402
+from orchrm.experiments.gpu_check.check import PARTS, header, run_check  # noqa: E402
+from orchrm.experiments.gpu_check.work import GPU, HEADER, TINY, Work  # noqa: E402
 
 MINILM_SHAPE = ROOT / ".whl" / "minilm"
 """all-MiniLM-L6-v2's config and tokenizer without its weights, for a machine where the

@@ -87,7 +87,7 @@ def _preset(name: str, args):
         return stand_in_preset(name, args.tasks, args.noise, args.members, args.seed)
     from orchrm.cli import quiet_third_party
     from orchrm.configs import load_config
-    from orchrm.experiments.demo_config import DemoConfig
+    from orchrm.experiments.demo.config import DemoConfig
 
     quiet_third_party()  # transformers' load reports would bury the tables
     made = args.demo / "config.yaml"

@@ -8,7 +8,7 @@
 
 `orchrm demo`'s pipeline (logs -> store -> pairs -> reward model -> best-of-N) with every
 sub-agent call answered by SmolLM2-135M-Instruct on llama.cpp and every plan written by a
-template orchestrator: `orchrm.experiments.real_exec` (its docstring says what is real and
+template orchestrator: `orchrm.experiments.real_exec.run` (its docstring says what is real and
 what is not). Every held-out plan runs `--reruns` times for each execution seed
 (`--execution-seeds`, one draw each; the reward model trains once, on the training plans
 run with the first), so each selector gets an expected accuracy beside the sampled one,
@@ -35,7 +35,7 @@ import signal
 import sys
 
 from orchrm.errors import OrchrmError
-from orchrm.experiments.real_exec import FULL, QUICK, RealExecSettings, Sizes, calibrate, run
+from orchrm.experiments.real_exec.run import FULL, QUICK, RealExecSettings, Sizes, calibrate, run
 
 DEFAULTS = RealExecSettings()
 

@@ -1,5 +1,5 @@
 """GRPO of SmolLM2-135M-Instruct as the orchestrator, three ways from one warm-up, its
-plans executed by the same model on llama.cpp (`orchrm.experiments.rl_real`).
+plans executed by the same model on llama.cpp (`orchrm.experiments.rl_real.run`).
 
     .venv/bin/python benchmarks/rl_real.py --out runs/rl-real          # the comparison
     .venv/bin/python benchmarks/rl_real.py --quick --out runs/rl-quick  # a few minutes
@@ -16,7 +16,7 @@ import sys
 from dataclasses import replace
 
 from orchrm.errors import OrchrmError
-from orchrm.experiments.rl_real import FULL, METHODS, QUICK, RLRealSettings, run
+from orchrm.experiments.rl_real.run import FULL, METHODS, QUICK, RLRealSettings, run
 
 
 def main(argv: list[str] | None = None) -> None:

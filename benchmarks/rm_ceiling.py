@@ -9,7 +9,7 @@ picks one of each held-out task's 8 specialized candidates, and the figure is th
 *true* success probability of the pick (no execution noise).
 
 The peers read the same (question, orchestration) through the hand-written features of
-`orchrm.experiments.features_bt`: everything the text says about the world's hidden
+`orchrm.experiments.world_studies.features_bt`: everything the text says about the world's hidden
 attributes, in the form a linear model can use.
 - `features-BT`: a Bradley-Terry model on those features, fit on the same mined pairs
   the reward model trained on. This is what a perfect reader of the cues gets from
@@ -27,7 +27,7 @@ import argparse
 from pathlib import Path
 
 from orchrm.errors import MissingInput
-from orchrm.experiments.world_studies import ceiling
+from orchrm.experiments.world_studies.measure import ceiling
 
 
 def main() -> None:

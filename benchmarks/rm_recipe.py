@@ -28,8 +28,8 @@ from pathlib import Path
 
 from orchrm.cli import quiet_third_party
 from orchrm.errors import MissingInput
-from orchrm.experiments.demo_config import DemoConfig
-from orchrm.experiments.world_studies import demo_pairs, recipe_run
+from orchrm.experiments.demo.config import DemoConfig
+from orchrm.experiments.world_studies.measure import demo_pairs, recipe_run
 from orchrm.training.config import TrainConfig
 
 

@@ -10,11 +10,12 @@ backbone (with warm-up and decay over its own steps). Held-out tasks come from t
 world seed; best-of-8 over the specialized orchestrator's candidates. Printed per model:
 validation pairwise accuracy, expected accuracy of Orch-RM's pick, its gain over majority
 task by task (with the paired 95% bootstrap interval of the report), and whether it reads
-the question's hint (`orchrm.experiments.features_bt.cue_gap`); beside it, the same two
-figures for `features-BT` (`orchrm.experiments.features_bt.fit_features`) fit on a
-random sample of as many training pairs as the model saw: what a reader that already
-has the right features learns from that much data. And once: majority vote's expected
-accuracy (20 re-executions per candidate, as the demo measures it), random and bayes.
+the question's hint (`orchrm.experiments.world_studies.features_bt.cue_gap`); beside
+it, the same two figures for `features-BT`
+(`orchrm.experiments.world_studies.features_bt.fit_features`) fit on a random sample of
+as many training pairs as the model saw: what a reader that already has the right
+features learns from that much data. And once: majority vote's expected accuracy (20
+re-executions per candidate, as the demo measures it), random and bayes.
 The world logs and pairs in OUT are reused while their settings stay the same.
 
 The default seed (10) is not the demo's (0), so settings tuned here are not tuned on
@@ -26,9 +27,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from orchrm.experiments.demo_config import DemoConfig
+from orchrm.experiments.demo.config import DemoConfig
 from orchrm.experiments.world_models import Cut
-from orchrm.experiments.world_studies import SAMPLES, references, scaling_row, world_pairs
+from orchrm.experiments.world_studies.measure import SAMPLES, references, scaling_row, world_pairs
 
 MAX_LENGTH = 128
 

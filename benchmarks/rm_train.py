@@ -13,7 +13,7 @@ in length-sorted forward passes that each pad to their own longest text. Both mo
 then scored by the same code on the same held-out pairs. Prints pairs/s, CPU seconds of
 training, peak RSS and held-out accuracy for each, and the ratios; `--padding` prints
 only the share of real tokens the forward passes read, with and without orchrm's. The
-runs are `orchrm.experiments.train_speed`'s.
+runs are `orchrm.experiments.train_speed.compare`'s.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from orchrm.experiments.train_speed import (
+from orchrm.experiments.train_speed.compare import (
     held_out_accuracy,
     make_pairs,
     padding_shares,

@@ -15,7 +15,7 @@ output does), sent to /score, or to /get_reward as OpenRLHF queries under a Chat
 template. It prints requests/s, orchestrations/s, p50/p99 latency, errors (any non-200,
 a wrong answer shape, or a lost connection), the mean micro-batch size read from the
 server's /metrics, the bytes the server logged, and the on/off throughput ratio
-(`orchrm.serve.loadgen`).
+(`orchrm.experiments.serve_load.loadgen`).
 
 With `--slow` or `--poisoned`, each mode runs twice on fresh servers: `clean` (the good
 clients alone) and `mixed` (the same good clients plus the hostile ones), and it prints
@@ -35,7 +35,13 @@ import os
 import tempfile
 from pathlib import Path
 
-from orchrm.serve.loadgen import LoadSettings, default_model, report, request_bodies, run_phase
+from orchrm.experiments.serve_load.loadgen import (
+    LoadSettings,
+    default_model,
+    report,
+    request_bodies,
+    run_phase,
+)
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ held-out logs, mines pairs as the demo does (both reused from OUT/N while the se
 stay the same), and prints the expected best-of-8 accuracy of majority vote
 (re-executions, as in the demo) beside what a reader of the text could reach:
 `features-BT`, a Bradley-Terry model on the hand-written features of
-`orchrm.experiments.features_bt` fit on the mined pairs (a perfect reader of the cues
+`orchrm.experiments.world_studies.features_bt` fit on the mined pairs (a perfect reader of the cues
 given these noisy labels), and `features-ridge`, the same features fit on the true
 success probabilities (an upper bound). `random` and `bayes` bound the scale. When
 features-BT is not above majority, no reward model that reads the text can beat
@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from orchrm.experiments.world_studies import SAMPLES, headroom, parse_variant
+from orchrm.experiments.world_studies.measure import SAMPLES, headroom, parse_variant
 from orchrm.world.tasks import PRESETS
 
 

@@ -4,7 +4,7 @@
         [--test-tasks 200] [--seed 20] [--max-length 512] [--backbone NAME]
         [--split 1,0,0] [--follow 0.75] [--out runs/world-pairs]
 
-Runs `orchrm.experiments.world_studies.world_pairs`, what `rm_scaling.py`,
+Runs `orchrm.experiments.world_studies.measure.world_pairs`, what `rm_scaling.py`,
 `world_headroom.py` and `decoder_backbone.py` train and evaluate on: training logs from
 world SEED and held-out logs from SEED + 1 (OUT/logs), pairs mined as the demo mines them
 and exported cut to the budget (OUT/pairs), each stage reused while its settings stay the
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from orchrm.experiments.world_models import Cut
-from orchrm.experiments.world_studies import RERUNS, SAMPLES, world_pairs
+from orchrm.experiments.world_studies.measure import RERUNS, SAMPLES, world_pairs
 
 
 def main() -> None:

@@ -9,7 +9,11 @@ taken away here, before orchrm, typer or torch is imported:
 - the terminal: the host's width and colour settings (COLUMNS, FORCE_COLOR,
   GITHUB_ACTIONS, ...) are dropped, so rich and typer print plain text at their
   defaults; tests that need a width give it;
-- threads: two OpenMP/PyTorch threads, the CI machine's cores, unless the run says;
+- parallel: the suite runs on pytest-xdist workers, one per core up to four, each
+  test file on one worker (`-n 0` runs it in one process);
+- threads: the cores shared among the workers, at most two OpenMP/PyTorch threads a
+  worker (one on CI's 2 cores with its 2 workers), unless the run says (OMP_NUM_THREADS);
+  `THREADS` gives the same count to what a test starts (a llama.cpp server);
 - proxies: loopback is never sent through a proxy the host names;
 - randomness: the suite runs in a random order (pytest-randomly; the last line of the
   run gives its seed, and `--randomly-seed=N` repeats that order, `-p no:randomly` keeps
@@ -44,7 +48,10 @@ for _name in (
 ):
     os.environ.pop(_name, None)
 os.environ.setdefault("ORCHRM_BF16", "0")
-os.environ.setdefault("OMP_NUM_THREADS", "2")
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+os.environ.setdefault("OMP_NUM_THREADS", str(max(1, min(2, (os.cpu_count() or 2) // _WORKERS))))
+THREADS = int(os.environ["OMP_NUM_THREADS"])
+"""The threads a test gives what it starts: a worker's share of the cores (at most 2)."""
 os.environ["HF_HUB_OFFLINE"] = "1"
 for _name in ("NO_PROXY", "no_proxy"):
     _kept = [h for h in os.environ.get(_name, "").split(",") if h]

@@ -18,7 +18,7 @@ from orchrm.cli import app
 from orchrm.configs import config_dict, dump_config, is_internal, load_config
 from orchrm.errors import ConfigError
 from orchrm.evaluation.config import EvalConfig, LotoConfig
-from orchrm.experiments.demo_config import DemoConfig
+from orchrm.experiments.demo.config import DemoConfig
 from orchrm.selection.options import SelectorOptions
 from orchrm.serve.config import ServeConfig
 from orchrm.store.config import MineConfig
@@ -47,7 +47,7 @@ def test_the_paper_recipe_is_lora_on_skywork_in_bf16():
 def test_the_demo_recipe_is_the_config_the_demo_trains_its_math_model_with(monkeypatch):
     """What `orchrm demo` (its defaults) hands `train` for the math model equals the
     recipe, so `orchrm train --config configs/demo-rm.yaml` repeats it."""
-    import orchrm.experiments.demo
+    import orchrm.experiments.demo.run
     from orchrm.experiments.world_models import dataset_train_config
 
     built = []
@@ -55,8 +55,9 @@ def test_the_demo_recipe_is_the_config_the_demo_trains_its_math_model_with(monke
     def world_reward_models(config, stage_done=None):
         built.append(config)
 
-    monkeypatch.setattr(orchrm.experiments.demo, "world_reward_models", world_reward_models)
-    orchrm.experiments.demo._reward_models(DemoConfig(), {("math", "train"): "math.jsonl"}, print)
+    monkeypatch.setattr(orchrm.experiments.demo.run, "world_reward_models", world_reward_models)
+    logs = {("math", "train"): "math.jsonl"}
+    orchrm.experiments.demo.run._reward_models(DemoConfig(), logs, print)
     (world,) = built
     (math,) = [d for d in world.datasets if d.name == "math"]
     demo = dataset_train_config(world, math)

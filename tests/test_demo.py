@@ -1,4 +1,4 @@
-"""orchrm.experiments.demo: the whole offline story end to end, at a tiny size."""
+"""orchrm.experiments.demo.run: the whole offline story end to end, at a tiny size."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from orchrm.experiments.demo import DemoConfig, run_demo
+from orchrm.experiments.demo.run import DemoConfig, run_demo
 from orchrm.jsonl import read_jsonl
 from orchrm.rmodel.backbone import default_backbone, render_budget
 
@@ -79,13 +79,13 @@ def test_demo_command_leaves_defaults_to_demo_config_and_shows_them(monkeypatch,
 
     from typer.testing import CliRunner
 
-    import orchrm.experiments.demo
+    import orchrm.experiments.demo.run
     from orchrm.cli import app
     from orchrm.configs import load_config
 
     seen = []
     monkeypatch.setattr(
-        orchrm.experiments.demo, "run_demo", lambda config, say: seen.append(config)
+        orchrm.experiments.demo.run, "run_demo", lambda config, say: seen.append(config)
     )
     monkeypatch.chdir(tmp_path)  # the command writes x/config.yaml
     runner = CliRunner(env={"COLUMNS": "200"})
@@ -110,7 +110,7 @@ def test_demo_command_leaves_defaults_to_demo_config_and_shows_them(monkeypatch,
 
 def test_demo_presets_are_the_world_presets_and_mixing_needs_two():
     from orchrm.errors import ConfigError
-    from orchrm.experiments.demo_config import WORLD_PRESETS
+    from orchrm.experiments.demo.config import WORLD_PRESETS
     from orchrm.world.tasks import PRESETS
 
     assert tuple(PRESETS) == WORLD_PRESETS

@@ -335,7 +335,7 @@ def test_the_import_check_sees_every_form(tmp_path):
         "importlib.import_module('benchmarks.rm_score')\n"
         "runpy.run_path('benchmarks/real_exec.py')\n"
         "__import__('long_render')\n"
-        "import orchrm.serve.loadgen\n"
+        "import orchrm.experiments.serve_load.loadgen\n"
         "from orchrm.world import generate\n"
         "importlib.import_module('orchrm.serve')\n"
     )

@@ -27,12 +27,12 @@ aiohttp = pytest.importorskip("aiohttp", reason="aiohttp (OpenRLHF's HTTP client
 
 from orchrm.calibration.methods import PlattCalibration  # noqa: E402
 from orchrm.errors import ConfigError  # noqa: E402
-from orchrm.experiments.frameworks import world_plans  # noqa: E402
+from orchrm.experiments.frameworks.drive import world_plans  # noqa: E402
+from orchrm.experiments.frameworks.openrlhf_rollout import Posts, chatml_tokenizer, rollout, sample  # noqa: E402
 from orchrm.orchestration import RM_RENDER_VERSION  # noqa: E402
 from orchrm.rmodel.files import METADATA  # noqa: E402
 from orchrm.scoring.local import OrchRM  # noqa: E402
 from orchrm.serve.config import ServeConfig, client_networks, is_allowed  # noqa: E402
-from orchrm.serve.openrlhf_rollout import Posts, chatml_tokenizer, rollout, sample  # noqa: E402
 from orchrm.serve.process import orchrm_serve  # noqa: E402
 from tests.samples import tiny_decoder  # noqa: E402
 from tests.test_serve import Records, Server, call  # noqa: E402

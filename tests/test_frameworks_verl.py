@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from orchrm.experiments.frameworks import verl_rows
+from orchrm.experiments.frameworks.drive import verl_rows
 from orchrm.orchestration import render_for_rm
 from orchrm.rl import verl_reward
 from orchrm.rl.rewards import runnable

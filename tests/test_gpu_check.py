@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from orchrm.experiments.gpu_check import PARTS
+from orchrm.experiments.gpu_check.check import PARTS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,5 @@
 """Seeded executions and the real-execution benchmark's pipeline
-(`orchrm.experiments.real_exec`): call seeds, the execution cache, expected accuracy from
+(`orchrm.experiments.real_exec.run`): call seeds, the execution cache, expected accuracy from
 re-executions, two draws, and the same seed repeating on llama.cpp.
 
 The pipeline runs at a tiny size against the loopback stand-in of an OpenAI-compatible
@@ -21,8 +21,15 @@ from types import SimpleNamespace
 import pytest
 
 from orchrm.errors import ConfigError
-from orchrm.experiments.exec_cache import CACHE_SCHEMA, ExecutionCache, bind_setup, write_plans
-from orchrm.experiments.real_exec import (
+from orchrm.experiments.real_exec.cache import CACHE_SCHEMA, ExecutionCache, bind_setup, write_plans
+from orchrm.experiments.real_exec.evaluate import (
+    Versus,
+    agreement,
+    plan_agreement,
+    run_seed,
+    with_outcomes,
+)
+from orchrm.experiments.real_exec.run import (
     MIX,
     NO_PROMPT_CACHE,
     RealExecSettings,
@@ -31,13 +38,6 @@ from orchrm.experiments.real_exec import (
     execution_setup,
     run,
     training_plans,
-)
-from orchrm.experiments.real_exec_eval import (
-    Versus,
-    agreement,
-    plan_agreement,
-    run_seed,
-    with_outcomes,
 )
 from orchrm.jsonl import append_jsonl, read_values
 from orchrm.runtime.backend import DEFAULT_SAMPLING, CallInfo, Completion, Sampling, call_seed
@@ -49,6 +49,7 @@ from orchrm.selection.selectors import majority_selector
 from orchrm.tasks.benchmarks.generated import make_tasks
 from orchrm.tasks.grading import grade
 from orchrm.world.templates import SINGLE, TemplateOrchestrator, single_plan
+from tests.conftest import THREADS
 from tests.loopback_llm import LoopbackLLM
 from tests.samples import candidate_set, plan
 
@@ -280,7 +281,7 @@ def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp
 
 
 def test_plans_that_differ_for_real_correlate_across_draws(monkeypatch):
-    import orchrm.experiments.real_exec_eval as draws
+    import orchrm.experiments.real_exec.evaluate as draws
 
     tasks = make_tasks(MIX, 2 * len(MIX), 0, "t")
     plans = [SimpleNamespace(task=t, sample=s) for t in tasks for s in range(4)]
@@ -300,7 +301,7 @@ def test_plans_that_differ_for_real_correlate_across_draws(monkeypatch):
 
 
 def test_the_held_out_oracle_picks_on_one_draw_and_scores_on_the_other(monkeypatch):
-    import orchrm.experiments.real_exec_eval as draws
+    import orchrm.experiments.real_exec.evaluate as draws
 
     tasks = make_tasks(MIX, 2 * len(MIX), 0, "t")
     plans = [SimpleNamespace(task=t, sample=s) for t in tasks for s in range(4)]
@@ -449,7 +450,7 @@ def test_the_same_execution_seed_repeats_every_answer_on_llama_cpp_with_one_slot
         # each call's text; the trace lists concurrent calls (SC's) as they finish
         return [(r.answer, sorted(c.completion for c in r.calls)) for r in results]
 
-    with LocalLLM(LocalLLMConfig(ctx_size=1024, slots=1, threads=2)) as llm:
+    with LocalLLM(LocalLLMConfig(ctx_size=1024, slots=1, threads=THREADS)) as llm:
         first = asyncio.run(execute(llm, 11))
         again = asyncio.run(execute(llm, 11))
         other = asyncio.run(execute(llm, 12))

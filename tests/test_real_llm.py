@@ -28,6 +28,7 @@ from orchrm.runtime.openai_backend import OpenAIBackend, OpenAIConfig
 from orchrm.runtime.retrieval import BM25Retriever, Document
 from orchrm.tasks.run import RUN_SCHEMA, run_tasks
 from orchrm.tasks.task import Task
+from tests.conftest import THREADS
 
 CTX = 1024
 """Context tokens of each slot of the test server."""
@@ -54,7 +55,7 @@ def real_llm():
         import xllamacpp  # noqa: F401
     except (ImportError, OSError) as err:  # a platform the wheel has no build for
         pytest.skip(f"llama.cpp's server (xllamacpp) cannot run here: {err}")
-    config = LocalLLMConfig(ctx_size=CTX, slots=SLOTS, threads=2)
+    config = LocalLLMConfig(ctx_size=CTX, slots=SLOTS, threads=THREADS)
     with LocalLLM(config) as llm:
         yield llm
 
@@ -277,7 +278,7 @@ def test_a_server_killed_mid_run_fails_the_runs_left_and_keeps_every_record(tmp_
         temperature=0.7, max_tokens=16, sc_samples=2, max_retries=1, backoff_s=0.05,
         concurrency=2,
     )  # fmt: skip
-    with LocalLLM(LocalLLMConfig(ctx_size=512, slots=1, threads=2)) as llm:
+    with LocalLLM(LocalLLMConfig(ctx_size=512, slots=1, threads=THREADS)) as llm:
 
         class KillAfterTwo:
             """The real backend; the server dies once two calls have been answered."""
@@ -311,7 +312,7 @@ def test_the_local_option_serves_the_bundled_model_for_one_run(orchrm_cli, tmp_p
     tasks.write_text('{"id": "t1", "question": "What is 2 + 2?", "answer": "4"}\n')
     out = tmp_path / "run.jsonl"
     done = orchrm_cli(
-        "run", "--local", "--slots", "1", "--ctx-size", "1024", "--threads", "2",
+        "run", "--local", "--slots", "1", "--ctx-size", "1024", "--threads", str(THREADS),
         "--tasks", str(tasks), "--samples", "1", "--dom", "low", "--example",
         "--orchestrator-max-tokens", "96", "--max-tokens", "16", "--sc-samples", "2",
         "--debate-rounds", "1", "--reflexion-rounds", "1", "--out", str(out),

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from orchrm.cli import app
 from orchrm.errors import ConfigError
-from orchrm.experiments.rl_compare import PolicyEval, curve_callback, evaluate_policy
-from orchrm.experiments.rl_config import RLExperimentConfig
-from orchrm.experiments.rl_data import prompt_rows
+from orchrm.experiments.rl_world.compare import PolicyEval, curve_callback, evaluate_policy
+from orchrm.experiments.rl_world.config import RLExperimentConfig
+from orchrm.experiments.rl_world.data import prompt_rows
 from orchrm.orchestration import render_for_rm
 from orchrm.rl import verl_reward
 from orchrm.rl.config import DPOConfig, GRPOConfig, PolicyConfig, RFTConfig, TinyPolicyConfig
@@ -464,8 +464,8 @@ def test_trainers_refuse_a_policy_config_without_a_model(tmp_path):
 
 
 def test_rl_command_sets_each_method_config(tmp_path, monkeypatch):
-    import orchrm.experiments.rl_compare as rl_compare
-    import orchrm.experiments.rl_pipeline as rl_pipeline
+    import orchrm.experiments.rl_world.compare as rl_compare
+    import orchrm.experiments.rl_world.pipeline as rl_pipeline
 
     seen = []
     monkeypatch.setattr(rl_pipeline, "run", lambda config, say: seen.append(config) or tmp_path)
@@ -527,7 +527,7 @@ def _policy_eval(step: int, expected: float) -> PolicyEval:
 def test_learning_curve_starts_every_run_at_step_0_and_tables_fit_a_terminal(tmp_path):
     from matplotlib.container import ErrorbarContainer
 
-    from orchrm.experiments.rl_compare import (
+    from orchrm.experiments.rl_world.compare import (
         RunReport,
         curve_figure,
         terminal_report,

@@ -1,6 +1,6 @@
 """The pretrained policy (`orchrm.rl.pretrained`): shared-prompt sampling and
 log-probabilities against transformers' own, GRPO's update, the bundled SmolLM2 with a
-LoRA and the orchestrator prompt, and the GRPO comparison (`orchrm.experiments.rl_real`)
+LoRA and the orchestrator prompt, and the GRPO comparison (`orchrm.experiments.rl_real.run`)
 at a tiny size, executing on the loopback stand-in of an OpenAI-compatible server.
 
 The tiny policy is a randomly initialized 2-layer Llama with SmolLM2's tokenizer,
@@ -21,8 +21,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from orchrm.experiments.real_exec import MIX, draw_tasks
-from orchrm.experiments.rl_real import QUICK, RLRealSettings, run
+from orchrm.experiments.real_exec.run import MIX, draw_tasks
+from orchrm.experiments.rl_real.run import QUICK, RLRealSettings, run
 from orchrm.orchestration import DoM, Orchestration, to_harmony
 from orchrm.rl.policy import load_policy_tokenizer
 from orchrm.rl.pretrained import (

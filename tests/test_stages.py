@@ -13,8 +13,8 @@ import orchrm.evaluation.lineup
 import orchrm.store.pairs
 import orchrm.training.train
 import orchrm.world.generate
-from orchrm.experiments.demo import run_demo
-from orchrm.experiments.demo_config import DemoConfig
+from orchrm.experiments.demo.config import DemoConfig
+from orchrm.experiments.demo.run import run_demo
 from orchrm.experiments.stages import STAGE_JSON, fingerprint, run_stage, world_log
 from orchrm.experiments.world_models import Cut, PairDataset, WorldRMConfig, world_reward_models
 from orchrm.training.config import TrainConfig

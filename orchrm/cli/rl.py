@@ -1,5 +1,5 @@
 """`orchrm rl`: train the orchestrator (the command-line face of
-`orchrm.experiments.rl_pipeline`)."""
+`orchrm.experiments.rl_world.pipeline`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 from orchrm.cli.console import console, csv_values
 from orchrm.cli.options import config_options
 from orchrm.configs import dump_config
-from orchrm.experiments.rl_config import RLExperimentConfig
+from orchrm.experiments.rl_world.config import RLExperimentConfig
 
 FLAGS = {
     "policy.model": "--policy",
@@ -43,9 +43,9 @@ def rl_command(
     reward, or the RFT and DPO baselines; evaluate on held-out world tasks; write
     OUT/<run>/report.md (or OUT/report.md with --compare), report.json and curve.png;
     OUT/config.yaml holds the settings, for `--config` to repeat the run."""
-    from orchrm.experiments.rl_compare import terminal_report
-    from orchrm.experiments.rl_pipeline import compare as run_compare
-    from orchrm.experiments.rl_pipeline import grpo_on_tasks, run
+    from orchrm.experiments.rl_world.compare import terminal_report
+    from orchrm.experiments.rl_world.pipeline import compare as run_compare
+    from orchrm.experiments.rl_world.pipeline import grpo_on_tasks, run
 
     config = replace(config, policy=replace(config.policy, progress=not quiet))
     dump_config(config, Path(config.out) / "config.yaml")

@@ -1,9 +1,14 @@
-"""Pipelines that string the library's stages together on the offline world, each stage
-reused while its inputs stay the same (`stages.py`): world logs -> store -> pairs ->
-reward models (`world_models.py`) -> best-of-N; the demo (`demo.py`), `orchrm rl`'s
-data (`rl_data.py`), run (`rl_pipeline.py`) and comparison (`rl_compare.py`); the world
-benchmarks' studies (`world_studies.py`, `features_bt.py`, `train_speed.py`); verl's
-reward loop and OpenRLHF's client driven on the world's plans (`frameworks.py`); the
-demo's pipeline on real executions (`real_exec.py`); the prepared GPU check (`gpu_check.py`,
-`gpu_work.py`).
+"""The studies, a folder each, strung from the library's stages on the offline world or on
+a real LLM, each stage reused while its inputs stay the same (`stages.py`; world logs to
+reward models: `world_models.py`):
+
+- `demo/`: `orchrm demo`, the whole story on the world;
+- `real_exec/`: Orch-RM against majority vote with plans executed by SmolLM2;
+- `rl_world/`: `orchrm rl`, orchestrator training on the world;
+- `rl_real/`: the GRPO comparison on SmolLM2;
+- `world_studies/`: the world benchmarks (ceiling, scaling, headroom, recipe, beyond argmax);
+- `train_speed/`: orchrm's reward-model training against TRL's;
+- `frameworks/`: verl's and OpenRLHF's own client code driving orchrm;
+- `serve_load/`: `orchrm serve` under load;
+- `gpu_check/`: the prepared GPU check.
 """

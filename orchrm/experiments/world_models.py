@@ -4,7 +4,7 @@ store, mine win/lose pairs, specialized-over-base and correct-over-incorrect, an
 them cut to the reward model's own token budget) and a reward model per pair dataset
 (`train_reward_model`: trained, then calibrated on its validation tasks' executed
 samples). `world_reward_models` runs both; the demo, orchestrator training
-(`orchrm.experiments.rl_data`) and the world benchmarks all go through it.
+(`orchrm.experiments.rl_world.data`) and the world benchmarks all go through it.
 """
 
 from __future__ import annotations

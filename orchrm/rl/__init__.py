@@ -4,5 +4,5 @@
 `rewards` (Orch-RM and execution rewards with TRL's signature, token accounting),
 `grpo`, `rft`, `dpo` (the methods), `verl_reward` (Orch-RM as a verl custom reward
 function), `verl_loop` (verl's own reward loop run on it). The run on the offline world
-is `orchrm.experiments.rl_pipeline`.
+is `orchrm.experiments.rl_world.pipeline`.
 """

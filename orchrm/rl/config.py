@@ -3,7 +3,7 @@ of the policy shares), `GRPOConfig`, `RFTConfig` and `DPOConfig` (each method's 
 settings), and `TinyPolicyConfig` (shape and supervised training of the offline default
 policy). The defaults run offline on the world's `math` preset within 20 minutes on two
 CPU cores; the run on the world (`orchrm rl`) is configured by
-`orchrm.experiments.rl_config.RLExperimentConfig`, which holds one of each."""
+`orchrm.experiments.rl_world.config.RLExperimentConfig`, which holds one of each."""
 
 from __future__ import annotations
 

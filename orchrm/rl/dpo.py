@@ -1,9 +1,9 @@
 """DPO baseline through TRL's `DPOTrainer`, on pairs mined from the world logs.
 
 The pairs are the reward model's (specialized-over-base and correct-over-incorrect,
-1:3; `orchrm.experiments.rl_data.dpo_rows`) as raw orchestrator texts under the policy's prompt, so
-DPO learns offline from the same executed logs the reward model learned from, with no
-sampling and no reward in the loop.
+1:3; `orchrm.experiments.rl_world.data.dpo_rows`) as raw orchestrator texts under the
+policy's prompt, so DPO learns offline from the same executed logs the reward model
+learned from, with no sampling and no reward in the loop.
 """
 
 from __future__ import annotations

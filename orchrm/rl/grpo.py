@@ -97,7 +97,7 @@ def train_grpo(
     callbacks=(),
 ):
     """Train a copy of the policy `policy.model` with GRPO on the prompt `rows` (`prompt`
-    and the columns `reward_func` reads; `orchrm.experiments.rl_data.prompt_rows` builds
+    and the columns `reward_func` reads; `orchrm.experiments.rl_world.data.prompt_rows` builds
     them from tasks); checkpoints under OUT/checkpoints, the final policy in OUT/model.
     Returns (model, tokenizer, the trainer's log history)."""
     from datasets import Dataset

@@ -13,9 +13,10 @@
   the rate limit on repeated log messages;
 - `openrlhf.py`: reading OpenRLHF's queries as (question, orchestration);
 - `metrics.py`: Prometheus counters and histograms;
-- `process.py`: `orchrm serve` in a process of its own on a free loopback port;
-- `loadgen.py`: concurrent clients against it, hostile ones mixed in;
-- `openrlhf_rollout.py`: OpenRLHF's own remote-reward client posting a rollout at once.
+- `process.py`: `orchrm serve` in a process of its own on a free loopback port.
+
+Load generation and OpenRLHF's rollout client live with their studies
+(`orchrm.experiments.serve_load`, `orchrm.experiments.frameworks`).
 
 `orchrm.cli.serve` is the command.
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from orchrm.errors import ConfigError, InputError
-from orchrm.experiments import rl_data as data
-from orchrm.experiments.rl_compare import (
+from orchrm.experiments.rl_world import data
+from orchrm.experiments.rl_world.compare import (
     PolicyEval,
     RunReport,
     curve_callback,
@@ -30,7 +30,7 @@ from orchrm.experiments.rl_compare import (
     evaluate_policy,
     write_report,
 )
-from orchrm.experiments.rl_config import RUNS, RLExperimentConfig
+from orchrm.experiments.rl_world.config import RUNS, RLExperimentConfig
 from orchrm.experiments.stages import WorldLog
 from orchrm.rl.policy import load_policy, load_policy_tokenizer
 from orchrm.rl.rewards import ExecutionReward, OrchRMReward, TokenLedger

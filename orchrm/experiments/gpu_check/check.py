@@ -24,14 +24,14 @@ its traceback on stderr, and the others still run), in this order:
   512 tokens: selections/s.
 - `serve`: `orchrm serve` with the offline MiniLM saved untrained (as the serve tests
   do), C concurrent clients for T seconds, micro-batching on and at batch size 1
-  (`orchrm.serve.loadgen`'s load): requests/s, latency and the ratio.
-- `rl`: `orchrm rl --tasks` (`orchrm.experiments.rl_pipeline.grpo_on_tasks`) with a
+  (`orchrm.experiments.serve_load.loadgen`'s load): requests/s, latency and the ratio.
+- `rl`: `orchrm rl --tasks` (`orchrm.experiments.rl_world.pipeline.grpo_on_tasks`) with a
   random Qwen2-0.5B-shaped policy (its own BPE tokenizer, no chat template) and a LoRA,
   5 GRPO steps with the Orch-RM reward of the MiniLM model: policy tokens generated per
   second over steps 2 onward. A random policy writes no valid plan, so the reward model
   scores none; its cost is the `score` part's.
 
-The sizes (`orchrm.experiments.gpu_work.GPU`) are meant for one H200 within 8 minutes;
+The sizes (`orchrm.experiments.gpu_check.work.GPU`) are meant for one H200 within 8 minutes;
 `TINY` shrinks every model and length so that the whole check runs on a CPU in well under
 a minute. MFU is measured against the GPU's dense bf16 peak
 (`orchrm.training.throughput.PEAK_FLOPS`); on a CPU, against this machine's measured
@@ -48,7 +48,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from orchrm.experiments.gpu_work import MIB, Peak, Row, Work, steady_rows
+from orchrm.experiments.gpu_check.work import MIB, Peak, Row, Work, steady_rows
 from orchrm.training.throughput import StepClock
 
 PARTS = ("train", "trl", "score", "serve", "rl")
@@ -264,8 +264,9 @@ def part_score(work: Work) -> list[Row]:
 
 
 def part_serve(work: Work) -> list[Row]:
-    """`orchrm serve` under `orchrm.serve.loadgen`'s load, batched and at batch size 1."""
-    from orchrm.serve.loadgen import LoadSettings, request_bodies, run_phase
+    """`orchrm serve` under `orchrm.experiments.serve_load.loadgen`'s load, batched and at
+    batch size 1."""
+    from orchrm.experiments.serve_load.loadgen import LoadSettings, request_bodies, run_phase
 
     s = work.sizes
     load = LoadSettings(clients=s.clients, seconds=s.serve_seconds, route="score",
@@ -289,8 +290,8 @@ def part_serve(work: Work) -> list[Row]:
 
 def part_rl(work: Work) -> list[Row]:
     """`orchrm rl --tasks` with a random Qwen2-0.5B-shaped policy (module docstring)."""
-    from orchrm.experiments.rl_config import RLExperimentConfig
-    from orchrm.experiments.rl_pipeline import grpo_on_tasks
+    from orchrm.experiments.rl_world.config import RLExperimentConfig
+    from orchrm.experiments.rl_world.pipeline import grpo_on_tasks
     from orchrm.jsonl import read_jsonl, write_jsonl
     from orchrm.rl.config import GRPOConfig, PolicyConfig
     from orchrm.rl.policy import policy_prompt, train_tokenizer

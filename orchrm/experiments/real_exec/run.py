@@ -16,7 +16,7 @@ What is real and what is not:
   `world_corpus`, every place's passages, the same whichever tasks are drawn.
   `calibrate` measures the model's success per kind and level and per sub-agent type;
   `MIX` is the kinds and levels where the types' success differs widely
-  (`orchrm.experiments.success_tables`).
+  (`orchrm.experiments.real_exec.tables`).
 - Plans: SmolLM2-135M cannot write a usable plan, so no LLM writes them. Two template
   orchestrators (`orchrm.world.templates.TemplateOrchestrator`) draw a plan structure and
   its wording and write it as harmony XML with a thinking channel, which
@@ -46,10 +46,10 @@ What is real and what is not:
   the reward model's input tokens as its verification). A draw is one execution seed E:
   every held-out plan runs K times (`reruns`, seeds E * 1000 + k), which gives each
   selector's expected accuracy beside the sampled one of run 0
-  (`orchrm.experiments.real_exec_eval`). With two execution seeds, the two draws' verdicts
+  (`orchrm.experiments.real_exec.evaluate`). With two execution seeds, the two draws' verdicts
   are compared (`agreement`).
 
-Executions are cached in OUT/executions.jsonl (`orchrm.experiments.exec_cache`), by task,
+Executions are cached in OUT/executions.jsonl (`orchrm.experiments.real_exec.cache`), by task,
 plan text, seed and sample: a second run, a run resumed after an interruption and more
 draws execute only what is missing, and a run with nothing missing starts no server.
 The cache holds runs of one setup (`execution_setup`: model, budgets, corpus; in
@@ -77,7 +77,7 @@ from pathlib import Path
 
 from orchrm.errors import ConfigError
 from orchrm.evaluation.report import terminal_table, write_report
-from orchrm.experiments.exec_cache import (
+from orchrm.experiments.real_exec.cache import (
     Execution,
     ExecutionCache,
     Plan,
@@ -86,7 +86,7 @@ from orchrm.experiments.exec_cache import (
     throughput,
     write_plans,
 )
-from orchrm.experiments.real_exec_eval import (
+from orchrm.experiments.real_exec.evaluate import (
     RUNS_PER_SEED,
     agreement,
     cross_draw_oracle,
@@ -95,7 +95,7 @@ from orchrm.experiments.real_exec_eval import (
     run_seed,
     verdict,
 )
-from orchrm.experiments.success_tables import calibration_table, structure_table
+from orchrm.experiments.real_exec.tables import calibration_table, structure_table
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration.agent_types import AGENT_REGISTRY
 from orchrm.runtime.config import RunConfig
@@ -131,7 +131,7 @@ MIX: tuple[tuple[str, int], ...] = (
 )
 """(kind, level) cells the train and test tasks cycle through: where `calibrate`
 measured the best and worst sub-agent types `SPREAD` points apart or more
-(`orchrm.experiments.success_tables`; seed 0, 12 arithmetic tasks a cell over two
+(`orchrm.experiments.real_exec.tables`; seed 0, 12 arithmetic tasks a cell over two
 calibrations, 6 retrieval tasks a cell; docs/results.md): CoT or SC against Debate or
 Reflexion on small sums, products and comparisons, and web search against every other
 type on the retrieval questions one passage answers. `capital1`, the same one-passage
@@ -326,7 +326,7 @@ async def execute_groups(
 
 def execution_setup(settings: RealExecSettings) -> dict:
     """What decides a run's answers besides its task, plan, seed and sample
-    (`orchrm.experiments.exec_cache.bind_setup`): the served model, the sub-agents'
+    (`orchrm.experiments.real_exec.cache.bind_setup`): the served model, the sub-agents'
     budgets and sampling, and the corpus web search reads."""
     config = run_config(settings)
     budgets = ("temperature", "max_tokens", "sc_samples", "debate_rounds", "reflexion_rounds")

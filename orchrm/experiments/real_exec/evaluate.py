@@ -1,4 +1,4 @@
-"""The held-out side of `orchrm.experiments.real_exec`: expected accuracy from K seeded
+"""The held-out side of `orchrm.experiments.real_exec.run`: expected accuracy from K seeded
 executions of every plan, each draw's verdict, and whether two draws agree.
 
 A draw is one execution seed E: rerun k of every held-out plan is executed with seed
@@ -27,7 +27,7 @@ from orchrm.evaluation.lineup import build_lineup, evaluate_tasks, first_candida
 from orchrm.evaluation.loading import tasks_from_logs
 from orchrm.evaluation.metrics import Bootstrap, Evaluation, evaluate_selectors
 from orchrm.evaluation.report import points
-from orchrm.experiments.exec_cache import ExecutionCache, Outcome, Plan, outcome, record
+from orchrm.experiments.real_exec.cache import ExecutionCache, Outcome, Plan, outcome, record
 from orchrm.jsonl import write_jsonl
 from orchrm.selection.selectors import CandidateSet
 from orchrm.tasks.benchmarks.generated import TASK_KINDS

@@ -1,4 +1,4 @@
-"""The SmolLM2 GRPO comparison's training stages (`orchrm.experiments.rl_real`): the
+"""The SmolLM2 GRPO comparison's training stages (`orchrm.experiments.rl_real.run`): the
 supervised warm-up on template plans, and GRPO from it with the Orch-RM or the
 execution reward, each kept in OUT and reused while its settings hold."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from orchrm.experiments.exec_cache import Execution
-from orchrm.experiments.rl_real_config import (
+from orchrm.experiments.real_exec.cache import Execution
+from orchrm.experiments.rl_real.config import (
     REWARD_SEED,
     Executor,
     RLRealSettings,

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from orchrm.evaluation.metrics import Bootstrap
-from orchrm.experiments.rl_config import RLExperimentConfig
+from orchrm.experiments.rl_world.config import RLExperimentConfig
 from orchrm.rl.policy import policy_prompt, sample
 from orchrm.rl.rewards import run_plans, runnable
 from orchrm.runtime.executor import RunItem

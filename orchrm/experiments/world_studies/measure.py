@@ -2,7 +2,7 @@
 `world_headroom.py`, `rm_recipe.py`, `beyond_trained.py`, `decoder_backbone.py`): the
 world data they share (`world_pairs`, built from the stages of
 `orchrm.experiments.stages`), and each study's figures, set against `features-BT`
-(`orchrm.experiments.features_bt`), majority vote, random and bayes.
+(`orchrm.experiments.world_studies.features_bt`), majority vote, random and bayes.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from orchrm.evaluation.loading import tasks_from_logs
 from orchrm.evaluation.metrics import evaluate_selectors
 from orchrm.evaluation.report import points
 from orchrm.evaluation.reruns import with_reruns
-from orchrm.experiments.features_bt import (
+from orchrm.experiments.stages import world_log
+from orchrm.experiments.world_models import Cut, PairDataset, WorldRMConfig, world_reward_models
+from orchrm.experiments.world_studies.features_bt import (
     FeatureFit,
     bayes_p,
     chosen_p,
@@ -30,8 +32,6 @@ from orchrm.experiments.features_bt import (
     random_p,
     rm_scores,
 )
-from orchrm.experiments.stages import world_log
-from orchrm.experiments.world_models import Cut, PairDataset, WorldRMConfig, world_reward_models
 from orchrm.selection.selectors import (
     CandidateSet,
     RewardModelSelector,

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from orchrm.evaluation.report import points, terminal_table, write_report
-from orchrm.experiments.demo_config import DemoConfig
+from orchrm.experiments.demo.config import DemoConfig
 from orchrm.experiments.stages import WorldLog, best_of_n, world_log
 from orchrm.experiments.world_models import (
     PairDataset,

@@ -1,4 +1,4 @@
-"""The success tables of `orchrm.experiments.real_exec`: each sub-agent type alone per
+"""The success tables of `orchrm.experiments.real_exec.run`: each sub-agent type alone per
 task kind and level (`calibration_table`, what `calibrate` measures to choose the task
 mix) and each plan structure and orchestrator per task kind (`structure_table`, on the
 training plans of a run)."""

@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from orchrm.errors import InputError
-from orchrm.experiments.rl_config import RLExperimentConfig
+from orchrm.experiments.rl_world.config import RLExperimentConfig
 from orchrm.experiments.stages import WorldLog, world_log
 from orchrm.experiments.world_models import PairDataset, WorldRMConfig, world_reward_models
 from orchrm.jsonl import read_jsonl

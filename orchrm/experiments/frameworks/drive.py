@@ -8,7 +8,7 @@ counts the model loads, the rewards that differ from scoring each response alone
 scoring rounds the concurrent calls were batched into.
 
 OpenRLHF (`openrlhf_run`): OpenRLHF's `SingleTurnAgentExecutor`
-(`orchrm.serve.openrlhf_rollout`) posts a rollout's single-sample reward requests
+(`orchrm.experiments.frameworks.openrlhf_rollout`) posts a rollout's single-sample reward requests
 (`world_plans`) at once to `orchrm serve` in its own process; the run counts every HTTP
 attempt, the retries and the samples left without a reward.
 
@@ -157,7 +157,12 @@ def openrlhf_run(at_once: int, options: list[str] | tuple[str, ...] = ()) -> Ope
     """`at_once` single-sample reward requests (the world's plans in turn, under a ChatML
     policy tokenizer) posted at once by OpenRLHF's executor to `orchrm serve` (its own
     process, fp32, default limits unless `options` set them) serving `seeded_minilm`."""
-    from orchrm.serve.openrlhf_rollout import Posts, chatml_tokenizer, rollout, sample
+    from orchrm.experiments.frameworks.openrlhf_rollout import (
+        Posts,
+        chatml_tokenizer,
+        rollout,
+        sample,
+    )
     from orchrm.serve.process import orchrm_serve
 
     folder = Path(tempfile.mkdtemp())

@@ -1,4 +1,4 @@
-"""Settings of the SmolLM2 GRPO comparison (`orchrm.experiments.rl_real`): its sizes,
+"""Settings of the SmolLM2 GRPO comparison (`orchrm.experiments.rl_real.run`): its sizes,
 the policy's training and the server's, and the executor every stage executes plans
 with, through the seeded execution cache."""
 
@@ -11,9 +11,9 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
 from orchrm.errors import ConfigError
-from orchrm.experiments.exec_cache import Execution, ExecutionCache, parsed_plan
-from orchrm.experiments.real_exec import RealExecSettings, Sizes, _server, run_config, serve
-from orchrm.experiments.real_exec_eval import run_seed
+from orchrm.experiments.real_exec.cache import Execution, ExecutionCache, parsed_plan
+from orchrm.experiments.real_exec.evaluate import run_seed
+from orchrm.experiments.real_exec.run import RealExecSettings, Sizes, _server, run_config, serve
 from orchrm.orchestration import Orchestration, validate
 from orchrm.runtime.backend import ChatBackend
 from orchrm.tasks.benchmarks.generated import GeneratedTask, grade, world_corpus

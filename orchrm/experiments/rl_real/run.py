@@ -5,7 +5,7 @@ the reward, and its plans executed by the same model on llama.cpp before and aft
 Stages, each kept in OUT and reused by a later run with the same settings:
 
 1. **Reward model.** The real-execution benchmark's training side
-   (`orchrm.experiments.real_exec`): the template orchestrators' plans for the training
+   (`orchrm.experiments.real_exec.run`): the template orchestrators' plans for the training
    tasks, executed by SmolLM2 on llama.cpp, mined into pairs, a MiniLM reward model
    trained on them (OUT/rm/...). `RLRealSettings.rm` names one trained before instead.
 2. **Warm-up.** Untrained, the model writes no plan that runs. A LoRA is fine-tuned
@@ -42,8 +42,8 @@ from pathlib import Path
 import torch
 
 from orchrm.errors import ConfigError
-from orchrm.experiments.exec_cache import ExecutionCache, bind_setup
-from orchrm.experiments.real_exec import (
+from orchrm.experiments.real_exec.cache import ExecutionCache, bind_setup
+from orchrm.experiments.real_exec.run import (
     check_validation,
     draw_tasks,
     execution_setup,
@@ -52,7 +52,7 @@ from orchrm.experiments.real_exec import (
     training_plans,
     write_task_files,
 )
-from orchrm.experiments.rl_real_config import (
+from orchrm.experiments.rl_real.config import (
     FULL,
     METHODS,
     QUICK,
@@ -63,14 +63,14 @@ from orchrm.experiments.rl_real_config import (
     Serve,
     llama_clients,
 )
-from orchrm.experiments.rl_real_eval import (
+from orchrm.experiments.rl_real.evaluate import (
     PolicyResult,
     build_report,
     evaluate,
     plot_rewards,
     report_text,
 )
-from orchrm.experiments.rl_real_train import Rewarder, grpo, warmup
+from orchrm.experiments.rl_real.train import Rewarder, grpo, warmup
 from orchrm.rl.config import PENALTIES
 from orchrm.rl.pretrained import load_pretrained
 

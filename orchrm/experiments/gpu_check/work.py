@@ -1,4 +1,4 @@
-"""What the GPU check's parts share (`orchrm.experiments.gpu_check`): the sizes they run
+"""What the GPU check's parts share (`orchrm.experiments.gpu_check.check`): the sizes they run
 at (`GPU`, `TINY`), a row of the table (`Row`), peak memory (`Peak`), the rates of timed
 steps (`steady_rows`), and the models and data they are built from, each made once
 (`Work`): world plans, a byte-level BPE tokenizer trained on them, random-initialized
@@ -337,7 +337,7 @@ class Work:
         """The offline MiniLM saved untrained as an orchrm reward model (max length 256),
         or, without its package, its shape and tokenizer from `minilm_shape` with random
         weights."""
-        from orchrm.serve.loadgen import default_model
+        from orchrm.experiments.serve_load.loadgen import default_model
 
         try:
             return default_model(self.folder / "minilm")

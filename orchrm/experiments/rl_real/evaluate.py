@@ -1,4 +1,4 @@
-"""The SmolLM2 GRPO comparison's evaluation and report (`orchrm.experiments.rl_real`):
+"""The SmolLM2 GRPO comparison's evaluation and report (`orchrm.experiments.rl_real.run`):
 each policy's plans for the held-out tasks executed on llama.cpp, paired intervals
 between policies, report.md and the reward figure."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 
 from orchrm.evaluation.metrics import Bootstrap
-from orchrm.experiments.exec_cache import Execution, parsed_plan
-from orchrm.experiments.real_exec_eval import run_seed
-from orchrm.experiments.rl_real_config import (
+from orchrm.experiments.real_exec.cache import Execution, parsed_plan
+from orchrm.experiments.real_exec.evaluate import run_seed
+from orchrm.experiments.rl_real.config import (
     EVAL_DRAW,
     Executor,
     RLRealSettings,

@@ -14,12 +14,14 @@ older version, to compare).
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import random
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
 
 POISON = -1
 
@@ -40,15 +42,32 @@ def load_batcher(path: str | None) -> type:
     return module.CallerBatcher
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000, help="calls in all")
-    parser.add_argument("--threads", type=int, default=32, help="threads calling at once")
-    parser.add_argument("--poisoned", type=int, default=200, help="calls with a bad item")
-    parser.add_argument("--round-ms", type=float, default=2.0, help="time of one round")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--callers", help="a callers.py to load CallerBatcher from")
-    args = parser.parse_args()
+@config(frozen=True)
+class StressSettings:
+    """The stress's options."""
+
+    calls: int = setting(2000, min=1)
+    """Calls in all."""
+    threads: int = setting(32, min=1)
+    """Threads calling at once."""
+    poisoned: int = setting(200, min=0)
+    """Calls with a bad item."""
+    round_ms: float = setting(2.0, min=0.0)
+    """Time of one scoring round, in milliseconds."""
+    seed: int = 0
+    """Seed of the calls and of which are poisoned."""
+    callers: str | None = None
+    """A callers.py to load CallerBatcher from (default: orchrm's)."""
+
+    def __post_init__(self) -> None:
+        if self.poisoned > self.calls:
+            from orchrm.errors import ConfigError
+
+            raise ConfigError(f"--poisoned {self.poisoned} is more than --calls {self.calls}")
+
+
+def main(args: StressSettings) -> None:
+    """Run the stress and print its figures."""
 
     def run(items: list[int]) -> list[int]:
         time.sleep(args.round_ms / 1000)
@@ -87,4 +106,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(StressSettings, main, doc=__doc__)

@@ -1,0 +1,57 @@
+"""A benchmark script's command line, built the way `orchrm`'s commands are: one option
+per field of a config (`orchrm.configs.config`), with its type, default, bounds and help
+written once, in the config (`config_options`), and `--config FILE.yaml`.
+
+    @config
+    class Settings:
+        calls: int = setting(2000, min=1)
+        \"\"\"Calls in all.\"\"\"
+
+    def main(settings: Settings) -> None: ...
+
+    if __name__ == "__main__":
+        run_script(Settings, main, doc=__doc__)
+
+A user's error (`OrchrmError`) is one line on stderr and the exit status of its kind, as
+in `orchrm`; anything else is a bug and keeps its traceback."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from orchrm.cli.console import fail
+from orchrm.cli.help import HelpCommand
+from orchrm.cli.options import config_options
+from orchrm.errors import OrchrmError
+
+
+def run_script(
+    config: Any,
+    main: Callable[[Any], Any],
+    *,
+    doc: str | None = None,
+    argv: Sequence[str] | None = None,
+    **options: Any,
+) -> None:
+    """Read `config`'s options from `argv` (the command line when None), build the
+    config and call `main` with it; `--help` shows `doc`'s first paragraph and every
+    option. `options` go to `config_options` (`flags`, `settings`, `required`...)."""
+    app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+    about = (doc or main.__doc__ or "").strip().split("\n\n")[0]
+
+    def command(config: Any) -> None:
+        main(config)
+
+    app.command(cls=HelpCommand, help=about)(config_options(config, **options)(command))
+    try:
+        app(args=list(argv) if argv is not None else None, prog_name=Path(sys.argv[0]).name)
+    except OrchrmError as err:  # a bad option value, or one the run refuses
+        try:
+            fail(str(err), err.exit_code)
+        except typer.Exit as done:
+            raise SystemExit(done.exit_code) from None

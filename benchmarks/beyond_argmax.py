@@ -15,11 +15,14 @@ not a trained model: a trained model's scores rank worse and call for its own sw
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
 from orchrm.calibration.methods import expected_calibration_error, fit_calibration, scored_outcomes
+from orchrm.cli.console import csv_values
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import ConfigError
 from orchrm.evaluation.lineup import build_lineup
 from orchrm.evaluation.loading import tasks_from_logs
 from orchrm.evaluation.metrics import evaluate_selectors
@@ -27,9 +30,32 @@ from orchrm.jsonl import write_jsonl
 from orchrm.scoring.world import WorldScorer
 from orchrm.selection.selectors import AdaptiveSelector, CostAwareSelector
 from orchrm.world.generate import generate
+from orchrm.world.tasks import PRESETS
 
 
-def preset_rows(preset: str, args) -> None:
+@config(frozen=True)
+class ArgmaxSettings:
+    """The benchmark's options."""
+
+    presets: tuple[str, ...] = ("math", "search", "multihop")
+    """Comma-separated world presets, a table each."""
+    tasks: int = setting(80, min=2)
+    """World tasks per preset."""
+    noise: float = setting(1.0, min=0.0)
+    """Score noise (log-odds)."""
+    reruns: int = setting(10, min=0)
+    """Re-executions for votes."""
+    seed: int = 21
+    """World seed of the tasks."""
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.presets if p not in PRESETS]
+        if unknown or not self.presets:
+            what = f"unknown {', '.join(unknown)}" if unknown else "none given"
+            raise ConfigError(f"--presets: {what}; choose from {', '.join(sorted(PRESETS))}")
+
+
+def preset_rows(preset: str, args: ArgmaxSettings) -> None:
     generated = generate(preset, args.tasks, 8, seed=args.seed, progress=False)
     scorer = WorldScorer(generated.tasks, args.noise)
     fit_ids = {t.id for t in generated.tasks[: args.tasks // 2]}
@@ -68,17 +94,16 @@ def preset_rows(preset: str, args) -> None:
         )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", default="math,search,multihop")
-    parser.add_argument("--tasks", type=int, default=80, help="World tasks per preset.")
-    parser.add_argument("--noise", type=float, default=1.0, help="Score noise (log-odds).")
-    parser.add_argument("--reruns", type=int, default=10, help="Re-executions for votes.")
-    parser.add_argument("--seed", type=int, default=21)
-    args = parser.parse_args()
-    for preset in args.presets.split(","):
+def main(args: ArgmaxSettings) -> None:
+    """A table per preset."""
+    for preset in args.presets:
         preset_rows(preset, args)
 
 
 if __name__ == "__main__":
-    main()
+    run_script(
+        ArgmaxSettings,
+        main,
+        doc=__doc__,
+        settings={"presets": {"parser": csv_values, "spell": ",".join}},
+    )

@@ -15,11 +15,39 @@ calibrated on its validation tasks by the demo. Nothing is trained here.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from orchrm.experiments.world_studies.measure import SAMPLES, beyond_trained, pareto_figure
-from orchrm.scoring.local import OrchRM
+from orchrm.cli.console import csv_values
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import ConfigError, MissingInput
+from orchrm.experiments.demo.config import WORLD_PRESETS
+from orchrm.experiments.world_studies.measure import (
+    RERUNS,
+    SAMPLES,
+    beyond_trained,
+    pareto_figure,
+)
+
+
+@config(frozen=True)
+class TrainedSettings:
+    """The benchmark's options."""
+
+    demo: str | None = None
+    """An `orchrm demo` output folder (required)."""
+    presets: tuple[str, ...] = ("math", "search", "multihop")
+    """Comma-separated presets of the demo, a table each."""
+    reruns: int = setting(RERUNS, min=0)
+    """Re-executions for votes."""
+    img: str | None = None
+    """Copy each Pareto PNG here."""
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.presets if p not in WORLD_PRESETS]
+        if unknown or not self.presets:
+            what = f"unknown {', '.join(unknown)}" if unknown else "none given"
+            raise ConfigError(f"--presets: {what}; choose from {', '.join(WORLD_PRESETS)}")
 
 
 def _points(value: float | None, ci) -> str:
@@ -28,7 +56,7 @@ def _points(value: float | None, ci) -> str:
     return f"{100 * value:+.1f} ({100 * ci[0]:+.1f}..{100 * ci[1]:+.1f})"
 
 
-def preset_table(demo: Path, preset: str, models: dict, args) -> None:
+def preset_table(demo: Path, preset: str, models: dict, args: TrainedSettings) -> None:
     got = beyond_trained(demo, preset, models, args.reruns)
     ev, at_argmax = got.evaluation, got.versus_argmax
     calibration, argmax = ev.calibration, at_argmax["orchrm"]
@@ -59,15 +87,15 @@ def preset_table(demo: Path, preset: str, models: dict, args) -> None:
             print(f"\n![{preset} Pareto]({target})")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--demo", required=True, help="An `orchrm demo` output folder.")
-    parser.add_argument("--presets", default="math,search,multihop")
-    parser.add_argument("--reruns", type=int, default=20, help="Re-executions for votes.")
-    parser.add_argument("--img", default=None, help="Copy each Pareto PNG here.")
-    args = parser.parse_args()
-    demo = Path(args.demo)
-    presets = [p for p in args.presets.split(",") if p]
+def main(args: TrainedSettings) -> None:
+    """A table (and a Pareto plot) per preset."""
+    from orchrm.scoring.local import OrchRM
+
+    demo, presets = Path(args.demo), args.presets
+    for preset in presets:
+        for path in (demo / "logs" / f"{preset}.test.jsonl", demo / "rm" / preset / "model"):
+            if not path.exists():
+                raise MissingInput(f"{path} is missing: run `orchrm demo --out {demo}` first")
     models = {
         name: OrchRM.load(demo / "rm" / name / "model")
         for name in (*presets, "mixed", "unified")
@@ -78,4 +106,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(
+        TrainedSettings,
+        main,
+        doc=__doc__,
+        required=["demo"],
+        settings={"presets": {"parser": csv_values, "spell": ",".join}},
+    )

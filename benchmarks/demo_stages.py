@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/demo_stages.py [--out DIR] [--presets math,search]
         [--mixed] [--unified] [--train-tasks N] [--test-tasks N] [--steps N] [--dtype D]
 
-Runs the demo (`DemoConfig`'s defaults for what is not given) into OUT with every stage's
+It takes every option of `orchrm demo` (`DemoConfig`'s defaults for what is not given,
+but OUT is runs/demo-stages unless given). Runs the demo into OUT with every stage's
 manifest removed first, so that none is reused, and prints the stages `run_demo` times
 (`report.json`'s `seconds`: generating the world logs, the pairs and each model's
 training of `orchrm.experiments.world_models`, each preset's evaluation), the wall time
@@ -12,32 +13,24 @@ of the whole process, and its peak memory.
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import time
 from pathlib import Path
 
+from orchrm.cli.console import csv_values
+from orchrm.cli.script import run_script
 from orchrm.experiments.demo.config import DemoConfig
-from orchrm.experiments.demo.run import run_demo
-from orchrm.experiments.stages import STAGE_JSON
-from orchrm.rmodel.precision import DTYPES
+
+SETTINGS = DemoConfig(out="runs/demo-stages")
+"""The demo's settings (`orchrm demo`'s options), into a folder of this benchmark's."""
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="runs/demo-stages")
-    parser.add_argument("--presets", default=None, help="comma-separated world presets")
-    parser.add_argument("--mixed", action="store_true", default=None)
-    parser.add_argument("--unified", action="store_true", default=None)
-    parser.add_argument("--train-tasks", type=int, default=None)
-    parser.add_argument("--test-tasks", type=int, default=None)
-    parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--dtype", default=None, choices=DTYPES)
-    options = {k: v for k, v in vars(parser.parse_args()).items() if v is not None}
-    if "presets" in options:
-        options["presets"] = tuple(p for p in options["presets"].split(",") if p)
-    config = DemoConfig(**options)
+def main(config: DemoConfig) -> None:
+    """Run the demo afresh and print where its time went."""
+    from orchrm.experiments.demo.run import run_demo
+    from orchrm.experiments.stages import STAGE_JSON
+
     for manifest in Path(config.out).rglob(f"*{STAGE_JSON}"):
         manifest.unlink()
     started = time.perf_counter()
@@ -55,4 +48,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(
+        SETTINGS, main, doc=__doc__, settings={"presets": {"parser": csv_values, "spell": ",".join}}
+    )

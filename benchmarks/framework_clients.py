@@ -2,10 +2,10 @@
 runs of `orchrm.experiments.frameworks.drive` (whose scenarios tests/test_frameworks_verl.py and
 tests/test_frameworks_openrlhf.py hold to their figures), with their figures printed.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/framework_clients.py verl [--samples 2000]
-        [--threads 32]
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/framework_clients.py openrlhf [--at-once 1000]
-        [-- orchrm serve options, e.g. --max-queued-requests 64]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/framework_clients.py --framework verl
+        [--samples 2000] [--threads 32]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/framework_clients.py --framework openrlhf
+        [--at-once 1000] [--serve-options "orchrm serve options, e.g. --max-queued-requests 64"]
 
 `verl`: verl 0.9's `RewardLoopWorker` (its `naive` reward manager, the reward function
 loaded from `reward.custom_reward_function.path=pkg://orchrm.rl.verl_reward`) rewards a
@@ -17,18 +17,42 @@ concurrent calls were batched into.
 
 `openrlhf`: OpenRLHF 0.11's `SingleTurnAgentExecutor` posts `--at-once` single-sample
 reward requests at once to `orchrm serve` (a subprocess, fp32, default limits unless
-options follow `--`), as a rollout does. It prints the requests at once, the outcome of
-every HTTP attempt (status, or `error` for a failed connection), the retries (attempts
-beyond one per sample), the samples left without a reward after OpenRLHF's five tries,
-and the wall time.
+`--serve-options` gives others, in one text a shell would split), as a rollout does. It
+prints the requests at once, the outcome of every HTTP attempt (status, or `error` for a
+failed connection), the retries (attempts beyond one per sample), the samples left without
+a reward after OpenRLHF's five tries, and the wall time.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
+import shlex
+from typing import Literal
 
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import ConfigError
 from orchrm.experiments.frameworks.drive import openrlhf_run, verl_run
+
+
+@config(frozen=True)
+class ClientSettings:
+    """The benchmark's options."""
+
+    framework: Literal["verl", "openrlhf"] | None = None
+    """Whose client code drives orchrm (required)."""
+    samples: int = setting(2000, min=1)
+    """verl: responses in the batch rewarded."""
+    threads: int = setting(32, min=1)
+    """verl: executor threads the rewards are computed from."""
+    at_once: int = setting(1000, min=1)
+    """openrlhf: single-sample reward requests posted at once."""
+    serve_options: tuple[str, ...] = ()
+    """openrlhf: options of `orchrm serve`, in one text (default: its default limits)."""
+
+    def __post_init__(self) -> None:
+        if self.serve_options and self.framework == "verl":
+            raise ConfigError("--serve-options is for --framework openrlhf, not verl")
 
 
 def verl(samples: int, threads: int) -> None:
@@ -41,7 +65,7 @@ def verl(samples: int, threads: int) -> None:
     )
 
 
-def openrlhf(at_once: int, options: list[str]) -> None:
+def openrlhf(at_once: int, options: list[str] | tuple[str, ...]) -> None:
     logging.disable(logging.WARNING)
     r = openrlhf_run(at_once, options)
     print(
@@ -52,21 +76,19 @@ def openrlhf(at_once: int, options: list[str]) -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="framework", required=True)
-    v = sub.add_parser("verl")
-    v.add_argument("--samples", type=int, default=2000)
-    v.add_argument("--threads", type=int, default=32)
-    o = sub.add_parser("openrlhf")
-    o.add_argument("--at-once", type=int, default=1000)
-    o.add_argument("serve_options", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
+def main(args: ClientSettings) -> None:
+    """Run the framework's client and print its figures."""
     if args.framework == "verl":
         verl(args.samples, args.threads)
     else:
-        openrlhf(args.at_once, [a for a in args.serve_options if a != "--"])
+        openrlhf(args.at_once, args.serve_options)
 
 
 if __name__ == "__main__":
-    main()
+    run_script(
+        ClientSettings,
+        main,
+        doc=__doc__,
+        required=["framework"],
+        settings={"serve_options": {"parser": shlex.split, "spell": shlex.join}},
+    )

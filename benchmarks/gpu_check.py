@@ -19,7 +19,6 @@ a GPU machine without network as docs/gpu.md says.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -27,10 +26,15 @@ import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
+from typing import Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # orchrm read from the checkout where it is not installed
 
+from orchrm.cli.console import csv_values  # noqa: E402
+from orchrm.cli.script import run_script  # noqa: E402
+from orchrm.configs import config, setting  # noqa: E402
+from orchrm.errors import ConfigError  # noqa: E402
 from orchrm.experiments.gpu_check.check import PARTS, header, run_check  # noqa: E402
 from orchrm.experiments.gpu_check.work import GPU, HEADER, TINY, Work  # noqa: E402
 
@@ -39,20 +43,31 @@ MINILM_SHAPE = ROOT / ".whl" / "minilm"
 package that holds them is not installed (`benchmarks/gpu_wheels.sh` writes it)."""
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="Small models: a CPU run.")
-    parser.add_argument("--dtype", choices=("bf16", "fp32"), help="Default: bf16 with CUDA.")
-    parser.add_argument(
-        "--parts", default=",".join(PARTS), help="Comma-separated: " + ", ".join(PARTS)
-    )
-    parser.add_argument("--work", type=Path, help="Working folder (default: a temporary one).")
-    parser.add_argument("--json", type=Path, help="Also write every figure to this file.")
-    args = parser.parse_args()
-    parts = [p for p in args.parts.split(",") if p]
-    unknown = [p for p in parts if p not in PARTS]
-    if unknown:
-        parser.error(f"--parts: unknown {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+@config(frozen=True)
+class CheckSettings:
+    """The check's options."""
+
+    tiny: bool = False
+    """Small models: a CPU run."""
+    dtype: Literal["bf16", "fp32"] | None = None
+    """Precision of every part (default: bf16 with CUDA, else fp32)."""
+    parts: tuple[str, ...] = setting(PARTS)
+    """Comma-separated parts to run (the default: every part, in its order)."""
+    work: str | None = None
+    """Working folder, kept (default: a temporary one, removed)."""
+    json: str | None = None
+    """Also write every figure to this file."""
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.parts if p not in PARTS]
+        if unknown or not self.parts:
+            what = f"unknown {', '.join(unknown)}" if unknown else "none given"
+            raise ConfigError(f"--parts: {what}; choose from {', '.join(PARTS)}")
+
+
+def main(args: CheckSettings) -> None:
+    """Run the parts and print their table."""
+    parts = list(args.parts)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # `python -m orchrm serve` finds orchrm where no console script is installed.
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -65,7 +80,7 @@ def main() -> None:
 
     dtype = args.dtype or ("bf16" if torch.cuda.is_available() else "fp32")
     os.environ["ORCHRM_BF16"] = "1" if dtype == "bf16" else "0"  # serve and rl's `auto`
-    folder = args.work or Path(tempfile.mkdtemp(prefix="orchrm-gpu-check-"))
+    folder = Path(args.work or tempfile.mkdtemp(prefix="orchrm-gpu-check-"))
     folder.mkdir(parents=True, exist_ok=True)
     work = Work(TINY if args.tiny else GPU, dtype, folder, MINILM_SHAPE)
     if work.sizes.threads:
@@ -78,14 +93,19 @@ def main() -> None:
         if args.work is None:
             shutil.rmtree(folder, ignore_errors=True)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         payload = {"header": header(work), "sizes": asdict(work.sizes), "dtype": dtype,
                    "rows": [asdict(r) for r in rows], "results": work.results}  # fmt: skip
-        args.json.write_text(json.dumps(payload, indent=2, default=str))
+        Path(args.json).write_text(json.dumps(payload, indent=2, default=str))
     failed = [r.part for r in rows if r.what == "error"]
     if failed:
         sys.exit(f"gpu_check: {', '.join(failed)} failed (tracebacks above, on stderr)")
 
 
 if __name__ == "__main__":
-    main()
+    run_script(
+        CheckSettings,
+        main,
+        doc=__doc__,
+        settings={"parts": {"parser": csv_values, "spell": ",".join}},
+    )

@@ -11,31 +11,52 @@ memory one probe measured above what the process held before the model was built
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from orchrm.cli.console import csv_values  # noqa: E402
+from orchrm.cli.script import run_script  # noqa: E402
+from orchrm.configs import config, setting  # noqa: E402
+from orchrm.errors import ConfigError  # noqa: E402
 from orchrm.memplan.measured import grid, run_point  # noqa: E402
+
+
+@config(frozen=True)
+class PlanCheckSettings:
+    """The benchmark's options."""
+
+    grid: Literal["quick", "full"] = "quick"
+    """quick: the ~20M-parameter shapes; full: and the ~110M ones (minutes)."""
+    dtype: Literal["fp32", "bf16"] = "fp32"
+    """Precision of the training steps."""
+    only: tuple[str, ...] = ()
+    """Comma-separated shapes to keep (default: every shape of the grid)."""
+    steps: int = setting(2, min=1)
+    """Training steps measured per point."""
+    json: str | None = None
+    """Also write the rows to this file."""
+
+    def __post_init__(self) -> None:
+        shapes = {p.shape for p in grid(self.grid)}
+        if missing := [s for s in self.only if s not in shapes]:
+            raise ConfigError(
+                f"--only {','.join(missing)}: not in --grid {self.grid}, whose shapes are "
+                + ", ".join(sorted(shapes))
+            )
 
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--grid", choices=("quick", "full"), default="quick")
-    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
-    parser.add_argument("--only", default="", help="comma-separated shapes to keep")
-    parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--json", default="", help="also write the rows to this file")
-    args = parser.parse_args()
-    keep = set(filter(None, args.only.split(",")))
-    points = [p for p in grid(args.grid) if not keep or p.shape in keep]
+def main(args: PlanCheckSettings) -> None:
+    """Plan and measure every point, one table row each."""
+    points = [p for p in grid(args.grid) if not args.only or p.shape in args.only]
     print(
         f"{'shape':<11}{'L':>5}{'pairs':>6} {'lora':<5}{'gc':<4}{'attn':<6}"
         f"{'plan peak':>10}{'total':>8}{'measured':>10}{'ratio':>7}{'s/step':>8}"
@@ -60,4 +81,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(
+        PlanCheckSettings,
+        main,
+        doc=__doc__,
+        settings={"only": {"parser": csv_values, "spell": ",".join}},
+    )

@@ -17,17 +17,20 @@ in bf16 also the largest difference between the local model's bf16 and fp32 scor
 
 from __future__ import annotations
 
-import argparse
 import socket
 import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Literal
 
 import torch
 import uvicorn
 
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import MissingInput
 from orchrm.parse import parse_harmony
 from orchrm.rmodel.backbone import default_backbone, load_backbone
 from orchrm.scoring.load import load_scorer
@@ -37,6 +40,22 @@ from orchrm.serve.config import ServeConfig
 from orchrm.training.build import save_model
 from orchrm.world.orchestrators import orchestrators
 from orchrm.world.tasks import generate_tasks
+
+
+@config(frozen=True)
+class RemoteSettings:
+    """The benchmark's options."""
+
+    plans: int = setting(192, min=1)
+    """World orchestrations scored each time."""
+    repeats: int = setting(3, min=1)
+    """Timed passes per way of scoring (the best counts)."""
+    threads: int = setting(1, min=1)
+    """PyTorch CPU threads."""
+    dtype: Literal["fp32", "bf16"] = "fp32"
+    """Precision the model scores in."""
+    model: str | None = None
+    """A reward model directory (default: the offline MiniLM, untrained)."""
 
 
 def world_items(count: int) -> list[tuple[str, object]]:
@@ -69,14 +88,10 @@ def rate(scorer, items, repeats: int) -> tuple[float, list[float]]:
     return best, scores
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plans", type=int, default=192)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1, help="PyTorch CPU threads.")
-    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
-    parser.add_argument("--model", type=Path, help="A reward model directory (untrained MiniLM).")
-    args = parser.parse_args()
+def main(args: RemoteSettings) -> None:
+    """Score three ways and print their rates."""
+    if args.model is not None and not Path(args.model).is_dir():
+        raise MissingInput(f"--model {args.model}: no such directory")
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         path = args.model
@@ -111,4 +126,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(RemoteSettings, main, doc=__doc__)

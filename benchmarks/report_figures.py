@@ -17,33 +17,48 @@ are copied to `--out` as `bestofn_<plot>.png`.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 from orchrm.calibration.methods import METADATA_KEY, fit_calibration, scored_outcomes
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
 from orchrm.evaluation.lineup import build_lineup, evaluate_tasks
 from orchrm.evaluation.loading import tasks_from_logs
 from orchrm.evaluation.report import terminal_table, write_report
 from orchrm.jsonl import write_jsonl
 from orchrm.scoring.world import WorldScorer
 from orchrm.world.generate import generate
+from orchrm.world.tasks import PRESETS
 
 PLOTS = ("accuracy_vs_n", "accuracy_vs_tokens", "pareto", "reliability")
+PRESET_NAMES = tuple(sorted(PRESETS))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="math")
-    parser.add_argument("--tasks", type=int, default=80, help="World tasks (half held out).")
-    parser.add_argument("--noise", type=float, default=1.0, help="Score noise (log-odds).")
-    parser.add_argument("--reruns", type=int, default=10, help="Re-executions for votes.")
-    parser.add_argument("--seed", type=int, default=21)
-    parser.add_argument("--out", default="docs/img", help="Where the PNGs go.")
-    parser.add_argument("--report", default=None, help="Keep the whole report here.")
-    args = parser.parse_args()
+@config(frozen=True)
+class FigureSettings:
+    """The figures' options."""
 
+    preset: Literal[PRESET_NAMES] = "math"
+    """World preset of the tasks."""
+    tasks: int = setting(80, min=2)
+    """World tasks (half held out)."""
+    noise: float = setting(1.0, min=0.0)
+    """Score noise (log-odds)."""
+    reruns: int = setting(10, min=0)
+    """Re-executions for votes."""
+    seed: int = 21
+    """World seed of the tasks."""
+    out: str = "docs/img"
+    """Where the PNGs go."""
+    report: str | None = None
+    """Keep the whole report here (default: a temporary folder)."""
+
+
+def main(args: FigureSettings) -> None:
+    """Evaluate, write the report and copy its PNGs."""
     # the world's logs, and a calibration fitted on the first half of the tasks
     generated = generate(args.preset, args.tasks, 8, seed=args.seed, progress=False)
     scorer = WorldScorer(generated.tasks, args.noise)
@@ -70,4 +85,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(FigureSettings, main, doc=__doc__)

@@ -1,7 +1,7 @@
 """How much of what the text allows does the reward model get? World logs only.
 
     .venv/bin/python benchmarks/rm_ceiling.py [--demo orchrm-demo] [--domain math]
-        [--rm DIR ...]
+        [--rm DIR --rm DIR ...] [--n 8]
 
 Reads a finished `orchrm demo` folder: the training logs and pairs of one domain, its
 held-out test logs and its reward model (plus any `--rm` directories). Each selector
@@ -23,24 +23,36 @@ scale. The last column is the share of the random -> bayes gap each selector clo
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+from typing import Literal
 
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
 from orchrm.errors import MissingInput
-from orchrm.experiments.world_studies.measure import ceiling
+from orchrm.experiments.demo.config import WORLD_PRESETS, DemoConfig
+from orchrm.experiments.world_studies.measure import SAMPLES, ceiling
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--demo", default="orchrm-demo", help="a finished `orchrm demo` folder")
-    parser.add_argument("--domain", default="math")
-    parser.add_argument("--rm", action="append", default=[], help="more reward models")
-    parser.add_argument("--n", type=int, default=8)
-    args = parser.parse_args()
-    try:
-        got = ceiling(Path(args.demo), args.domain, args.rm, args.n)
-    except MissingInput as e:
-        raise SystemExit(str(e)) from None
+@config(frozen=True)
+class CeilingSettings:
+    """The benchmark's options."""
+
+    demo: str = DemoConfig().out
+    """A finished `orchrm demo` folder."""
+    domain: Literal[WORLD_PRESETS] = DemoConfig().presets[0]
+    """The demo's preset whose logs, pairs and reward model are read."""
+    rm: tuple[str, ...] = ()
+    """More reward model directories, once each."""
+    n: int = setting(SAMPLES, min=1)
+    """Candidates per held-out task."""
+
+
+def main(args: CeilingSettings) -> None:
+    """Print each selector's pick against the references."""
+    for folder in (args.demo, *args.rm):
+        if not Path(folder).is_dir():
+            raise MissingInput(f"{folder}: no such directory")
+    got = ceiling(Path(args.demo), args.domain, list(args.rm), args.n)
     fit, results = got.fit, got.results
     low, high = results["random"], results["bayes"]
     print(
@@ -61,4 +73,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(CeilingSettings, main, doc=__doc__)

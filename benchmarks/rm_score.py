@@ -1,6 +1,6 @@
 """Reward-model scoring speed: orchrm's scorer vs a plain loop, and vs the roofline.
 
-    .venv/bin/python benchmarks/rm_score.py [--rm DIR] [--n 1024] [--batch 32]
+    .venv/bin/python benchmarks/rm_score.py [--rm DIR] [--n 1024] [--batch 32] [--max-length 256]
 
 Scores N rendered world orchestrations (`math` preset) with the offline MiniLM (or --rm).
 orchrm: `OrchRM.score_texts` (length-sorted batches padded to their longest member,
@@ -13,16 +13,35 @@ score here.
 
 from __future__ import annotations
 
-import argparse
 import time
+from pathlib import Path
 
 import torch
 
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import MissingInput
 from orchrm.parse import from_dict
 from orchrm.rmodel.backbone import default_backbone
+from orchrm.scoring.config import ScoreConfig
 from orchrm.scoring.local import OrchRM
+from orchrm.training.config import TrainConfig
 from orchrm.training.throughput import matmul_rate
 from orchrm.world.generate import generate
+
+
+@config(frozen=True)
+class RmScoreSettings:
+    """The benchmark's options."""
+
+    rm: str | None = None
+    """A reward model directory (default: the offline MiniLM)."""
+    n: int = setting(1024, min=1)
+    """Orchestrations scored."""
+    batch: int = setting(ScoreConfig().batch_size, min=1)
+    """Orchestrations per forward pass (`orchrm score`'s --batch-size)."""
+    max_length: int = setting(TrainConfig().max_length, min=2)
+    """Tokens per text, for a model whose metadata sets none (`orchrm train`'s default)."""
 
 
 def texts(n: int, rm: OrchRM) -> list[str]:
@@ -50,14 +69,11 @@ def plain_loop(rm: OrchRM, batch: list[str], size: int) -> list[float]:
     return scores
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rm", default=default_backbone())
-    parser.add_argument("--n", type=int, default=1024)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=256)
-    args = parser.parse_args()
-    rm = OrchRM.load(args.rm, check_version=False, batch_size=args.batch)
+def main(args: RmScoreSettings) -> None:
+    """Time both ways of scoring and print them beside the roofline."""
+    if args.rm is not None and not Path(args.rm).is_dir():
+        raise MissingInput(f"--rm {args.rm}: no such directory")
+    rm = OrchRM.load(args.rm or default_backbone(), check_version=False, batch_size=args.batch)
     rm.metadata.setdefault("max_length", args.max_length)
     batch = texts(args.n, rm)
     lengths = [
@@ -94,4 +110,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(RmScoreSettings, main, doc=__doc__)

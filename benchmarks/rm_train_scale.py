@@ -1,33 +1,59 @@
 """Reward-model training at scale on this machine: token-budget batches and gradient
 checkpointing, each setting in a fresh process (so its peak memory is its own).
 
-    .venv/bin/python benchmarks/rm_train_scale.py budget --pairs runs/pairs [--budget 4096]
-    .venv/bin/python benchmarks/rm_train_scale.py checkpointing --pairs runs/pairs
+    .venv/bin/python benchmarks/rm_train_scale.py --study budget --pairs runs/pairs [--budget 4096]
+    .venv/bin/python benchmarks/rm_train_scale.py --study checkpointing --pairs runs/pairs
 
 `budget` trains the offline MiniLM at max length 256 with and without
 `--max-tokens-per-batch` and prints pairs/s, real and padded tokens/s and peak RSS.
 `checkpointing` builds a random ~110M-parameter Llama (hidden 768, 12 layers, vocab
 32,000; nothing downloaded) and trains one step on one pair of 1,024-token texts with and
 without gradient checkpointing, fully and with LoRA, printing peak RSS and the step's
-time.
+time. Each setting trains in a child process: this script again, given the hidden option
+`--child JSON` (the `TrainConfig` fields of that run) instead of `--study`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Literal
+
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import ConfigError, MissingInput
+from orchrm.training.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@config(frozen=True)
+class ScaleSettings:
+    """The benchmark's options."""
+
+    study: Literal["budget", "checkpointing"] | None = None
+    """What to measure: token-budget batches, or gradient checkpointing (required)."""
+    pairs: str | None = None
+    """An export folder (train.jsonl, ...); required."""
+    budget: int = setting(4096, min=2)
+    """Tokens per pass (budget)."""
+    steps: int = setting(20, min=1)
+    """Optimizer steps (budget)."""
+    child: str | None = None
+    """Internal: the TrainConfig fields, as JSON, of one setting this script trains in a
+    child process of its own."""
+
+    def __post_init__(self) -> None:
+        if self.child is not None and self.study is not None:
+            raise ConfigError("--child is the child process's: give --study or --child")
+
+
 def child(settings: dict) -> None:
     """Train with `settings` (TrainConfig fields) here; print the summary and peak RSS."""
-    from orchrm.training.config import TrainConfig
     from orchrm.training.train import train
 
     summary = train(TrainConfig(**settings), progress=False).to_dict()
@@ -39,7 +65,7 @@ def child(settings: dict) -> None:
 def run(settings: dict) -> dict:
     """`child` in a fresh process; its summary."""
     done = subprocess.run(
-        [sys.executable, __file__, "child", json.dumps(settings)],
+        [sys.executable, __file__, "--child", json.dumps(settings)],
         capture_output=True,
         text=True,
         check=False,
@@ -57,7 +83,7 @@ def run(settings: dict) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def budget(args, out: Path) -> None:
+def budget(args: ScaleSettings, out: Path) -> None:
     common = dict(pairs=args.pairs, max_length=256, batch_size=16, max_steps=args.steps,
                   eval_every=args.steps, num_threads=2, seed=0)  # fmt: skip
     for limit in (None, args.budget):
@@ -93,7 +119,7 @@ def random_llama(folder: Path, texts: list[str]) -> Path:
     return folder
 
 
-def checkpointing(args, out: Path) -> None:
+def checkpointing(args: ScaleSettings, out: Path) -> None:
     records = [json.loads(x) for x in (Path(args.pairs) / "train.jsonl").read_text().splitlines()]
     texts = [r["prompt"] + r[s] for r in records[:200] for s in ("chosen", "rejected")]
     backbone = random_llama(out / "llama", texts)
@@ -114,19 +140,18 @@ def checkpointing(args, out: Path) -> None:
             )
 
 
-def main() -> None:
-    if sys.argv[1:2] == ["child"]:
-        child(json.loads(sys.argv[2]))
+def main(args: ScaleSettings) -> None:
+    """The study asked for, each setting in a child process (or, in the child, one)."""
+    if args.child is not None:
+        child(json.loads(args.child))
         return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=("budget", "checkpointing"))
-    parser.add_argument("--pairs", required=True, help="An export folder (train.jsonl, ...).")
-    parser.add_argument("--budget", type=int, default=4096, help="Tokens per pass.")
-    parser.add_argument("--steps", type=int, default=20, help="Optimizer steps (budget).")
-    args = parser.parse_args()
+    if args.study is None or args.pairs is None:  # not in the config: its defaults lack them
+        raise ConfigError("give --study budget|checkpointing and --pairs FOLDER")
+    if not (Path(args.pairs) / "train.jsonl").is_file():
+        raise MissingInput(f"--pairs {args.pairs}: no train.jsonl there (an export folder)")
     with tempfile.TemporaryDirectory() as tmp:
-        (budget if args.what == "budget" else checkpointing)(args, Path(tmp))
+        (budget if args.study == "budget" else checkpointing)(args, Path(tmp))
 
 
 if __name__ == "__main__":
-    main()
+    run_script(ScaleSettings, main, doc=__doc__, settings={"child": {"hidden": True}})

@@ -22,26 +22,47 @@ default seed (20) is neither the demo's (0, 1) nor rm_scaling's (10).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+from typing import Literal
 
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import ConfigError
 from orchrm.experiments.world_studies.measure import SAMPLES, headroom, parse_variant
 from orchrm.world.tasks import PRESETS
 
+PRESET_NAMES = tuple(sorted(PRESETS))
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--preset", default="math", choices=sorted(PRESETS))
-    parser.add_argument("--train-tasks", type=int, default=150)
-    parser.add_argument("--test-tasks", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=20, help="world seed of the training tasks")
-    parser.add_argument("--variant", action="append", default=[], help="NAME:KEY=VALUE,...")
-    parser.add_argument("--out", default="runs/world-headroom")
-    args = parser.parse_args()
-    try:
-        variants = [("as shipped", {}), *map(parse_variant, args.variant)]
-    except ValueError as e:
-        parser.error(str(e))
+
+@config(frozen=True)
+class HeadroomSettings:
+    """The study's options."""
+
+    preset: Literal[PRESET_NAMES] = "math"
+    """World preset the variants change."""
+    train_tasks: int = setting(150, min=1)
+    """World tasks whose logs give the mined pairs."""
+    test_tasks: int = setting(200, min=1)
+    """Held-out world tasks."""
+    seed: int = 20
+    """World seed of the training tasks."""
+    variant: tuple[str, ...] = ()
+    """A variant of the world, NAME:KEY=VALUE,... (a field of the preset or of the
+    specialized orchestrator); once per variant."""
+    out: str = "runs/world-headroom"
+    """Folder of the logs and pairs, reused while the settings stay the same."""
+
+    def __post_init__(self) -> None:
+        for text in self.variant:
+            try:
+                parse_variant(text)
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
+
+
+def main(args: HeadroomSettings) -> None:
+    """Print the table of every world's references."""
+    variants = [("as shipped", {}), *map(parse_variant, args.variant)]
     print(
         f"{args.preset}: {args.train_tasks} training tasks (seed {args.seed}), "
         f"{args.test_tasks} held-out tasks x {SAMPLES}; expected accuracy %\n"
@@ -67,4 +88,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(HeadroomSettings, main, doc=__doc__)

@@ -135,13 +135,13 @@ def test_a_bug_keeps_its_traceback_and_exits_1(tmp_path):
 
 
 def test_the_accelerate_entry_point_is_orchrm_train():
-    """`python -m orchrm.training.train` (for `accelerate launch`) is `orchrm train`: the
+    """`python -m orchrm train` (for `accelerate launch`) is `orchrm train`: the
     same options, help and defaults, from TrainConfig's fields."""
     from orchrm.configs import field_help
     from orchrm.training.config import TrainConfig
 
     done = subprocess.run(
-        [sys.executable, "-m", "orchrm.training.train", "--help"],
+        [sys.executable, "-m", "orchrm", "train", "--help"],
         capture_output=True,
         text=True,
         timeout=300,

@@ -181,7 +181,7 @@ def test_a_bad_config_file_is_one_line_and_exit_status_2(tmp_path, orchrm_cli):
 
 
 def test_the_accelerate_entry_point_is_orchrm_train(monkeypatch, tmp_path):
-    """`accelerate launch -m orchrm.training.train ...` runs `orchrm train ...`."""
+    """`accelerate launch -m orchrm train ...` runs `orchrm train ...`."""
     import runpy
     import sys
 
@@ -190,10 +190,10 @@ def test_the_accelerate_entry_point_is_orchrm_train(monkeypatch, tmp_path):
     (tmp_path / "p").mkdir()
     recipe = tmp_path / "r.yaml"
     recipe.write_text(f"pairs: p\nout: {tmp_path / 'o'}\nlora_dropout: 0.2\nsave_every: 7\n")
-    argv = ["orchrm.training.train", "--config", str(recipe), "--num-threads", "2"]
+    argv = ["orchrm", "train", "--config", str(recipe), "--num-threads", "2"]
     monkeypatch.setattr(sys, "argv", argv)
     with pytest.raises(SystemExit):
-        runpy.run_module("orchrm.training.train", run_name="__main__")
+        runpy.run_module("orchrm", run_name="__main__")
     expected = TrainConfig(
         pairs="p", out=str(tmp_path / "o"), lora_dropout=0.2, save_every=7, num_threads=2
     )

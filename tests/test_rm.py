@@ -184,7 +184,7 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(pairs_dir, tmp_path):
         "2",
     ]
     process = subprocess.Popen(
-        [sys.executable, "-m", "orchrm.training.train", *flags],
+        [sys.executable, "-m", "orchrm", "train", *flags],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -245,7 +245,8 @@ def test_accelerate_launch_trains_with_two_cpu_processes(pairs_dir, tmp_path, la
         "--dynamo_backend",
         "no",
         "-m",
-        "orchrm.training.train",
+        "orchrm",
+        "train",
         "--json",
         "--pairs",
         str(pairs_dir),

@@ -341,7 +341,15 @@ def test_a_train_config_is_planned_with_or_without_the_new_fields(forced, tmp_pa
 
 
 def test_the_command_prints_the_plan_and_one_line_for_a_bad_setting():
-    command = [sys.executable, "-m", "orchrm.memplan.plan", "llama-3.1-8b", "--max-length", "4096"]
+    command = [
+        sys.executable,
+        "-m",
+        "orchrm",
+        "plan-memory",
+        "llama-3.1-8b",
+        "--max-length",
+        "4096",
+    ]
     command += ["--micro-batch-pairs", "1"]
     done = subprocess.run(
         [*command, "--lora", "--gradient-checkpointing", "--peak-flops", "H100"],

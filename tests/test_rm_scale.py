@@ -451,9 +451,7 @@ def test_accelerate_configs_parse_and_launch_as_named(name, kind, stage):
     assert raw["distributed_type"] == kind
     config = load_config_from_file(str(path))
     assert config.distributed_type.value == kind
-    args = launch_command_parser().parse_args(
-        ["--config_file", str(path), "-m", "orchrm.training.train"]
-    )
+    args = launch_command_parser().parse_args(["--config_file", str(path), "-m", "orchrm", "train"])
     args, _, _ = _validate_launch_command(args)
     assert args.use_deepspeed is (kind == "DEEPSPEED") and args.use_fsdp is (kind == "FSDP")
     if stage is not None:
@@ -573,7 +571,7 @@ def test_two_processes_accumulate_budget_passes_in_step(pairs_dir, decoders, tmp
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
         "--main_process_port", launch_port, "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "orchrm.training.train",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "orchrm", "train",
         "--json", "--pairs", str(pairs_dir),
         "--out", str(tmp_path), "--backbone", str(decoders["llama"]), "--max-steps", "2",
         "--max-length", "192", "--batch-size", "4", "--grad-accumulation", "2",

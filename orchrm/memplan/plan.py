@@ -1,9 +1,9 @@
 """A memory and time plan for training a reward model, made before anything is loaded.
 
-    python -m orchrm.memplan.plan BACKBONE_DIR_OR_CONFIG --max-length 4096 --micro-batch-pairs 1 \\
+    python -m orchrm plan-memory BACKBONE_DIR_OR_CONFIG --max-length 4096 --micro-batch-pairs 1 \\
         --lora --gradient-checkpointing --zero-stage 3 --num-devices 8 --peak-flops H100
-    python -m orchrm.memplan.plan llama-3.1-8b --max-length 4096 --lora   # a named shape
-    python -m orchrm.memplan.plan --config configs/skywork-8b-lora.yaml --peak-flops H100
+    python -m orchrm plan-memory llama-3.1-8b --max-length 4096 --lora   # a named shape
+    python -m orchrm plan-memory --config configs/skywork-8b-lora.yaml --peak-flops H100
 
 From the backbone's `config.json` alone (`orchrm.memplan.shapes`): parameters and
 trainable parameters; bytes per device for weights, gradients, AdamW state (two fp32
@@ -19,7 +19,6 @@ per device; communication buffers of a distributed launch are not counted.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict, replace
 from typing import Any, Literal
 
@@ -304,10 +303,3 @@ def plan_from_train_config(train_config, **options: Any) -> TrainingPlan:
     gpu = True if isinstance(given.get("peak_flops"), str) else None
     backbone, settings = train_settings(train_config, gpu)
     return plan_training(backbone, **{**settings, **given})
-
-
-if __name__ == "__main__":  # `python -m orchrm.memplan.plan` is `python -m orchrm plan-memory`
-    import runpy
-
-    sys.argv[1:1] = ["plan-memory"]
-    runpy.run_module("orchrm", run_name="__main__", alter_sys=True)

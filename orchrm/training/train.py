@@ -1,7 +1,7 @@
 """Train a Bradley-Terry reward model on win/lose pairs of orchestrations.
 
     orchrm train --pairs runs/pairs --out runs/rm
-    accelerate launch --multi_gpu --num_processes 2 -m orchrm.training.train --pairs ... --out ...
+    accelerate launch --multi_gpu --num_processes 2 -m orchrm train --pairs ... --out ...
 
 (`--multi_gpu` starts the processes with torchrun; without a GPU they train on the CPU
 over gloo.)
@@ -461,10 +461,3 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> T
         record_training(run.out / "model", summary.to_dict())
     run.accelerator.wait_for_everyone()
     return summary
-
-
-if __name__ == "__main__":  # `python -m orchrm.training.train ...` is `python -m orchrm train ...`
-    import runpy
-
-    sys.argv[1:1] = ["train"]
-    runpy.run_module("orchrm", run_name="__main__", alter_sys=True)

@@ -21,11 +21,14 @@ bootstrap interval, as the demo reports it.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
+from typing import Literal
 
 from orchrm.cli import quiet_third_party
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import MissingInput
 from orchrm.evaluation.lineup import evaluate_tasks
 from orchrm.evaluation.metrics import evaluate_selectors
 from orchrm.evaluation.report import points
@@ -46,23 +49,38 @@ from orchrm.training.train import train
 MAX_LENGTH = 128
 
 
-def _arguments() -> argparse.Namespace:
-    """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--gguf", default="", help="decoder GGUF (default: the bundled SmolLM2)")
-    parser.add_argument("--train-tasks", type=int, default=300)
-    parser.add_argument("--test-tasks", type=int, default=100)
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--batch", type=int, default=8, help="pairs a step")
-    parser.add_argument("--lr", type=float, default=DemoConfig.lr)
-    parser.add_argument("--seed", type=int, default=0, help="world seed of the training tasks")
-    parser.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))
-    parser.add_argument("--out", default="runs/decoder-backbone")
-    return parser.parse_args()
+DEMO = DemoConfig()
+"""The demo's settings, the defaults of its scale and learning rate."""
 
 
-def main() -> None:
-    args = _arguments()
+@config(frozen=True)
+class DecoderSettings:
+    """The comparison's options."""
+
+    gguf: str = ""
+    """Decoder GGUF (default: the bundled SmolLM2)."""
+    train_tasks: int = setting(DEMO.train_tasks, min=1)
+    """World tasks of the training pairs (default: the demo's)."""
+    test_tasks: int = setting(100, min=1)
+    """Held-out world tasks (world seed + 1)."""
+    steps: int = setting(60, min=1)
+    """Training steps of each model."""
+    batch: int = setting(8, min=1)
+    """Pairs a step."""
+    lr: float = setting(DEMO.lr, min=0.0)
+    """Learning rate (default: the demo's)."""
+    seed: int = 0
+    """World seed of the training tasks."""
+    dtype: Literal["fp32", "bf16"] = "fp32"
+    """Precision of training and scoring (bf16 where the CPU has AMX)."""
+    out: str = "runs/decoder-backbone"
+    """The folder of each backbone's world data and model."""
+
+
+def main(args: DecoderSettings) -> None:
+    """Train and evaluate each backbone in turn and print their table."""
+    if args.gguf and not Path(args.gguf).is_file():
+        raise MissingInput(f"--gguf {args.gguf}: no such file")
     quiet_third_party()  # transformers' load reports would bury the table
     gguf = args.gguf or str(bundled_gguf())
     out = Path(args.out)
@@ -142,4 +160,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(DecoderSettings, main, doc=__doc__)

@@ -16,16 +16,47 @@ stage's wall time. Nothing is written into DIR.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
+
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import MissingInput
+from orchrm.experiments.demo.config import DemoConfig
+from orchrm.rmodel.precision import DTYPES
+from orchrm.world.tasks import PRESETS
 
 CLOCK: dict[str, float] = defaultdict(float)
 COUNT: dict[str, int] = defaultdict(int)
 _scoring = [0.0]
 """Seconds spent scoring inside the selector now running (taken off its own time)."""
+DEMO = DemoConfig()
+"""The demo's settings: its evaluation's are the defaults."""
+
+
+@config(frozen=True)
+class ProfileSettings:
+    """The profile's options; those of the evaluation default to the demo's."""
+
+    demo: str = DEMO.out
+    """A finished demo's --out."""
+    preset: Literal[tuple(PRESETS)] = "math"
+    """The preset whose evaluation runs."""
+    dtype: Literal[DTYPES] = DEMO.dtype
+    """Precision of the reward model."""
+    samples: int = setting(DEMO.samples, min=2)
+    """Candidates per task (best-of-N's largest N)."""
+    reruns: int = setting(DEMO.reruns, min=0)
+    """Re-executions of every candidate."""
+    seed: int = DEMO.seed
+    """Seed of the re-executions."""
+    json: str | None = None
+    """Also write the evaluation here, to compare tables."""
+    search_curve: bool = DEMO.search_curve
+    """orchrm-search at every N, as the demo's."""
 
 
 @contextmanager
@@ -66,19 +97,15 @@ class TimedSelector:
             CLOCK[f"selector {self.name}"] += own
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--demo", default="orchrm-demo", help="a finished demo's --out")
-    parser.add_argument("--preset", default="math")
-    parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--samples", type=int, default=8)
-    parser.add_argument("--reruns", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", help="also write the evaluation here, to compare tables")
-    parser.add_argument(
-        "--search-curve", action="store_true", help="orchrm-search at every N, as the demo's"
-    )
-    args = parser.parse_args()
+def main(args: ProfileSettings) -> None:
+    """Run the demo's best-of-N stage with the clocks on and print each part's time."""
+    demo = Path(args.demo)
+    log = demo / "logs" / f"{args.preset}.test.jsonl"
+    world = demo / "logs" / f"{args.preset}.test.tasks.jsonl"
+    model_dir = demo / "rm" / args.preset / "model"
+    for path in (log, world, model_dir):
+        if not path.exists():
+            raise MissingInput(f"{path} is missing: run `orchrm demo --out {demo}` first")
 
     import tempfile
 
@@ -94,14 +121,6 @@ def main() -> None:
     from orchrm.scoring import base, local
     from orchrm.scoring.local import OrchRM
     from orchrm.viewer.page import selections, write_evaluation_view
-
-    demo = Path(args.demo)
-    log = demo / "logs" / f"{args.preset}.test.jsonl"
-    world = demo / "logs" / f"{args.preset}.test.tasks.jsonl"
-    model_dir = demo / "rm" / args.preset / "model"
-    for path in (log, world, model_dir):
-        if not path.exists():
-            raise SystemExit(f"{path} is missing: run `orchrm demo --out {demo}` first")
 
     # scoring: the model's forward passes, the tokenizer, and the parsing and rendering
     forward = local.rewards
@@ -185,4 +204,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(ProfileSettings, main, doc=__doc__)

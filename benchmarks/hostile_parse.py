@@ -12,17 +12,28 @@ time over the generators and which generator it was. A stage that raises anythin
 
 from __future__ import annotations
 
-import argparse
-
+from orchrm.cli.console import csv_values
+from orchrm.cli.script import run_script
+from orchrm.configs import config
+from orchrm.errors import ConfigError
 from orchrm.runtime.hostile import GRAPH_GENERATORS, TEXT_GENERATORS, worst_times
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--sizes", default="10000,100000,1000000", help="characters, comma-separated"
-    )
-    sizes = [int(s) for s in parser.parse_args().sizes.split(",")]
+@config(frozen=True)
+class HostileSettings:
+    """The run's options."""
+
+    sizes: tuple[int, ...] = (10_000, 100_000, 1_000_000)
+    """Characters of each hostile text, comma-separated."""
+
+    def __post_init__(self) -> None:
+        if not self.sizes or min(self.sizes) < 1:
+            raise ConfigError(f"--sizes takes character counts of 1 or more, got {self.sizes}")
+
+
+def main(settings: HostileSettings) -> None:
+    """Time every stage on every generator at each size and print the worst."""
+    sizes = list(settings.sizes)
     worst = worst_times(sizes)
     n_text, n_graph = len(TEXT_GENERATORS), len(GRAPH_GENERATORS)
     print(f"worst seconds over {n_text} hostile texts and {n_graph} orchestration shapes")
@@ -35,4 +46,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    listed = {"parser": csv_values, "spell": lambda v: ",".join(map(str, v))}
+    run_script(HostileSettings, main, doc=__doc__, settings={"sizes": listed})

@@ -17,27 +17,52 @@ does not depend on the machine or its load).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+from typing import Literal
 
+from orchrm.cli.console import csv_values
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import ConfigError, MissingInput
 from orchrm.scoring.long_cases import COUNTERS, long_cases, render_stats
 
 MAS_ORCHESTRA = Path(__file__).resolve().parents[2] / "shared" / "data" / "mas_orchestra"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budgets", default="4096,8192,16384", help="comma-separated")
-    parser.add_argument("--counters", default=",".join(COUNTERS), help="minilm, chars")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs; the best is kept")
-    parser.add_argument("--data", type=Path, default=MAS_ORCHESTRA, help="the record files")
-    args = parser.parse_args()
+@config(frozen=True)
+class LongRenderSettings:
+    """The run's options."""
+
+    budgets: tuple[int, ...] = (4096, 8192, 16384)
+    """Token budgets, comma-separated."""
+    counters: tuple[Literal[COUNTERS], ...] = COUNTERS
+    """What counts a text's size, comma-separated: minilm (its tokenizer), chars."""
+    repeat: int = setting(3, min=1)
+    """Timed runs; the best is kept."""
+    data: str = str(MAS_ORCHESTRA)
+    """The folder of the MAS-Orchestra record files."""
+
+    def __post_init__(self) -> None:
+        if not self.budgets or min(self.budgets) < 1:
+            raise ConfigError(f"--budgets takes token counts of 1 or more, got {self.budgets}")
+        if not self.counters:
+            raise ConfigError("--counters names no counter")
+
+
+LISTS = ("budgets", "counters")
+"""The options given as one comma-separated text."""
+
+
+def main(args: LongRenderSettings) -> None:
+    """Render every case at each budget with each counter and print their figures."""
+    if not Path(args.data).is_dir():
+        raise MissingInput(f"--data {args.data}: no such folder of record files")
     from transformers import AutoTokenizer
 
     from orchrm.rmodel.backbone import default_backbone
 
     tokenizer = AutoTokenizer.from_pretrained(default_backbone())
-    cases = long_cases(args.data)
+    cases = long_cases(Path(args.data))
     records = sum(c.record is not None for c in cases)
     n = len(cases)
     print(f"{n} texts: {records} records, {n - records} chains and questions")
@@ -46,8 +71,8 @@ def main() -> None:
         "| mean after | max after | cut | thinking kept | text read |"
     )
     print("| --- |" + " ---: |" * 10)
-    for name in args.counters.split(","):
-        for budget in (int(b) for b in args.budgets.split(",")):
+    for name in args.counters:
+        for budget in args.budgets:
             r = render_stats(cases, name, budget, tokenizer, args.repeat)
             before, after, best = r.before, r.after, r.seconds
             print(
@@ -59,4 +84,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    listed = {"parser": csv_values, "spell": lambda v: ",".join(map(str, v))}
+    run_script(LongRenderSettings, main, doc=__doc__, settings=dict.fromkeys(LISTS, listed))

@@ -27,12 +27,17 @@ seeds 1, 2, ... into OUT/ensemble; candidates per task are the demo's `samples`.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import shutil
 import time
 from pathlib import Path
+from typing import Literal
 
+from orchrm.cli.console import csv_values
+from orchrm.cli.script import run_script
+from orchrm.configs import config, config_dict, load_config, setting, with_values
+from orchrm.errors import ConfigError, MissingInput
 from orchrm.evaluation.search_study import (
     SearchStudy,
     curves,
@@ -42,87 +47,109 @@ from orchrm.evaluation.search_study import (
     table,
     trained_preset,
 )
+from orchrm.rmodel.precision import DTYPES
+from orchrm.world.tasks import PRESETS
 
-QUICK = {"tasks": 16, "reruns": 3, "budget": 16, "budgets": "1,2,4,8,16,32", "leashes": "1,2,3"}
-QUICK |= {"penalties": "0,0.25", "members": 2, "bootstrap": 200}
-
-
-def _arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", default="math,search,multihop")
-    parser.add_argument("--tasks", type=int, default=200, help="Held-out tasks per preset.")
-    parser.add_argument("--demo", type=Path, default=None, help="An `orchrm demo` folder.")
-    parser.add_argument("--dtype", default="fp32", help="Precision of trained models.")
-    parser.add_argument("--noise", type=float, default=1.0, help="Stand-in noise (log-odds).")
-    parser.add_argument("--members", type=int, default=3, help="Reward models in the ensemble.")
-    parser.add_argument(
-        "--spread-weight", type=float, default=1.0, help="Conservative: mean - this x spread."
-    )
-    parser.add_argument("--budget", type=int, default=32, help="Edits scored in the table.")
-    parser.add_argument("--max-edits", type=int, default=2, help="The leash in the table.")
-    parser.add_argument("--cost-weight", type=float, default=0.1)
-    parser.add_argument("--cost-weights", default="0,0.25", help="More cost weights to tabulate.")
-    parser.add_argument("--budgets", default="1,2,4,8,16,32,64,128,256")
-    parser.add_argument("--leashes", default="1,2,3,4,6")
-    parser.add_argument("--penalties", default="0,0.1,0.25,0.5")
-    parser.add_argument("--reruns", type=int, default=20, help="Re-executions for the votes.")
-    parser.add_argument("--bootstrap", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=31)
-    parser.add_argument("--out", type=Path, default=Path("runs/plan_search"))
-    parser.add_argument("--img", type=Path, default=None, help="Copy each PNG here.")
-    parser.add_argument("--quick", action="store_true", help="A small run: " + str(QUICK))
-    args = parser.parse_args()
-    if args.quick:
-        for key, value in QUICK.items():
-            setattr(args, key, value)
-    return args
+STUDY = SearchStudy()
+"""The study's defaults: the search in the table, the curves' axes and the evaluation."""
+QUICK = {"tasks": 16, "reruns": 3, "budget": 16, "budgets": (1, 2, 4, 8, 16, 32)}
+QUICK |= {"leashes": (1, 2, 3), "penalties": (0.0, 0.25), "members": 2, "bootstrap": 200}
 
 
-def _numbers(text: str, kind=float) -> tuple:
-    return tuple(kind(x) for x in text.split(",") if x)
+@config(frozen=True)
+class PlanSearchSettings:
+    """The study's options; those of the search and the evaluation default to
+    `SearchStudy`'s."""
+
+    presets: tuple[Literal[tuple(PRESETS)], ...] = ("math", "search", "multihop")
+    """World presets, comma-separated."""
+    tasks: int = setting(200, min=1)
+    """Held-out tasks per preset (stand-in reward models)."""
+    demo: str | None = None
+    """An `orchrm demo` folder: its trained reward models and held-out tasks instead of
+    stand-ins."""
+    dtype: Literal[DTYPES] = "fp32"
+    """Precision of trained models."""
+    noise: float = setting(1.0, min=0.0)
+    """Stand-in noise (sd, log-odds)."""
+    members: int = setting(3, min=1)
+    """Reward models in the ensemble."""
+    spread_weight: float = setting(STUDY.spread_weight, min=0.0)
+    """Conservative: mean - this x spread."""
+    budget: int = setting(STUDY.budget, min=0)
+    """Edits scored in the table."""
+    max_edits: int = setting(STUDY.max_edits, min=0)
+    """The leash in the table."""
+    cost_weight: float = setting(STUDY.cost_weight, min=0.0)
+    """The search's objective takes this times log2(1 + predicted cost) off a plan's
+    score, in the table."""
+    cost_weights: tuple[float, ...] = STUDY.cost_weights
+    """More cost weights to tabulate, comma-separated."""
+    budgets: tuple[int, ...] = STUDY.budgets
+    """The budget curve's budgets, comma-separated."""
+    leashes: tuple[int, ...] = STUDY.leashes
+    """The leash curve's edits at most, comma-separated."""
+    penalties: tuple[float, ...] = STUDY.penalties
+    """Distance penalties per edit, comma-separated."""
+    reruns: int = setting(STUDY.reruns, min=0)
+    """Re-executions for the votes."""
+    bootstrap: int = setting(STUDY.bootstrap, min=1)
+    """Bootstrap resamples of the paired intervals."""
+    seed: int = STUDY.seed
+    """Seed of the world tasks and the evaluation."""
+    out: str = "runs/plan_search"
+    """Folder of the figures and plan_search.json."""
+    img: str | None = None
+    """Copy each PNG here."""
+    quick: bool = False
+    """A small run: fewer tasks, members, re-executions and resamples, shorter curves
+    (the script's QUICK, over those options)."""
+
+    def __post_init__(self) -> None:
+        if not self.presets:
+            raise ConfigError("--presets names no preset")
+        for name in ("budgets", "leashes", "penalties"):
+            if not getattr(self, name):
+                raise ConfigError(f"--{name} holds no value")
 
 
-def _preset(name: str, args):
+LISTS = ("presets", "cost_weights", "budgets", "leashes", "penalties")
+"""The options given as one comma-separated text."""
+
+
+def _preset(name: str, args: PlanSearchSettings):
     if not args.demo:
         return stand_in_preset(name, args.tasks, args.noise, args.members, args.seed)
     from orchrm.cli import quiet_third_party
-    from orchrm.configs import load_config
     from orchrm.experiments.demo.config import DemoConfig
 
     quiet_third_party()  # transformers' load reports would bury the tables
-    made = args.demo / "config.yaml"
-    config = load_config(DemoConfig, made) if made.is_file() else DemoConfig()
+    made = Path(args.demo) / "config.yaml"
+    demo = load_config(DemoConfig, made) if made.is_file() else DemoConfig()
     return trained_preset(
         name,
-        args.demo,
-        samples=config.samples,
-        steps=config.multihop_steps if name == "multihop" else config.steps,
-        max_length=config.max_length,
-        lr=config.lr,
+        Path(args.demo),
+        samples=demo.samples,
+        steps=demo.multihop_steps if name == "multihop" else demo.steps,
+        max_length=demo.max_length,
+        lr=demo.lr,
         members=args.members,
         dtype=args.dtype,
-        out=args.out,
+        out=Path(args.out),
     )
 
 
-def main() -> None:
-    args = _arguments()
-    study = SearchStudy(
-        budget=args.budget,
-        max_edits=args.max_edits,
-        cost_weight=args.cost_weight,
-        cost_weights=_numbers(args.cost_weights),
-        spread_weight=args.spread_weight,
-        budgets=_numbers(args.budgets, int),
-        leashes=_numbers(args.leashes, int),
-        penalties=_numbers(args.penalties),
-        reruns=args.reruns,
-        bootstrap=args.bootstrap,
-        seed=args.seed,
-    )
-    args.out.mkdir(parents=True, exist_ok=True)
-    report = {"settings": {k: str(v) for k, v in vars(args).items()}, "presets": {}}
-    for name in [p for p in args.presets.split(",") if p]:
+def main(args: PlanSearchSettings) -> None:
+    """Run the study on each preset; print and write its tables and curves."""
+    if args.demo and not Path(args.demo).is_dir():
+        raise MissingInput(f"--demo {args.demo}: no such folder (run `orchrm demo` first)")
+    if args.quick:
+        args = with_values(args, QUICK)
+    study = SearchStudy(**{f.name: getattr(args, f.name) for f in dataclasses.fields(SearchStudy)})
+    out, img = Path(args.out), args.img and Path(args.img)
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"settings": config_dict(args), "presets": {}}
+    for name in args.presets:
         started = time.perf_counter()
         preset = _preset(name, args)
         rows, text = table(preset, study)
@@ -130,11 +157,11 @@ def main() -> None:
         found = curves(preset, study)
         print(curves_text(name, found, study))
         kind = "_trained" if args.demo else ""  # never over a stand-in run's figure
-        png = plot(name, found, preset.precision, args.out / f"plan_search_{name}{kind}.png")
-        if args.img:
-            args.img.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(png, args.img / png.name)
-            print(f"\n![{name}: search over edits]({args.img / png.name})")
+        png = plot(name, found, preset.precision, out / f"plan_search_{name}{kind}.png")
+        if img:
+            img.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(png, img / png.name)
+            print(f"\n![{name}: search over edits]({img / png.name})")
         seconds = time.perf_counter() - started
         print(f"\n{name}: {seconds:.0f} s; figure {png}")
         report["presets"][name] = {
@@ -143,8 +170,9 @@ def main() -> None:
             "curves": found,
             "seconds": seconds,
         }
-    (args.out / "plan_search.json").write_text(json.dumps(report, indent=1))
+    (out / "plan_search.json").write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":
-    main()
+    listed = {"parser": csv_values, "spell": lambda v: ",".join(map(str, v))}
+    run_script(PlanSearchSettings, main, doc=__doc__, settings=dict.fromkeys(LISTS, listed))

@@ -22,49 +22,68 @@ held-out tasks are the same in every run.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 from pathlib import Path
 
 from orchrm.cli import quiet_third_party
-from orchrm.errors import MissingInput
+from orchrm.cli.console import csv_values
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import ConfigError
 from orchrm.experiments.demo.config import DemoConfig
 from orchrm.experiments.world_studies.measure import demo_pairs, recipe_run
 from orchrm.training.config import TrainConfig
 
-
-def _arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--demo", type=Path, default=Path("orchrm-demo"))
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds")
-    parser.add_argument("--sort", default="1,64", help="comma-separated sort_batches values")
-    parser.add_argument("--passes", default="4", help="comma-separated forward_passes values")
-    parser.add_argument("--clip", default="1.0", help="comma-separated max gradient norms")
-    parser.add_argument("--steps", type=int, default=DemoConfig.steps)
-    parser.add_argument("--lr", type=float, default=DemoConfig.lr)
-    parser.add_argument("--threads", type=int, default=None, help="PyTorch threads per run")
-    return parser.parse_args()
+DEMO, TRAIN = DemoConfig(), TrainConfig()
+"""The demo's settings and the training's defaults, those of the recipe."""
+LISTS = ("seeds", "sort", "passes", "clip")
+"""The options given as one comma-separated text."""
 
 
-def main() -> None:
-    args = _arguments()
+@config(frozen=True)
+class RecipeSettings:
+    """The runs' options: every combination of the comma-separated ones is one run."""
+
+    demo: str = DEMO.out
+    """A finished `orchrm demo`'s folder."""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """Training seeds, comma-separated."""
+    sort: tuple[int, ...] = (1, 64)
+    """Batches sorted by length together (`TrainConfig.sort_batches`; 1: random batches),
+    comma-separated."""
+    passes: tuple[int, ...] = (TRAIN.forward_passes,)
+    """Forward passes per batch (`TrainConfig.forward_passes`), comma-separated."""
+    clip: tuple[float, ...] = (TRAIN.max_grad_norm,)
+    """Gradient-norm clips (`TrainConfig.max_grad_norm`; 0: none), comma-separated."""
+    steps: int = setting(DEMO.steps, min=1)
+    """Training steps of each run (default: the demo's)."""
+    lr: float = setting(DEMO.lr, min=0.0)
+    """Learning rate (default: the demo's)."""
+    threads: int | None = setting(None, min=1)
+    """PyTorch threads per run."""
+
+    def __post_init__(self) -> None:
+        for name in LISTS:
+            if not getattr(self, name):
+                raise ConfigError(f"--{name} holds no value")
+        for name, least in (("sort", 1), ("passes", 1), ("clip", 0)):
+            if min(getattr(self, name)) < least:
+                raise ConfigError(f"--{name} takes values of {least} or more")
+
+
+def main(args: RecipeSettings) -> None:
+    """Train the demo's math model once per combination and print each run's row."""
+    demo = Path(args.demo)
+    demo_pairs(demo)  # a MissingInput when the demo has not run
     quiet_third_party()  # transformers' load reports would bury the table
-    try:
-        demo_pairs(args.demo)
-    except MissingInput as e:
-        raise SystemExit(str(e)) from None
     print(
         "| sorted together | passes | clip | seed | validation accuracy | reward std | "
         "pairs/s | argmax minus majority |"
     )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-    sorts = [int(s) for s in args.sort.split(",")]
-    passes = [int(p) for p in args.passes.split(",")]
-    clips = [float(c) for c in args.clip.split(",")]
-    seeds = [int(s) for s in args.seeds.split(",")]
-    for sort, npass, clip, seed in itertools.product(sorts, passes, clips, seeds):
+    for sort, npass, clip, seed in itertools.product(args.sort, args.passes, args.clip, args.seeds):
         run = TrainConfig(
-            max_length=DemoConfig.max_length,
+            max_length=DEMO.max_length,
             lr=args.lr,
             max_steps=args.steps,
             eval_every=args.steps,
@@ -74,7 +93,7 @@ def main() -> None:
             seed=seed,
             num_threads=args.threads,
         )
-        summary, gain = recipe_run(args.demo, run, DemoConfig.samples, DemoConfig.reruns)
+        summary, gain = recipe_run(demo, run, DEMO.samples, DEMO.reruns)
         last = summary.history[-1]
         print(
             f"| {sort} | {npass} | {clip:g} | {seed} | {summary.best_validation_accuracy:.3f} | "
@@ -84,4 +103,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    listed = {"parser": csv_values, "spell": lambda v: ",".join(map(str, v))}
+    run_script(RecipeSettings, main, doc=__doc__, settings=dict.fromkeys(LISTS, listed))

@@ -24,41 +24,56 @@ the demo's held-out tasks.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+from typing import Literal
 
+from orchrm.cli.console import csv_values
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import ConfigError
 from orchrm.experiments.demo.config import DemoConfig
 from orchrm.experiments.world_models import Cut
 from orchrm.experiments.world_studies.measure import SAMPLES, references, scaling_row, world_pairs
+from orchrm.world.tasks import PRESETS
 
 MAX_LENGTH = 128
 
 
-def _arguments() -> argparse.Namespace:
-    """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--train-tasks", type=int, default=600)
-    parser.add_argument("--test-tasks", type=int, default=200)
-    parser.add_argument("--steps", default="60,600", help="comma-separated step counts")
-    parser.add_argument("--seed", type=int, default=10, help="world seed of the training tasks")
-    parser.add_argument("--preset", default="math")
-    parser.add_argument(
-        "--follow",
-        type=float,
-        default=None,
-        help="how often the specialized orchestrator acts on the question's hint (the "
-        "world's default: 0.75); see world_headroom.py",
-    )
-    parser.add_argument(
-        "--lr", type=float, default=DemoConfig.lr, help="learning rate (default: the demo's)"
-    )
-    parser.add_argument("--out", default="runs/rm-scaling")
-    return parser.parse_args()
+DEMO = DemoConfig()
+"""The demo's settings, the defaults of what this study does not vary."""
 
 
-def main() -> None:
-    args = _arguments()
-    steps = [int(s) for s in args.steps.split(",")]
+@config(frozen=True)
+class ScalingSettings:
+    """The study's options."""
+
+    train_tasks: int = setting(600, min=1)
+    """World tasks of the training pairs."""
+    test_tasks: int = setting(DEMO.test_tasks, min=1)
+    """Held-out world tasks (world seed + 1; default: the demo's)."""
+    steps: tuple[int, ...] = (60, 600)
+    """Step counts, comma-separated: one model each."""
+    seed: int = 10
+    """World seed of the training tasks."""
+    preset: Literal[tuple(PRESETS)] = "math"
+    """The world preset."""
+    follow: float | None = setting(None, min=0.0, max=1.0)
+    """How often the specialized orchestrator acts on the question's hint (the world's
+    default: 0.75); see world_headroom.py."""
+    lr: float = setting(DEMO.lr, min=0.0)
+    """Learning rate (default: the demo's)."""
+    out: str = "runs/rm-scaling"
+    """The folder of the world data and the models (reused while their settings stay the
+    same)."""
+
+    def __post_init__(self) -> None:
+        if not self.steps or min(self.steps) < 1:
+            raise ConfigError(f"--steps takes step counts of 1 or more, got {self.steps}")
+
+
+def main(args: ScalingSettings) -> None:
+    """Train a model per step count and print each beside features-BT."""
+    steps = list(args.steps)
     out = Path(args.out)
     cut = Cut(MAX_LENGTH, "")  # the default MiniLM's budget at MAX_LENGTH tokens
     world = world_pairs(
@@ -98,4 +113,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    steps = {"parser": csv_values, "spell": lambda v: ",".join(map(str, v))}
+    run_script(ScalingSettings, main, doc=__doc__, settings={"steps": steps})

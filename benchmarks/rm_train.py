@@ -18,14 +18,17 @@ runs are `orchrm.experiments.train_speed.compare`'s.
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Literal
 
+from orchrm.cli.script import run_script
+from orchrm.configs import config, dump_config, setting, with_values
+from orchrm.errors import MissingInput
 from orchrm.experiments.train_speed.compare import (
     held_out_accuracy,
     make_pairs,
@@ -34,39 +37,56 @@ from orchrm.experiments.train_speed.compare import (
     run_trl,
     subset,
 )
+from orchrm.training.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+TRAIN = TrainConfig()
+"""orchrm's training defaults, which both runs share."""
 
 
-def child(which: str, args) -> None:
+@config(frozen=True)
+class RMTrainSettings:
+    """The comparison's options; those of the training default to `TrainConfig`'s."""
+
+    pairs: str | None = None
+    """An export folder (default: generated)."""
+    tasks: int = setting(120, min=1)
+    """World tasks when generating."""
+    train_pairs: int = setting(320, min=1)
+    """Training pairs (the first of the export's training split)."""
+    batch: int = setting(TRAIN.batch_size, min=1)
+    """Pairs a step."""
+    lr: float = setting(TRAIN.lr, min=0.0)
+    """Learning rate."""
+    max_length: int = setting(TRAIN.max_length, min=2)
+    """Tokens a text is truncated to."""
+    sort_batches: int = setting(TRAIN.sort_batches, min=1)
+    """orchrm's TrainConfig.sort_batches."""
+    padding: bool = False
+    """Only print the share of real tokens per pass."""
+    child: Literal["orchrm", "trl"] | None = None
+    """Run this trainer in this process (how the comparison runs each)."""
+    out: str | None = None
+    """The child run's folder."""
+
+
+def child(which: str, args: RMTrainSettings) -> None:
     """One run in this process; prints its figures as a RESULT line."""
     shared = {"train_pairs": args.train_pairs, "batch": args.batch, "lr": args.lr}
     shared["max_length"] = args.max_length
+    pairs, out = Path(args.pairs), Path(args.out)
     if which == "orchrm":
-        result = run_orchrm(args.pairs, args.out, **shared, sort_batches=args.sort_batches)
+        result = run_orchrm(pairs, out, **shared, sort_batches=args.sort_batches)
     else:
-        result = run_trl(args.pairs, args.out, **shared)
+        result = run_trl(pairs, out, **shared)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps(result))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=Path, help="An export folder (default: generated).")
-    parser.add_argument("--tasks", type=int, default=120, help="World tasks when generating.")
-    parser.add_argument("--train-pairs", type=int, default=320)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=5e-5)
-    parser.add_argument("--max-length", type=int, default=256)
-    parser.add_argument(
-        "--sort-batches", type=int, default=1, help="orchrm's TrainConfig.sort_batches."
-    )
-    parser.add_argument("--child", choices=("orchrm", "trl"), help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--padding", action="store_true", help="Only print the share of real tokens per pass."
-    )
-    args = parser.parse_args()
+def main(args: RMTrainSettings) -> None:
+    """Train with both in turn, each in its own process, and print their figures."""
+    if args.pairs and not Path(args.pairs).is_dir():
+        raise MissingInput(f"--pairs {args.pairs}: no such export folder")
     if args.child:
         child(args.child, args)
         return
@@ -74,7 +94,8 @@ def main() -> None:
 
     quiet_third_party()  # transformers' load reports would bury the figures
     work = Path(tempfile.mkdtemp(prefix="orchrm-rm-bench-"))
-    pairs = subset(args.pairs or make_pairs(work, args.tasks), args.train_pairs, work / "pairs")
+    made = Path(args.pairs) if args.pairs else make_pairs(work, args.tasks)
+    pairs = subset(made, args.train_pairs, work / "pairs")
     if args.padding:
         n, shares = padding_shares(pairs, args.batch, args.max_length)
         print(f"real tokens of all tokens a pass reads, {n} pairs, batch {args.batch}:")
@@ -82,11 +103,10 @@ def main() -> None:
             print(f"  {label}: {share:.1%}")
         return
     results = {}
+    settings = dump_config(with_values(args, {"pairs": str(pairs)}), work / "settings.yaml")
     for which in ("orchrm", "trl"):
-        command = [sys.executable, __file__, "--child", which, "--pairs", str(pairs)]
-        command += ["--out", str(work / which), "--train-pairs", str(args.train_pairs)]
-        command += ["--batch", str(args.batch), "--lr", str(args.lr)]
-        command += ["--max-length", str(args.max_length), "--sort-batches", str(args.sort_batches)]
+        command = [sys.executable, __file__, "--config", str(settings), "--child", which]
+        command += ["--out", str(work / which)]
         done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
         line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
         if line is None:
@@ -116,4 +136,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    hidden = {"hidden": True}
+    run_script(RMTrainSettings, main, doc=__doc__, settings={"child": hidden, "out": hidden})

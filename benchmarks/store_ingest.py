@@ -10,12 +10,13 @@ the ingest and mining times against the goals (60 s and 30 s on a 2-core machine
 
 from __future__ import annotations
 
-import argparse
 import copy
 import tempfile
 import time
 from pathlib import Path
 
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
 from orchrm.jsonl import write_jsonl
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
@@ -39,12 +40,19 @@ def records(n: int, base_tasks: int = 400, samples: int = 8) -> list[dict]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--keep", type=Path, help="Keep the log and store in this folder.")
-    args = parser.parse_args()
-    folder = args.keep or Path(tempfile.mkdtemp(prefix="orchrm-bench-"))
+@config(frozen=True)
+class IngestSettings:
+    """The run's options."""
+
+    records: int = setting(100_000, min=1)
+    """Log records to generate, ingest and mine."""
+    keep: str | None = None
+    """Keep the log and store in this folder."""
+
+
+def main(args: IngestSettings) -> None:
+    """Generate the records, ingest them into a fresh store, mine it; print the times."""
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="orchrm-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     log, db_path = folder / "world.jsonl", folder / "bench.duckdb"
     db_path.unlink(missing_ok=True)
@@ -74,4 +82,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(IngestSettings, main, doc=__doc__)

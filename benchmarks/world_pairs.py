@@ -13,30 +13,46 @@ same. Prints what was mined and how many held-out tasks have 8 candidates.
 
 from __future__ import annotations
 
-import argparse
+from typing import Literal
 
+from orchrm.cli.console import csv_values
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
 from orchrm.experiments.world_models import Cut
 from orchrm.experiments.world_studies.measure import RERUNS, SAMPLES, world_pairs
+from orchrm.world.tasks import PRESETS
+
+CUT = Cut()
+"""How the pairs are cut by default."""
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="math")
-    parser.add_argument("--train-tasks", type=int, default=150)
-    parser.add_argument("--test-tasks", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=20, help="world seed of the training tasks")
-    parser.add_argument("--max-length", type=int, default=512, help="tokens a text is cut to")
-    parser.add_argument(
-        "--backbone",
-        default=None,
-        help="count the tokens with this backbone's tokenizer ('': the default MiniLM); "
-        "default: approximate counts",
-    )
-    parser.add_argument("--split", default="1,0,0", help="train,validation,test task shares")
-    parser.add_argument("--follow", type=float, default=None, help="the specialized's `follow`")
-    parser.add_argument("--out", default="runs/world-pairs")
-    args = parser.parse_args()
-    split = tuple(float(x) for x in args.split.split(","))
+@config(frozen=True)
+class WorldPairsSettings:
+    """The world data's options; the cut defaults to `Cut`'s."""
+
+    preset: Literal[tuple(PRESETS)] = "math"
+    """The world preset."""
+    train_tasks: int = setting(150, min=1)
+    """World tasks of the training logs."""
+    test_tasks: int = setting(200, min=1)
+    """Held-out world tasks (world seed + 1)."""
+    seed: int = 20
+    """World seed of the training tasks."""
+    max_length: int = setting(CUT.max_length, min=2)
+    """Tokens a text is cut to."""
+    backbone: str | None = CUT.backbone
+    """Count the tokens with this backbone's tokenizer ('': the default MiniLM); default:
+    approximate counts."""
+    split: tuple[float, float, float] = (1.0, 0.0, 0.0)
+    """train,validation,test task shares."""
+    follow: float | None = setting(None, min=0.0, max=1.0)
+    """The specialized orchestrator's `follow` (default: the world's)."""
+    out: str = "runs/world-pairs"
+    """The folder of the logs and pairs."""
+
+
+def main(args: WorldPairsSettings) -> None:
+    """Build (or reuse) the logs and pairs and say what was mined."""
     world = world_pairs(
         args.preset,
         args.train_tasks,
@@ -44,7 +60,7 @@ def main() -> None:
         args.seed,
         args.out,
         Cut(args.max_length, args.backbone),
-        split,
+        args.split,
         None if args.follow is None else {"follow": args.follow},
     )
     mined = world.mined
@@ -59,4 +75,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    split = {"parser": csv_values, "spell": lambda v: ",".join(f"{x:g}" for x in v)}
+    run_script(WorldPairsSettings, main, doc=__doc__, settings={"split": split})

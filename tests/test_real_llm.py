@@ -161,10 +161,7 @@ def test_every_sub_agent_type_runs_on_the_real_model(real_llm):
 
 def test_orchrm_run_end_to_end_then_ingest(real_llm, orchrm_cli, tmp_path):
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text(
-        '{"id": "t1", "question": "What is 12 + 7?", "answer": "19"}\n'
-        '{"id": "t2", "question": "What is 6 times 8?", "answer": "48"}\n'
-    )
+    tasks.write_text('{"id": "t1", "question": "What is 12 + 7?", "answer": "19"}\n')
     out = tmp_path / "run.jsonl"
     done = orchrm_cli(
         "run", "--tasks", str(tasks), "--samples", "2", "--example",
@@ -175,12 +172,7 @@ def test_orchrm_run_end_to_end_then_ingest(real_llm, orchrm_cli, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "orchestration samples" in done.stdout and "correct / graded" in done.stdout
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [(r["task_id"], r["sample_index"]) for r in records] == [
-        ("t1", 0),
-        ("t1", 1),
-        ("t2", 0),
-        ("t2", 1),
-    ]
+    assert [(r["task_id"], r["sample_index"]) for r in records] == [("t1", 0), ("t1", 1)]
     for r in records:
         assert r["schema"] == RUN_SCHEMA and r["orchestrator"] == real_llm.model
         assert r["raw"]  # every sample is the model's own text, parsed or not
@@ -195,11 +187,11 @@ def test_orchrm_run_end_to_end_then_ingest(real_llm, orchrm_cli, tmp_path):
         }
         assert isinstance(r["correct"], bool)  # graded, whether the plan ran or not
     # The same prompt for both samples of a task: the server's count is the same.
-    assert len({r["orchestrator_tokens"]["prompt"] for r in records[:2]}) == 1
+    assert len({r["orchestrator_tokens"]["prompt"] for r in records}) == 1
     store = tmp_path / "store.duckdb"
     done = orchrm_cli("ingest", str(out), "--store", str(store), "--json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)[0]["added"] == 4
+    assert json.loads(done.stdout)[0]["added"] == 2
 
 
 def test_a_prompt_past_the_slot_context_is_recorded_with_the_limit(real_llm):

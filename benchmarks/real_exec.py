@@ -35,7 +35,9 @@ import signal
 import sys
 
 from orchrm.errors import OrchrmError
-from orchrm.experiments.real_exec.run import FULL, QUICK, RealExecSettings, Sizes, calibrate, run
+from orchrm.experiments.real_exec.calibrate import calibrate
+from orchrm.experiments.real_exec.run import run
+from orchrm.experiments.real_exec.settings import FULL, QUICK, RealExecSettings, Sizes
 
 DEFAULTS = RealExecSettings()
 

@@ -3,7 +3,7 @@ from the same seed, answers that are right, graded by their grader, written and 
 back; the retrieval tasks' passages, which BM25 finds for their questions; the template
 orchestrators that write plans for them, run through `run_tasks` with a scripted backend
 in place of the LLM (orchrm.world.templates, orchrm.runtime.routing); and the real-exec
-benchmark's task mix (orchrm.experiments.real_exec.run)."""
+benchmark's task mix (orchrm.experiments.real_exec.settings)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from orchrm.errors import ConfigError, InputError, MissingInput
-from orchrm.experiments.real_exec.run import MIX
+from orchrm.experiments.real_exec.settings import MIX
 from orchrm.orchestration import to_harmony
 from orchrm.parse import parse_harmony
 from orchrm.runtime.config import RunConfig

@@ -29,16 +29,15 @@ from orchrm.experiments.real_exec.evaluate import (
     run_seed,
     with_outcomes,
 )
-from orchrm.experiments.real_exec.run import (
+from orchrm.experiments.real_exec.run import run
+from orchrm.experiments.real_exec.settings import (
     MIX,
     NO_PROMPT_CACHE,
     RealExecSettings,
     Sizes,
-    draw_tasks,
     execution_setup,
-    run,
-    training_plans,
 )
+from orchrm.experiments.real_exec.tasks import draw_tasks, training_plans
 from orchrm.jsonl import append_jsonl, read_values
 from orchrm.runtime.backend import DEFAULT_SAMPLING, CallInfo, Completion, Sampling, call_seed
 from orchrm.runtime.config import RunConfig
@@ -432,7 +431,7 @@ def test_the_same_execution_seed_repeats_every_answer_on_llama_cpp_with_one_slot
         bundled_gguf()
     except (ImportError, OSError, ConfigError) as err:
         pytest.skip(f"llama.cpp or SmolLM2 cannot run here: {err}")
-    tasks = make_tasks(MIX[:2], 2, 0, "seeded")
+    tasks = make_tasks(MIX[:1], 1, 0, "seeded")
     items = [
         RunItem(single_plan(structure), t.task.question, t.task.id, s)
         for t in tasks

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from orchrm.cli import app
 from orchrm.errors import ConfigError
-from orchrm.experiments.rl_world.compare import PolicyEval, curve_callback, evaluate_policy
 from orchrm.experiments.rl_world.config import RLExperimentConfig
 from orchrm.experiments.rl_world.data import prompt_rows
+from orchrm.experiments.rl_world.evaluate import PolicyEval, curve_callback, evaluate_policy
 from orchrm.orchestration import render_for_rm
 from orchrm.rl import verl_reward
 from orchrm.rl.config import DPOConfig, GRPOConfig, PolicyConfig, RFTConfig, TinyPolicyConfig

@@ -21,7 +21,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from orchrm.experiments.real_exec.run import MIX, draw_tasks
+from orchrm.experiments.real_exec.settings import MIX
+from orchrm.experiments.real_exec.tasks import draw_tasks
 from orchrm.experiments.rl_real.run import QUICK, RLRealSettings, run
 from orchrm.orchestration import DoM, Orchestration, to_harmony
 from orchrm.rl.policy import load_policy_tokenizer

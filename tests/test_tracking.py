@@ -113,7 +113,7 @@ def test_scalars_are_flattened_and_step_stats_add_up():
 
 
 def test_rl_hands_report_to_to_trl_and_logs_its_curve(tmp_path):
-    from orchrm.experiments.rl_world.compare import PolicyEval, curve_scalars
+    from orchrm.experiments.rl_world.evaluate import PolicyEval, curve_scalars
     from orchrm.rl.config import GRPOConfig, PolicyConfig
     from orchrm.rl.grpo import grpo_args
 

@@ -184,6 +184,52 @@ class BestOfN:
     reused: bool = False
 
 
+def _load_model(model, loaded: dict, dtype: str):
+    """The `OrchRM` of a stage's reward model (`model.model`, its folder), loaded once
+    into `loaded` and taken from there afterwards."""
+    from orchrm.scoring.local import OrchRM
+
+    if model.model not in loaded:
+        loaded[model.model] = OrchRM.load(model.model, dtype=dtype)
+    return loaded[model.model]
+
+
+def _evaluate_best_of_n(
+    folder: Path,
+    test: WorldLog,
+    scorers: dict,
+    *,
+    samples: int,
+    reruns: int,
+    seed: int,
+    domain: str,
+    progress: bool,
+    search_curve: bool,
+) -> dict:
+    """The work of the best-of-N stage (`best_of_n`) with the line-up's reward models
+    loaded (`scorers`, by role): FOLDER/evaluation.json, FOLDER/view.json and its page;
+    returns what its manifest records."""
+    from orchrm.evaluation.lineup import (
+        build_lineup,
+        evaluate_tasks,
+        first_candidates,
+        offline_selectors,
+    )
+    from orchrm.evaluation.loading import tasks_from_logs
+    from orchrm.viewer.page import selections, write_evaluation_view
+
+    tasks = tasks_from_logs([str(test.path)], "specialized", samples)
+    lineup = build_lineup(tasks, **scorers, world_tasks=test.tasks(), reruns=reruns, seed=seed)
+    ev = evaluate_tasks(
+        lineup.tasks, lineup.selectors, samples, domain, progress, curve=search_curve
+    )
+    shown = first_candidates(lineup.tasks, samples)
+    picks = selections(shown, offline_selectors(lineup))
+    (folder / "evaluation.json").write_text(json.dumps(ev.to_dict(), indent=1))
+    write_evaluation_view(folder, shown, picks, title=f"orchrm best-of-{samples}: {domain}")
+    return {"tasks": ev.tasks}
+
+
 def best_of_n(
     folder: str | Path,
     test: WorldLog,
@@ -206,15 +252,7 @@ def best_of_n(
     its stage's `fingerprint`; `loaded`: models already loaded, by folder (filled here);
     `search_curve`: orchrm-search at every N, not only the full N
     (`orchrm.evaluation.lineup.CURVE_COSTLY`)."""
-    from orchrm.evaluation.lineup import (
-        build_lineup,
-        evaluate_tasks,
-        first_candidates,
-        offline_selectors,
-    )
-    from orchrm.evaluation.loading import tasks_from_logs
     from orchrm.viewer.json_form import read_view_json
-    from orchrm.viewer.page import selections, write_evaluation_view
 
     folder = Path(folder)
     loaded = {} if loaded is None else loaded
@@ -222,30 +260,19 @@ def best_of_n(
     values |= {"dtype": dtype, "roles": sorted(models), "search_curve": search_curve}
     upstream = [test.fingerprint, *(models[role].fingerprint for role in sorted(models))]
 
-    def load(model):
-        from orchrm.scoring.local import OrchRM
-
-        if model.model not in loaded:
-            loaded[model.model] = OrchRM.load(model.model, dtype=dtype)
-        return loaded[model.model]
-
     def build() -> dict:
-        tasks = tasks_from_logs([str(test.path)], "specialized", samples)
-        lineup = build_lineup(
-            tasks,
-            **{role: load(m) for role, m in models.items()},
-            world_tasks=test.tasks(),
+        scorers = {role: _load_model(m, loaded, dtype) for role, m in models.items()}
+        return _evaluate_best_of_n(
+            folder,
+            test,
+            scorers,
+            samples=samples,
             reruns=reruns,
             seed=seed,
+            domain=domain,
+            progress=progress,
+            search_curve=search_curve,
         )
-        ev = evaluate_tasks(
-            lineup.tasks, lineup.selectors, samples, domain, progress, curve=search_curve
-        )
-        shown = first_candidates(lineup.tasks, samples)
-        picks = selections(shown, offline_selectors(lineup))
-        (folder / "evaluation.json").write_text(json.dumps(ev.to_dict(), indent=1))
-        write_evaluation_view(folder, shown, picks, title=f"orchrm best-of-{samples}: {domain}")
-        return {"tasks": ev.tasks}
 
     outputs = (folder / "evaluation.json", folder / "view.json")
     folder.mkdir(parents=True, exist_ok=True)

@@ -133,6 +133,45 @@ class WorldRMResult:
     datasets: dict[str, TrainedPairs]
 
 
+def _mine_and_export(
+    config: WorldRMConfig, store_path: Path, datasets: dict[str, dict], upstream: list[str]
+) -> dict:
+    """The work of the pairs stage (`mine_pairs`): the logs ingested into a fresh store at
+    `store_path`, every dataset mined and exported into OUT/pairs/FOLDER; returns, by
+    dataset, its fingerprint (from its values in `datasets` and `upstream`), what was mined
+    and its validation tasks."""
+    from orchrm.store.db import Store
+    from orchrm.store.ingest import ingest_file
+    from orchrm.store.pairs import MineConfig, export, mine
+
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    store_path.unlink(missing_ok=True)
+    budget = config.cut().budget()
+    info = {}
+    with Store(store_path) as store:
+        for log in config.log_paths():
+            ingest_file(store, log)
+        for d in config.datasets:
+            mine_config = MineConfig(
+                dataset=d.name,
+                domain=d.domain,
+                seed=config.seed,
+                specialized=("specialized",),
+                base=("base",),
+                split=config.split,
+            )
+            mined = mine(store, mine_config)
+            pairs = out / "pairs" / d.folder
+            export(store, pairs, d.name, "jsonl", *budget, domain_in_text=d.domain_in_text)
+            info[d.name] = {
+                "fingerprint": fingerprint("pairs", datasets[d.name], upstream),
+                "mined": asdict(mined),
+                "validation_tasks": sorted(_validation(store, d)),
+            }
+    return info
+
+
 def mine_pairs(config: WorldRMConfig) -> WorldRMResult:
     """The pairs stage: ingest the logs into a fresh OUT/STORE, mine and export every
     dataset into OUT/pairs/FOLDER. Its manifest is OUT/pairs/stage.json; each dataset
@@ -140,7 +179,7 @@ def mine_pairs(config: WorldRMConfig) -> WorldRMResult:
     so adding a dataset leaves the others' models reused."""
     out = Path(config.out)
     store_path = out / config.store
-    cut, logs = config.cut(), config.log_paths()
+    cut = config.cut()
     upstream = [
         log.fingerprint if isinstance(log, WorldLog) else file_fingerprint(log)
         for log in config.logs
@@ -150,35 +189,7 @@ def mine_pairs(config: WorldRMConfig) -> WorldRMResult:
     values = {"datasets": datasets, "store": config.store}
 
     def build() -> dict:
-        from orchrm.store.db import Store
-        from orchrm.store.ingest import ingest_file
-        from orchrm.store.pairs import MineConfig, export, mine
-
-        out.mkdir(parents=True, exist_ok=True)
-        store_path.unlink(missing_ok=True)
-        budget = cut.budget()
-        info = {}
-        with Store(store_path) as store:
-            for log in logs:
-                ingest_file(store, log)
-            for d in config.datasets:
-                mine_config = MineConfig(
-                    dataset=d.name,
-                    domain=d.domain,
-                    seed=config.seed,
-                    specialized=("specialized",),
-                    base=("base",),
-                    split=config.split,
-                )
-                mined = mine(store, mine_config)
-                pairs = out / "pairs" / d.folder
-                export(store, pairs, d.name, "jsonl", *budget, domain_in_text=d.domain_in_text)
-                info[d.name] = {
-                    "fingerprint": fingerprint("pairs", datasets[d.name], upstream),
-                    "mined": asdict(mined),
-                    "validation_tasks": sorted(_validation(store, d)),
-                }
-        return info
+        return _mine_and_export(config, store_path, datasets, upstream)
 
     outputs = [store_path, *(out / "pairs" / d.folder / "train.jsonl" for d in config.datasets)]
     manifest = out / "pairs" / STAGE_JSON

@@ -157,6 +157,34 @@ def _write_view(out: Path, views: list) -> None:
     (out / VIEW_HTML).write_text(render_page(views, title="orchrm demo"), encoding="utf-8")
 
 
+def _say_pairs(trained: WorldRMResult, say) -> None:
+    """Each dataset's pairs, by kind and by split."""
+    for name, t in trained.datasets.items():
+        kinds = ", ".join(f"{n:,} {k}" for k, n in sorted(t.mined.kept.items()))
+        splits = ", ".join(f"{n:,} {k}" for k, n in sorted(t.mined.by_split.items()))
+        say(f"pairs {name}: {kinds} ({splits})")
+
+
+def _say_models(config: DemoConfig, trained: WorldRMResult, say) -> None:
+    """Each reward model's validation accuracy, precision, speed and texts cut to
+    `max_length`, and its calibration where it has one."""
+    for name, t in trained.datasets.items():
+        summary = t.summary
+        say(
+            f"reward model {name}: validation pairwise accuracy "
+            f"{summary.best_validation_accuracy:.3f} ({summary.dtype}; "
+            f"{summary.pairs_per_second:.1f} pairs/s; {summary.truncated_texts} of "
+            f"{2 * (summary.train_pairs + summary.validation_pairs)} texts over "
+            f"{config.max_length} tokens){' (reused)' if t.reused else ''}"
+        )
+        if t.calibration is not None:
+            c = t.calibration
+            say(
+                f"calibration {name}: {c.calibration.method} on {c.candidates:,} validation "
+                f"samples, ECE {c.ece_raw:.3f} raw -> {c.ece:.3f}"
+            )
+
+
 def run_demo(config: DemoConfig, say=print) -> dict:
     """Run the pipeline; returns the report's numbers (also in OUT/report.json)."""
     out = Path(config.out)
@@ -173,28 +201,10 @@ def run_demo(config: DemoConfig, say=print) -> dict:
     logs = _generate_logs(config, say)
     lap("generate")
     trained = _reward_models(config, logs, lap)
-    held_out, truncated = {}, {}
-    for name, t in trained.datasets.items():
-        kinds = ", ".join(f"{n:,} {k}" for k, n in sorted(t.mined.kept.items()))
-        splits = ", ".join(f"{n:,} {k}" for k, n in sorted(t.mined.by_split.items()))
-        say(f"pairs {name}: {kinds} ({splits})")
-    for name, t in trained.datasets.items():
-        summary = t.summary
-        held_out[name] = summary.best_validation_accuracy
-        truncated[name] = summary.truncated_texts
-        say(
-            f"reward model {name}: validation pairwise accuracy "
-            f"{summary.best_validation_accuracy:.3f} ({summary.dtype}; "
-            f"{summary.pairs_per_second:.1f} pairs/s; {summary.truncated_texts} of "
-            f"{2 * (summary.train_pairs + summary.validation_pairs)} texts over "
-            f"{config.max_length} tokens){' (reused)' if t.reused else ''}"
-        )
-        if t.calibration is not None:
-            c = t.calibration
-            say(
-                f"calibration {name}: {c.calibration.method} on {c.candidates:,} validation "
-                f"samples, ECE {c.ece_raw:.3f} raw -> {c.ece:.3f}"
-            )
+    _say_pairs(trained, say)
+    _say_models(config, trained, say)
+    held_out = {n: t.summary.best_validation_accuracy for n, t in trained.datasets.items()}
+    truncated = {n: t.summary.truncated_texts for n, t in trained.datasets.items()}
     evaluations, views, loaded = [], [], {}
     for preset in config.presets:
         ev, shown = _evaluate_preset(config, preset, trained.datasets, logs, loaded)

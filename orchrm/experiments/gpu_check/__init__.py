@@ -1,2 +1,3 @@
-"""The prepared GPU check (`check.py`, run by `benchmarks/gpu_check.py`; docs/gpu.md) and
-what its parts share (`work.py`)."""
+"""The prepared GPU check (`check.py`, run by `benchmarks/gpu_check.py`; docs/gpu.md), its
+reward-model training parts against TRL's (`training.py`) and what its parts share
+(`work.py`)."""

@@ -41,15 +41,14 @@ matmul rate.
 from __future__ import annotations
 
 import gc
-import shutil
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from orchrm.experiments.gpu_check.work import MIB, Peak, Row, Work, steady_rows
-from orchrm.training.throughput import StepClock
+from orchrm.experiments.gpu_check.training import part_train, part_trl
+from orchrm.experiments.gpu_check.work import Row, Work
 
 PARTS = ("train", "trl", "score", "serve", "rl")
 
@@ -59,146 +58,6 @@ def _sync(cuda: bool) -> None:
         import torch
 
         torch.cuda.synchronize()
-
-
-def part_train(work: Work) -> list[Row]:
-    """`orchrm train`'s loop on the random backbone (module docstring). Each optimizer
-    step (`orchrm.training.train._train_step`) is wrapped by the step clock for the run."""
-    import orchrm.training.train as loop
-    from orchrm.memplan.plan import plan_from_train_config
-    from orchrm.training.config import TrainConfig
-
-    s = work.sizes
-    config = TrainConfig(
-        pairs=str(work.pairs),
-        out=str(work.folder / "orchrm-train"),
-        backbone=str(work.rm_backbone),
-        max_length=s.max_length,
-        batch_size=1,
-        max_steps=s.train_steps,
-        eval_every=s.train_steps,
-        lora=True,
-        lora_r=s.lora_r,
-        lora_alpha=s.lora_r,
-        dtype=work.dtype,
-        gradient_checkpointing=True,
-        peak_flops=work.peak_flops,
-        seed=0,
-    )
-    plan = plan_from_train_config(config)
-    clock, seen = StepClock(work.cuda), {}
-    step = loop._train_step
-
-    def timed_step(run, batch):
-        before = run.meter.tokens
-        clock.begin()
-        try:
-            return step(run, batch)
-        finally:
-            clock.end(run.meter.tokens - before)
-            seen["flops_per_token"] = run.meter.flops_per_token
-
-    loop._train_step = timed_step
-    try:
-        with Peak(work.cuda) as peak:
-            summary = loop.train(config, progress=False)
-    finally:
-        loop._train_step = step
-        shutil.rmtree(config.out, ignore_errors=True)  # the merged model: the backbone's size
-    r = steady_rows(clock, seen["flops_per_token"], work.peak_flops)
-    r |= {"peak_mib": peak.bytes / MIB, "plan_peak_mib": plan.memory.peak / MIB,
-          "summary_pairs_per_s": summary.pairs_per_second, "summary_mfu": summary.mfu}  # fmt: skip
-    work.results["train"] = r
-    steps = f"steps 2-{s.train_steps}"
-    return [
-        Row("train", "pairs/s", r["pairs_per_s"],
-            f"orchrm train, {steps}; all {s.train_steps}: {summary.pairs_per_second:.3g}"),
-        Row("train", "tokens/s", r["tokens_per_s"], f"2 x {s.max_length} tokens a step"),
-        Row("train", "MFU", r["mfu"],
-            f"4N + 2N_trained a token, of {work.peak_flops / 1e12:.3g} TFLOP/s; goal >= 0.35"),
-        Row("train", "peak memory MiB", r["peak_mib"],
-            f"plan {r['plan_peak_mib']:,.0f} MiB (measured/plan "
-            f"{r['peak_mib'] / r['plan_peak_mib']:.2f})"),
-        Row("train", "first step s", r["first_step_s"], "left out of the rates above"),
-    ]  # fmt: skip
-
-
-def part_trl(work: Work) -> list[Row]:
-    """The same steps through TRL's `RewardTrainer` (module docstring)."""
-    import datasets
-    import torch
-    from peft import LoraConfig
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer, TrainerCallback
-    from trl import RewardConfig, RewardTrainer
-
-    from orchrm.rl.grpo import quiet_logs
-    from orchrm.training.data import load_splits, tokenize
-    from orchrm.training.throughput import flops_per_token
-
-    s = work.sizes
-    clock = StepClock(work.cuda)
-    tokens_a_step = 2 * s.max_length
-
-    class Clock(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            clock.begin()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            clock.end(tokens_a_step)
-
-    bf16 = work.dtype == "bf16"
-    with Peak(work.cuda) as peak:
-        tokenizer = AutoTokenizer.from_pretrained(work.rm_backbone)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            work.rm_backbone, num_labels=1, dtype=torch.bfloat16 if bf16 else torch.float32
-        )
-        records, _ = load_splits(work.pairs)
-        ids = tokenize(records, tokenizer, s.max_length)
-        if {len(x) for x in ids.chosen + ids.rejected} != {s.max_length}:
-            raise RuntimeError(f"the pairs' texts are not all {s.max_length} tokens long")
-        data = datasets.Dataset.from_dict({"chosen_ids": ids.chosen, "rejected_ids": ids.rejected})
-        config = RewardConfig(
-            output_dir=str(work.folder / "trl"),
-            max_steps=s.train_steps,
-            per_device_train_batch_size=1,
-            learning_rate=5e-5,
-            warmup_steps=0.1,
-            max_length=s.max_length,
-            bf16=bf16,
-            gradient_checkpointing=True,
-            gradient_checkpointing_kwargs={"use_reentrant": False},
-            use_cpu=not work.cuda,
-            report_to=[],
-            save_strategy="no",
-            logging_steps=s.train_steps,
-            disable_tqdm=True,
-            seed=0,
-        )
-        lora = LoraConfig(task_type="SEQ_CLS", r=s.lora_r, lora_alpha=s.lora_r,
-                          lora_dropout=0.05, target_modules="all-linear",
-                          modules_to_save=["score"])  # fmt: skip
-        trainer = RewardTrainer(model=model, args=config, train_dataset=data,
-                                processing_class=tokenizer, peft_config=lora,
-                                callbacks=[Clock()])  # fmt: skip
-        quiet_logs(trainer, progress=False)
-        trainer.train()
-        per_token = flops_per_token(trainer.model)
-    del trainer, model
-    r = steady_rows(clock, per_token, work.peak_flops) | {"peak_mib": peak.bytes / MIB}
-    work.results["trl"] = r
-    rows = [
-        Row("trl", "pairs/s", r["pairs_per_s"], f"TRL RewardTrainer, steps 2-{s.train_steps}"),
-        Row("trl", "MFU", r["mfu"], "counted as orchrm's"),
-        Row("trl", "peak memory MiB", r["peak_mib"], ""),
-    ]
-    ours = work.results.get("train")
-    if ours:
-        rows.append(
-            Row("trl", "orchrm/TRL pairs/s", ours["pairs_per_s"] / r["pairs_per_s"],
-                f"goal >= 1.3; peak memory orchrm/TRL {ours['peak_mib'] / r['peak_mib']:.2f} "
-                "(goal <= 1)")
-        )  # fmt: skip
-    return rows
 
 
 def part_score(work: Work) -> list[Row]:

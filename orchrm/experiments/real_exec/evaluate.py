@@ -242,17 +242,12 @@ def plan_agreement(
     return "\n".join(lines), numbers
 
 
-def cross_draw_oracle(
+def _mean_success(
     plans: list[Plan], seeds: Sequence[int], k: int, cache: ExecutionCache
-) -> tuple[str, dict[str, dict]]:
-    """The oracle with its choice held out: each task's best plan picked on one draw (the
-    highest mean success over its K runs; tied plans share the pick) and scored on the
-    other draw's runs, both ways. Picking and scoring on the same runs takes the maximum
-    of noisy means, which overstates the headroom wherever plan success does not repeat
-    between draws. Returns the table (by task kind, with the same-draw oracle beside it)
-    and, for each "PICK->SCORE" pair of execution seeds, the accuracy, its 95% bootstrap
-    interval over tasks and the same-draw oracle of the scoring draw, as shares."""
-    success = {
+) -> dict[int, dict[tuple[str, int], float]]:
+    """Each plan's mean success over its K runs in each of the first two draws, by
+    execution seed and (task id, sample)."""
+    return {
         e: {
             (p.task.task.id, p.sample): statistics.fmean(
                 outcome(p, run_seed(e, i), cache)[1] for i in range(k)
@@ -261,32 +256,27 @@ def cross_draw_oracle(
         }
         for e in seeds[:2]
     }
-    tasks: dict[str, list[tuple[str, int]]] = {}
-    kind_of: dict[str, str] = {}
-    for p in plans:
-        tasks.setdefault(p.task.task.id, []).append((p.task.task.id, p.sample))
-        kind_of[p.task.task.id] = p.task.kind
-    numbers: dict[str, dict] = {}
-    rows: dict[str, dict[str, tuple[float, float]]] = {}
-    for pick, score in ((seeds[0], seeds[1]), (seeds[1], seeds[0])):
-        held, same = {}, {}
-        for task_id, keys in tasks.items():
-            best = max(success[pick][key] for key in keys)
-            chosen = [key for key in keys if success[pick][key] == best]
-            held[task_id] = statistics.fmean(success[score][key] for key in chosen)
-            same[task_id] = max(success[score][key] for key in keys)
-        values = list(held.values())
-        numbers[f"{pick}->{score}"] = {
-            "accuracy": statistics.fmean(values),
-            "ci": Bootstrap().mean(values),
-            "same_draw": statistics.fmean(same.values()),
-        }
-        for kind in [*(x for x in TASK_KINDS if x in kind_of.values()), "all"]:
-            ids = [t for t in tasks if kind == "all" or kind_of[t] == kind]
-            rows.setdefault(kind, {})[f"{pick}->{score}"] = (
-                100 * statistics.fmean(held[t] for t in ids),
-                100 * statistics.fmean(same[t] for t in ids),
-            )
+
+
+def _held_out_pick(
+    keys: list[tuple[str, int]], picked: dict[tuple[str, int], float], scored: dict
+) -> tuple[float, float]:
+    """One task's oracle with its choice held out: the mean success on the scoring draw
+    (`scored`) of the plans with the best success on the picking draw (`picked`), and
+    the best success on the scoring draw (the same-draw oracle)."""
+    best = max(picked[key] for key in keys)
+    chosen = [key for key in keys if picked[key] == best]
+    return statistics.fmean(scored[key] for key in chosen), max(scored[key] for key in keys)
+
+
+def _oracle_text(
+    seeds: Sequence[int],
+    rows: dict[str, dict[str, tuple[float, float]]],
+    tasks: dict[str, list],
+    kind_of: dict[str, str],
+    numbers: dict[str, dict],
+) -> str:
+    """`cross_draw_oracle`'s table by task kind and its one line per pair of draws."""
     a, b = seeds[0], seeds[1]
     lines = [
         "oracle %: each task's best plan picked on one draw, scored on the other (held out), "
@@ -304,4 +294,41 @@ def cross_draw_oracle(
             f"{100 * x['accuracy']:.1f}% ({100 * lo:.1f}-{100 * hi:.1f}), same-draw oracle "
             f"{100 * x['same_draw']:.1f}%"
         )
-    return "\n".join(lines), numbers
+    return "\n".join(lines)
+
+
+def cross_draw_oracle(
+    plans: list[Plan], seeds: Sequence[int], k: int, cache: ExecutionCache
+) -> tuple[str, dict[str, dict]]:
+    """The oracle with its choice held out: each task's best plan picked on one draw (the
+    highest mean success over its K runs; tied plans share the pick) and scored on the
+    other draw's runs, both ways. Picking and scoring on the same runs takes the maximum
+    of noisy means, which overstates the headroom wherever plan success does not repeat
+    between draws. Returns the table (by task kind, with the same-draw oracle beside it)
+    and, for each "PICK->SCORE" pair of execution seeds, the accuracy, its 95% bootstrap
+    interval over tasks and the same-draw oracle of the scoring draw, as shares."""
+    success = _mean_success(plans, seeds, k, cache)
+    tasks: dict[str, list[tuple[str, int]]] = {}
+    kind_of: dict[str, str] = {}
+    for p in plans:
+        tasks.setdefault(p.task.task.id, []).append((p.task.task.id, p.sample))
+        kind_of[p.task.task.id] = p.task.kind
+    numbers: dict[str, dict] = {}
+    rows: dict[str, dict[str, tuple[float, float]]] = {}
+    for pick, score in ((seeds[0], seeds[1]), (seeds[1], seeds[0])):
+        held, same = {}, {}
+        for task_id, keys in tasks.items():
+            held[task_id], same[task_id] = _held_out_pick(keys, success[pick], success[score])
+        values = list(held.values())
+        numbers[f"{pick}->{score}"] = {
+            "accuracy": statistics.fmean(values),
+            "ci": Bootstrap().mean(values),
+            "same_draw": statistics.fmean(same.values()),
+        }
+        for kind in [*(x for x in TASK_KINDS if x in kind_of.values()), "all"]:
+            ids = [t for t in tasks if kind == "all" or kind_of[t] == kind]
+            rows.setdefault(kind, {})[f"{pick}->{score}"] = (
+                100 * statistics.fmean(held[t] for t in ids),
+                100 * statistics.fmean(same[t] for t in ids),
+            )
+    return _oracle_text(seeds, rows, tasks, kind_of, numbers), numbers

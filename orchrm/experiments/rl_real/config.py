@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from orchrm.errors import ConfigError
 from orchrm.experiments.real_exec.cache import Execution, ExecutionCache, parsed_plan
 from orchrm.experiments.real_exec.evaluate import run_seed
-from orchrm.experiments.real_exec.run import RealExecSettings, Sizes, _server, run_config, serve
+from orchrm.experiments.real_exec.settings import (
+    RealExecSettings,
+    Sizes,
+    _server,
+    run_config,
+    serve,
+)
 from orchrm.orchestration import Orchestration, validate
 from orchrm.runtime.backend import ChatBackend
 from orchrm.tasks.benchmarks.generated import GeneratedTask, grade, world_corpus

@@ -45,6 +45,66 @@ class PolicyResult:
     examples: list[str] = field(default_factory=list)
 
 
+def _sample_plans(
+    model, tokenizer, tasks: list[GeneratedTask], settings: RLRealSettings, samples: int
+) -> list[list]:
+    """`samples` plans a task, sampled eight prompts at a time with the evaluation's seed
+    (`seed` + 1)."""
+    s = settings.sizes
+    generator = torch.Generator().manual_seed(settings.seed + 1)
+    ids = [prompt_ids(tokenizer, t.task.question) for t in tasks]
+    groups = []
+    for i in range(0, len(ids), 8):
+        groups += sample_groups(
+            model,
+            tokenizer,
+            ids[i : i + 8],
+            samples,
+            s.max_new_tokens,
+            temperature=settings.temperature,
+            generator=generator,
+        )
+    return groups
+
+
+def _plan_runs(
+    tasks: list[GeneratedTask], groups: list[list], plans: list[list], runs: int
+) -> dict[tuple[str, int], list[Execution]]:
+    """The `runs` seeded executions of each valid plan, by (task id, sample)."""
+    executions = {}
+    for t, group, row in zip(tasks, groups, plans, strict=True):
+        for k, (x, o) in enumerate(zip(group, row, strict=True)):
+            if o is not None:
+                executions[(t.task.id, k)] = [
+                    Execution(t.task, k, x.text, run_seed(EVAL_DRAW, r), o) for r in range(runs)
+                ]
+    return executions
+
+
+def _task_scores(
+    tasks: list[GeneratedTask],
+    plans: list[list],
+    runs: dict[tuple[str, int], list[Execution]],
+    executor: Executor | None,
+    eval_runs: int,
+) -> tuple[list[float], dict[str, list[float]], dict[str, Counter]]:
+    """Each task's expected accuracy (the mean success over its plans' runs, an invalid
+    plan's runs 0, every plan 0 without an executor), the tasks' accuracies by kind, and
+    the plan structures chosen by kind."""
+    per_task, kinds, shapes = [], {}, {}
+    for t, row in zip(tasks, plans, strict=True):
+        scores = []
+        for k, o in enumerate(row):
+            if o is None or executor is None:
+                scores += [0.0] * eval_runs
+                continue
+            shapes.setdefault(t.kind, Counter())[plan_shape(o)] += 1
+            scores += [float(executor.outcome(e, t)[0]) for e in runs[(t.task.id, k)]]
+        per_task.append(statistics.fmean(scores))
+        kinds.setdefault(t.kind, []).append(per_task[-1])
+    return per_task, kinds, shapes
+
+
 def evaluate(
     name: str,
     model,
@@ -59,43 +119,13 @@ def evaluate(
     evaluation's seed; each valid one executed `eval_runs` times (none when `executor`
     is None: validity only)."""
     s = settings.sizes
-    samples = samples or s.eval_samples
     started = time.perf_counter()
-    generator = torch.Generator().manual_seed(settings.seed + 1)
-    ids = [prompt_ids(tokenizer, t.task.question) for t in tasks]
-    groups = []
-    for i in range(0, len(ids), 8):
-        groups += sample_groups(
-            model,
-            tokenizer,
-            ids[i : i + 8],
-            samples,
-            s.max_new_tokens,
-            temperature=settings.temperature,
-            generator=generator,
-        )
+    groups = _sample_plans(model, tokenizer, tasks, settings, samples or s.eval_samples)
     plans = [[runnable_plan(x.text) for x in g] for g in groups]
-    runs = {}
-    for t, group, row in zip(tasks, groups, plans, strict=True):
-        for k, (x, o) in enumerate(zip(group, row, strict=True)):
-            if o is not None:
-                runs[(t.task.id, k)] = [
-                    Execution(t.task, k, x.text, run_seed(EVAL_DRAW, r), o)
-                    for r in range(s.eval_runs)
-                ]
+    runs = _plan_runs(tasks, groups, plans, s.eval_runs)
     if executor is not None:
         executor.run([e for es in runs.values() for e in es], f"executing {name}'s plans")
-    per_task, kinds, shapes = [], {}, {}
-    for t, row in zip(tasks, plans, strict=True):
-        scores = []
-        for k, o in enumerate(row):
-            if o is None or executor is None:
-                scores += [0.0] * s.eval_runs
-                continue
-            shapes.setdefault(t.kind, Counter())[plan_shape(o)] += 1
-            scores += [float(executor.outcome(e, t)[0]) for e in runs[(t.task.id, k)]]
-        per_task.append(statistics.fmean(scores))
-        kinds.setdefault(t.kind, []).append(per_task[-1])
+    per_task, kinds, shapes = _task_scores(tasks, plans, runs, executor, s.eval_runs)
     flat = [x for g in groups for x in g]
     result = PolicyResult(
         name=name,

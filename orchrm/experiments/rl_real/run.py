@@ -43,11 +43,11 @@ import torch
 
 from orchrm.errors import ConfigError
 from orchrm.experiments.real_exec.cache import ExecutionCache, bind_setup
-from orchrm.experiments.real_exec.run import (
+from orchrm.experiments.real_exec.run import reward_model
+from orchrm.experiments.real_exec.settings import execution_setup
+from orchrm.experiments.real_exec.tasks import (
     check_validation,
     draw_tasks,
-    execution_setup,
-    reward_model,
     tasks_only,
     training_plans,
     write_task_files,
@@ -90,20 +90,83 @@ def _reward_model(settings: RLRealSettings, executor: Executor, train, say) -> P
     return trained.model
 
 
+def _opening(settings: RLRealSettings) -> str:
+    """The run's first line: the policy, the tasks, the evaluation's and GRPO's sizes."""
+    s = settings.sizes
+    return (
+        f"rl-real: policy {settings.policy} (LoRA r={settings.lora_r}), {s.train_tasks} "
+        f"training tasks, {s.test_tasks} held-out tasks x {s.eval_samples} plans x "
+        f"{s.eval_runs} runs; GRPO {s.steps} steps of {s.prompts_per_step} tasks x "
+        f"{s.num_generations} samples; sub-agents: SmolLM2-135M-Instruct on llama.cpp"
+    )
+
+
+def _untrained(settings: RLRealSettings, test, executor: Executor, say) -> PolicyResult:
+    """The policy without its LoRA on the first `untrained_tasks` held-out tasks, one plan
+    a task: how many of its plans are valid before any training."""
+    s = settings.sizes
+    model, tokenizer = load_pretrained(settings.policy, lora_r=settings.lora_r, seed=settings.seed)
+    with model.disable_adapter():
+        shown = test[: s.untrained_tasks]
+        return evaluate("untrained", model, tokenizer, shown, settings, executor, say, 1)
+
+
+def _warm_up(
+    settings: RLRealSettings, train, test, executor: Executor, say
+) -> tuple[dict, PolicyResult]:
+    """Stage 2 and its evaluation: the warm-up's summary and the warm-up policy's result."""
+    warm = warmup(settings, train, say)
+    adapter = Path(settings.out) / "warmup" / "adapter"
+    model, tokenizer = load_pretrained(settings.policy, adapter=adapter)
+    return warm, evaluate("warmup", model, tokenizer, test, settings, executor, say)
+
+
+def _grpo_runs(
+    settings: RLRealSettings, train, test, executor: Executor, rm_dir: Path, say
+) -> tuple[dict[str, dict], dict[str, PolicyResult]]:
+    """Stage 3 and its evaluation for each GRPO method asked for, in order, each from the
+    warm-up: the runs' summaries (with the seconds spent executing) and the policies'
+    results, by method."""
+    from orchrm.scoring.load import load_scorer
+
+    runs: dict[str, dict] = {}
+    results: dict[str, PolicyResult] = {}
+    scorer = None
+    for method in settings.methods:
+        if method == "warmup":
+            continue
+        if method == "orchrm" and scorer is None:
+            scorer = load_scorer(rm_dir, None, device="cpu", batch_size=8)
+        rewarder = Rewarder(method, PENALTIES[method], scorer, executor)
+        executed = executor.seconds
+        model, tokenizer, summary = grpo(settings, method, train, rewarder, say)
+        summary["execution_s"] = round(executor.seconds - executed, 1)
+        runs[method] = summary
+        results[method] = evaluate(method, model, tokenizer, test, settings, executor, say)
+        del model
+    return runs, results
+
+
+def _write_report(out: Path, report: dict, runs: dict[str, dict], say) -> None:
+    """OUT/report.json, reward.png (with GRPO runs) and report.md; says the report."""
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    if runs:
+        plot_rewards(runs, out / "reward.png")
+    (out / "report.md").write_text(report_text(report), encoding="utf-8")
+    say(report_text(report))
+
+
 def run(
     settings: RLRealSettings, say: Callable[[str], None] = print, backend: Serve = llama_clients
 ):
     """Every stage (module docstring); writes OUT/report.md, report.json and reward.png
     and returns the report's dictionary."""
-    from orchrm.scoring.load import load_scorer
-
     settings.check()
     # transformers' and peft's notices about their own calls, once per step or save
     warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
     warnings.filterwarnings("ignore", message=".*Could not find a config file.*")
-    threads = settings.threads or torch.get_num_threads()
-    torch.set_num_threads(threads)
-    out, s = Path(settings.out), settings.sizes
+    torch.set_num_threads(settings.threads or torch.get_num_threads())
+    out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     real = settings.real_exec()
@@ -116,50 +179,17 @@ def run(
     train, test = split["train"], split["test"]
     bind_setup(out / "executions.jsonl", execution_setup(real))
     cache = ExecutionCache(out / "executions.jsonl")
-    say(
-        f"rl-real: policy {settings.policy} (LoRA r={settings.lora_r}), {s.train_tasks} "
-        f"training tasks, {s.test_tasks} held-out tasks x {s.eval_samples} plans x "
-        f"{s.eval_runs} runs; GRPO {s.steps} steps of {s.prompts_per_step} tasks x "
-        f"{s.num_generations} samples; sub-agents: SmolLM2-135M-Instruct on llama.cpp"
-    )
-    results: dict[str, PolicyResult] = {}
-    runs: dict[str, dict] = {}
+    say(_opening(settings))
     with backend(real) as clients:
         executor = Executor(clients, cache, real, settings.progress)
         rm_dir = _reward_model(settings, executor, train, say)
-        wall = {"reward model": round(time.perf_counter() - started, 1)}
-
-        model, tokenizer = load_pretrained(
-            settings.policy, lora_r=settings.lora_r, seed=settings.seed
-        )
-        with model.disable_adapter():
-            shown = test[: s.untrained_tasks]
-            untrained = evaluate("untrained", model, tokenizer, shown, settings, executor, say, 1)
-        del model
-        warm = warmup(settings, train, say)
-        model, tokenizer = load_pretrained(settings.policy, adapter=out / "warmup" / "adapter")
-        results["warmup"] = evaluate("warmup", model, tokenizer, test, settings, executor, say)
-        del model
-        scorer = None
-        for method in settings.methods:
-            if method == "warmup":
-                continue
-            if method == "orchrm" and scorer is None:
-                scorer = load_scorer(rm_dir, None, device="cpu", batch_size=8)
-            rewarder = Rewarder(method, PENALTIES[method], scorer, executor)
-            executed = executor.seconds
-            model, tokenizer, summary = grpo(settings, method, train, rewarder, say)
-            summary["execution_s"] = round(executor.seconds - executed, 1)
-            runs[method] = summary
-            results[method] = evaluate(method, model, tokenizer, test, settings, executor, say)
-            del model
-    report = build_report(
-        settings, untrained, warm, results, runs, rm_dir, time.perf_counter() - started
-    )
-    report["seconds"]["reward model"] = wall["reward model"]
-    (out / "report.json").write_text(json.dumps(report, indent=2))
-    if runs:
-        plot_rewards(runs, out / "reward.png")
-    (out / "report.md").write_text(report_text(report), encoding="utf-8")
-    say(report_text(report))
+        rm_seconds = round(time.perf_counter() - started, 1)
+        untrained = _untrained(settings, test, executor, say)
+        warm, warmed = _warm_up(settings, train, test, executor, say)
+        runs, trained = _grpo_runs(settings, train, test, executor, rm_dir, say)
+    results = {"warmup": warmed, **trained}
+    seconds = time.perf_counter() - started
+    report = build_report(settings, untrained, warm, results, runs, rm_dir, seconds)
+    report["seconds"]["reward model"] = rm_seconds
+    _write_report(out, report, runs, say)
     return report

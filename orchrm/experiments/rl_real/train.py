@@ -42,12 +42,21 @@ def _turn_end(tokenizer) -> int:
     return end if isinstance(end, int) and end in stop_ids(tokenizer) else tokenizer.eos_token_id
 
 
-def warmup(settings: RLRealSettings, train: list[GeneratedTask], say) -> dict:
-    """Stage 2: a LoRA fine-tuned on the base template plans of the training tasks, saved
-    in OUT/warmup/adapter (reused when its settings match). Returns its summary."""
-    out = Path(settings.out) / "warmup"
+def _held(out: Path, summary_name: str, key: dict) -> dict | None:
+    """The summary a stage kept in OUT/STAGE (`summary_name`, beside its adapter) when it
+    was made with `key` and the adapter is there, else None."""
+    summary_path = out / summary_name
+    if summary_path.exists() and (out / "adapter" / "adapter_config.json").exists():
+        held = json.loads(summary_path.read_text())
+        if held.get("key") == key:
+            return held
+    return None
+
+
+def _warmup_key(settings: RLRealSettings) -> dict:
+    """The settings the warm-up adapter depends on."""
     s = settings.sizes
-    key = {
+    return {
         "policy": settings.policy,
         "lora": [settings.lora_r, settings.lora_alpha],
         "lr": settings.warmup_lr,
@@ -55,32 +64,32 @@ def warmup(settings: RLRealSettings, train: list[GeneratedTask], say) -> dict:
         "tasks": [s.train_tasks, s.warmup_tasks, s.warmup_plans],
         "seed": settings.seed,
     }
-    summary_path = out / "warmup.json"
-    if summary_path.exists() and (out / "adapter" / "adapter_config.json").exists():
-        held = json.loads(summary_path.read_text())
-        if held.get("key") == key:
-            say(f"warm-up: reused {out / 'adapter'}")
-            return held
-    model, tokenizer = load_pretrained(
-        settings.policy, lora_r=settings.lora_r, lora_alpha=settings.lora_alpha, seed=settings.seed
-    )
+
+
+def _warmup_data(settings: RLRealSettings, train: list[GeneratedTask], tokenizer) -> list:
+    """Each training task's prompt ids and `warmup_plans` base template plans, each as
+    the policy writes it: the plan's tokens, then the end of its turn."""
     base = TemplateOrchestrator("base", specialized=False, seed=settings.seed)
     end = _turn_end(tokenizer)
-    # a plan's tokens as the policy writes them: the text, then the end of its turn
-    data = [
+    return [
         (
             prompt_ids(tokenizer, t.task.question),
             [
                 tokenizer(base.write(t, k)[0], add_special_tokens=False)["input_ids"] + [end]
-                for k in range(s.warmup_plans)
+                for k in range(settings.sizes.warmup_plans)
             ],
         )
         for t in train
     ]
+
+
+def _sft_steps(settings: RLRealSettings, model, tokenizer, data: list) -> tuple[list[float], int]:
+    """`warmup_steps` supervised steps, each on the plans of `warmup_tasks` tasks drawn
+    afresh: the loss of each step and the tokens read."""
+    s = settings.sizes
     optimizer, scheduler = make_optimizer(model, settings.warmup_lr, s.warmup_steps)
     rng = random.Random(f"warmup:{settings.seed}")
     losses, tokens = [], 0
-    started = time.perf_counter()
     with progress_bar("warm-up (supervised)", s.warmup_steps, settings.progress) as (bar, tr):
         for _ in range(s.warmup_steps):
             picked = rng.sample(range(len(data)), min(s.warmup_tasks, len(data)))
@@ -99,6 +108,25 @@ def warmup(settings: RLRealSettings, train: list[GeneratedTask], say) -> dict:
                 )
             )
             bar.advance(tr)
+    return losses, tokens
+
+
+def warmup(settings: RLRealSettings, train: list[GeneratedTask], say) -> dict:
+    """Stage 2: a LoRA fine-tuned on the base template plans of the training tasks, saved
+    in OUT/warmup/adapter (reused when its settings match). Returns its summary."""
+    out = Path(settings.out) / "warmup"
+    s = settings.sizes
+    key = _warmup_key(settings)
+    held = _held(out, "warmup.json", key)
+    if held is not None:
+        say(f"warm-up: reused {out / 'adapter'}")
+        return held
+    model, tokenizer = load_pretrained(
+        settings.policy, lora_r=settings.lora_r, lora_alpha=settings.lora_alpha, seed=settings.seed
+    )
+    data = _warmup_data(settings, train, tokenizer)
+    started = time.perf_counter()
+    losses, tokens = _sft_steps(settings, model, tokenizer, data)
     seconds = time.perf_counter() - started
     model.save_pretrained(out / "adapter")
     summary = {
@@ -112,7 +140,7 @@ def warmup(settings: RLRealSettings, train: list[GeneratedTask], say) -> dict:
         "seconds": round(seconds, 1),
         "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
     }
-    summary_path.write_text(json.dumps(summary, indent=2))
+    (out / "warmup.json").write_text(json.dumps(summary, indent=2))
     say(
         f"warm-up: {s.warmup_steps} steps, loss {losses[0]:.3f} -> {summary['loss_last']:.3f}, "
         f"{seconds:.0f} s -> {out / 'adapter'}"
@@ -175,6 +203,106 @@ class Rewarder:
         return rewards, {"rm": 0, "execution": tokens}
 
 
+def _grpo_key(settings: RLRealSettings, penalty: float) -> dict:
+    """The settings a GRPO run's adapter depends on, the warm-up's key among them."""
+    s = settings.sizes
+    return {
+        "warmup": json.loads((Path(settings.out) / "warmup" / "warmup.json").read_text())["key"],
+        "lr": settings.lr,
+        "steps": s.steps,
+        "group": [s.prompts_per_step, s.num_generations, s.max_new_tokens],
+        "temperature": settings.temperature,
+        "prompt_grad": settings.prompt_grad,
+        "penalty": penalty,
+        "rm": settings.rm or "built",
+    }
+
+
+def _next_batch(
+    order: list[GeneratedTask], rng: random.Random, train: list[GeneratedTask], size: int
+) -> list[GeneratedTask]:
+    """`size` tasks taken from the end of `order`, which is refilled with a fresh
+    shuffle of `train` (drawn from `rng`) whenever it runs out."""
+    batch = []
+    while len(batch) < size:
+        if not order:
+            order[:] = rng.sample(train, len(train))
+        batch.append(order.pop())
+    return batch
+
+
+def _grpo_step(
+    settings: RLRealSettings,
+    step: int,
+    model,
+    tokenizer,
+    optimization: tuple,
+    ids: list[list[int]],
+    batch: list[GeneratedTask],
+    rewarder: Rewarder,
+    generator: torch.Generator,
+) -> dict:
+    """One GRPO step: sample each prompt's group, reward it, update the LoRA
+    (`optimization`: the optimizer and the scheduler); returns the step's row of
+    steps.jsonl (mean reward, valid share, tokens, the update's statistics and the
+    seconds of each part)."""
+    s = settings.sizes
+    optimizer, scheduler = optimization
+    t0 = time.perf_counter()
+    groups = sample_groups(
+        model,
+        tokenizer,
+        ids,
+        s.num_generations,
+        s.max_new_tokens,
+        temperature=settings.temperature,
+        generator=generator,
+    )
+    t1 = time.perf_counter()
+    rewards, cost = rewarder(batch, groups)
+    t2 = time.perf_counter()
+    stats = grpo_step(
+        model,
+        tokenizer,
+        optimizer,
+        scheduler,
+        ids,
+        groups,
+        rewards,
+        micro_batch=settings.micro_batch,
+        prompt_grad=settings.prompt_grad,
+    )
+    t3 = time.perf_counter()
+    flat = [x for g in groups for x in g]
+    return {
+        "step": step,
+        "reward": statistics.fmean(rewards),
+        "valid": statistics.fmean(runnable_plan(x.text) is not None for x in flat),
+        "policy": sum(x.tokens for x in flat),
+        **cost,
+        **stats,
+        "sample_s": round(t1 - t0, 2),
+        "reward_s": round(t2 - t1, 2),
+        "update_s": round(t3 - t2, 2),
+    }
+
+
+def _grpo_summary(key: dict, rows: list[dict], seconds: float) -> dict:
+    """A GRPO run's summary: its key, its steps' rows, the tokens by kind and the
+    seconds, in all and by part."""
+    totals = {k: sum(r[k] for r in rows) for k in ("policy", "rm", "execution")}
+    return {
+        "key": key,
+        "steps": rows,
+        "tokens": totals,
+        "seconds": round(seconds, 1),
+        "seconds_by_part": {
+            part: round(sum(r[f"{part}_s"] for r in rows), 1)
+            for part in ("sample", "reward", "update")
+        },
+    }
+
+
 def grpo(
     settings: RLRealSettings,
     method: str,
@@ -187,27 +315,16 @@ def grpo(
     summary). A run whose summary matches its settings is reloaded, not trained again."""
     out = Path(settings.out) / f"grpo-{method}"
     s = settings.sizes
-    key = {
-        "warmup": json.loads((Path(settings.out) / "warmup" / "warmup.json").read_text())["key"],
-        "lr": settings.lr,
-        "steps": s.steps,
-        "group": [s.prompts_per_step, s.num_generations, s.max_new_tokens],
-        "temperature": settings.temperature,
-        "prompt_grad": settings.prompt_grad,
-        "penalty": rewarder.penalty,
-        "rm": settings.rm or "built",
-    }
-    summary_path = out / "summary.json"
-    if summary_path.exists() and (out / "adapter" / "adapter_config.json").exists():
-        held = json.loads(summary_path.read_text())
-        if held.get("key") == key:
-            say(f"grpo-{method}: reused {out / 'adapter'}")
-            model, tokenizer = load_pretrained(settings.policy, adapter=out / "adapter")
-            return model, tokenizer, held
+    key = _grpo_key(settings, rewarder.penalty)
+    held = _held(out, "summary.json", key)
+    if held is not None:
+        say(f"grpo-{method}: reused {out / 'adapter'}")
+        model, tokenizer = load_pretrained(settings.policy, adapter=out / "adapter")
+        return model, tokenizer, held
     model, tokenizer = load_pretrained(
         settings.policy, adapter=Path(settings.out) / "warmup" / "adapter"
     )
-    optimizer, scheduler = make_optimizer(model, settings.lr, s.steps)
+    optimization = make_optimizer(model, settings.lr, s.steps)
     prompts = {t.task.id: prompt_ids(tokenizer, t.task.question) for t in train}
     order: list[GeneratedTask] = []
     rng = random.Random(f"grpo:{settings.seed}")
@@ -215,67 +332,19 @@ def grpo(
     rows, started = [], time.perf_counter()
     with progress_bar(f"grpo-{method}", s.steps, settings.progress) as (bar, tracker):
         for step in range(1, s.steps + 1):
-            batch = []
-            while len(batch) < s.prompts_per_step:
-                if not order:
-                    order = rng.sample(train, len(train))
-                batch.append(order.pop())
+            batch = _next_batch(order, rng, train, s.prompts_per_step)
             ids = [prompts[t.task.id] for t in batch]
-            t0 = time.perf_counter()
-            groups = sample_groups(
-                model,
-                tokenizer,
-                ids,
-                s.num_generations,
-                s.max_new_tokens,
-                temperature=settings.temperature,
-                generator=generator,
+            row = _grpo_step(
+                settings, step, model, tokenizer, optimization, ids, batch, rewarder, generator
             )
-            t1 = time.perf_counter()
-            rewards, cost = rewarder(batch, groups)
-            t2 = time.perf_counter()
-            stats = grpo_step(
-                model,
-                tokenizer,
-                optimizer,
-                scheduler,
-                ids,
-                groups,
-                rewards,
-                micro_batch=settings.micro_batch,
-                prompt_grad=settings.prompt_grad,
-            )
-            t3 = time.perf_counter()
-            flat = [x for g in groups for x in g]
-            rows.append(
-                {
-                    "step": step,
-                    "reward": statistics.fmean(rewards),
-                    "valid": statistics.fmean(runnable_plan(x.text) is not None for x in flat),
-                    "policy": sum(x.tokens for x in flat),
-                    **cost,
-                    **stats,
-                    "sample_s": round(t1 - t0, 2),
-                    "reward_s": round(t2 - t1, 2),
-                    "update_s": round(t3 - t2, 2),
-                }
-            )
+            rows.append(row)
             write_jsonl(rows, out / "steps.jsonl")
             bar.advance(tracker)
     seconds = time.perf_counter() - started
     model.save_pretrained(out / "adapter")
-    totals = {k: sum(r[k] for r in rows) for k in ("policy", "rm", "execution")}
-    summary = {
-        "key": key,
-        "steps": rows,
-        "tokens": totals,
-        "seconds": round(seconds, 1),
-        "seconds_by_part": {
-            part: round(sum(r[f"{part}_s"] for r in rows), 1)
-            for part in ("sample", "reward", "update")
-        },
-    }
-    summary_path.write_text(json.dumps(summary, indent=2))
+    summary = _grpo_summary(key, rows, seconds)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    totals = summary["tokens"]
     say(
         f"grpo-{method}: {s.steps} steps in {seconds:.0f} s; reward "
         f"{rows[0]['reward']:.2f} -> {statistics.fmean(r['reward'] for r in rows[-5:]):.2f}; "

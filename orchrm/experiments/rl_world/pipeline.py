@@ -22,15 +22,14 @@ import torch
 
 from orchrm.errors import ConfigError, InputError
 from orchrm.experiments.rl_world import data
-from orchrm.experiments.rl_world.compare import (
+from orchrm.experiments.rl_world.compare import RunReport, write_report
+from orchrm.experiments.rl_world.config import RUNS, RLExperimentConfig
+from orchrm.experiments.rl_world.evaluate import (
     PolicyEval,
-    RunReport,
     curve_callback,
     curve_scalars,
     evaluate_policy,
-    write_report,
 )
-from orchrm.experiments.rl_world.config import RUNS, RLExperimentConfig
 from orchrm.experiments.stages import WorldLog
 from orchrm.rl.policy import load_policy, load_policy_tokenizer
 from orchrm.rl.rewards import ExecutionReward, OrchRMReward, TokenLedger
@@ -255,13 +254,40 @@ def load_task_file(spec: str) -> list:
     return tasks
 
 
+def _chat_prompt(config: RLExperimentConfig, model: str) -> bool:
+    """Whether the policy reads the chat prompt: `config.chat`, else whether `model`'s
+    tokenizer has a chat template."""
+    if config.chat is not None:
+        return config.chat
+    try:
+        return load_policy_tokenizer(model).chat_template is not None
+    except OSError as err:
+        raise ConfigError(f"--policy {model}: {err}") from None
+
+
+def _tasks_scorer(config: RLExperimentConfig):
+    """The reward model GRPO on your own tasks scores with (`config.rm`, or the server at
+    `config.rm_url`): on the GPU when there is one, in batches of 64, else on the CPU's
+    `config.num_threads` threads in batches of 8."""
+    from orchrm.scoring.load import load_scorer
+
+    cuda = torch.cuda.is_available()
+    if not cuda:
+        torch.set_num_threads(config.num_threads)
+    return load_scorer(
+        config.rm or None,
+        config.rm_url or None,
+        device="cuda" if cuda else "cpu",
+        batch_size=64 if cuda else 8,
+    )
+
+
 def grpo_on_tasks(config: RLExperimentConfig, say=print) -> Path:
     """Orch-RM-reward GRPO of `config.policy.model` on your own tasks (`config.tasks`): no
     world, no execution; writes OUT/grpo-orchrm/{model/, checkpoints/, tokens.jsonl,
     report.md, report.json}. The report has the reward and the share of valid plans over
     training and the token totals; the policy is evaluated with `orchrm run` + `eval`."""
     from orchrm.rl.grpo import train_grpo
-    from orchrm.scoring.load import load_scorer
 
     config.check()
     policy = config.trainer_policy(config.policy.model)
@@ -269,33 +295,36 @@ def grpo_on_tasks(config: RLExperimentConfig, say=print) -> Path:
         raise ConfigError("training on --tasks needs a starting policy (--policy DIR or name)")
     started = time.perf_counter()
     tasks = load_task_file(config.tasks)
-    chat = config.chat
-    if chat is None:
-        try:
-            chat = load_policy_tokenizer(policy.model).chat_template is not None
-        except OSError as err:
-            raise ConfigError(f"--policy {policy.model}: {err}") from None
+    chat = _chat_prompt(config, policy.model)
     rows = data.prompt_rows(tasks, chat=chat)
     out = Path(config.out) / config.run_name
     out.mkdir(parents=True, exist_ok=True)
-    cuda = torch.cuda.is_available()
-    if not cuda:
-        torch.set_num_threads(config.num_threads)
-    rm = load_scorer(
-        config.rm or None,
-        config.rm_url or None,
-        device="cuda" if cuda else "cpu",
-        batch_size=64 if cuda else 8,
-    )
+    rm = _tasks_scorer(config)
     ledger = TokenLedger(out / "tokens.jsonl")
     grpo = config.grpo
     say(f"{config.run_name}: {len(tasks)} tasks from {config.tasks}, {policy.steps} steps")
     reward = OrchRMReward(rm, grpo.reward_penalty, grpo.normalize_rm, ledger)
     train_grpo(policy, grpo, reward, rows, out)
     seconds = time.perf_counter() - started
+    return _write_tasks_report(config, policy.model, len(tasks), chat, seconds, ledger, out)
+
+
+def _write_tasks_report(
+    config: RLExperimentConfig,
+    model: str,
+    tasks: int,
+    chat: bool,
+    seconds: float,
+    ledger: TokenLedger,
+    out: Path,
+) -> Path:
+    """OUT/report.md and report.json of GRPO on your own tasks: the settings, the mean
+    reward and valid share over each tenth of the steps (`_tenths`) and the training
+    tokens."""
+    grpo = config.grpo
     lines = [
         f"# orchrm rl: {config.run_name} on {config.tasks}\n",
-        f"{len(tasks)} tasks, policy {policy.model}, reward model {config.rm}, "
+        f"{tasks} tasks, policy {model}, reward model {config.rm}, "
         f"{'chat' if chat else 'compact'} prompt, LoRA r={grpo.lora_r or 'none'}, "
         f"{round(seconds)} s.\n",
         "| steps | mean reward | valid % |",
@@ -311,7 +340,7 @@ def grpo_on_tasks(config: RLExperimentConfig, say=print) -> Path:
     )
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     payload = {
-        "tasks": len(tasks),
+        "tasks": tasks,
         "chat": chat,
         "seconds": round(seconds),
         "tokens": totals,

@@ -30,11 +30,12 @@ calibrate.json and calibrate.jsonl.
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 
-from orchrm.errors import OrchrmError
+from orchrm.cli.console import csv_values
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
 from orchrm.experiments.real_exec.calibrate import calibrate
 from orchrm.experiments.real_exec.run import run
 from orchrm.experiments.real_exec.settings import FULL, QUICK, RealExecSettings, Sizes
@@ -42,80 +43,84 @@ from orchrm.experiments.real_exec.settings import FULL, QUICK, RealExecSettings,
 DEFAULTS = RealExecSettings()
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--out", default=DEFAULTS.out)
-    parser.add_argument("--calibrate", action="store_true", help="Only the success table.")
-    parser.add_argument("--calibrate-tasks", type=int, default=4, help="Tasks a cell.")
-    parser.add_argument(
-        "--kinds", default="", help="Calibrate these kinds or cells only (add,mul2)."
-    )
-    parser.add_argument("--quick", action="store_true", help="A few-minute run (tiny sizes).")
-    parser.add_argument(
-        "--tasks-only",
-        action="store_true",
-        help="Write the training and held-out tasks to OUT/logs/{train,test}.tasks.jsonl and "
-        "stop, executing nothing.",
-    )
-    parser.add_argument("--train-tasks", type=int, default=0, help="0: the size's own.")
-    parser.add_argument("--test-tasks", type=int, default=0, help="0: the size's own.")
-    parser.add_argument("--samples", type=int, default=0, help="Plans a task (N); 0: own.")
-    parser.add_argument("--steps", type=int, default=0, help="Training steps; 0: own.")
-    parser.add_argument("--reruns", type=int, default=0, help="Runs a held-out plan (K); 0: own.")
-    parser.add_argument(
-        "--execution-seeds",
-        default="0,1",
-        help="One draw each (a,b): held-out run k of seed E has seed E*1000+k; the reward "
-        "model trains on the training plans run with the first.",
-    )
-    parser.add_argument(
-        "--max-tokens", type=int, default=DEFAULTS.max_tokens, help="Per sub-agent call."
-    )
-    parser.add_argument(
-        "--slots", type=int, default=DEFAULTS.slots, help="llama.cpp parallel slots."
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="llama.cpp threads (0: every core). On a CPU shared with other work, 1 keeps "
-        "going where threads that wait for each other at every step would stall.",
-    )
-    parser.add_argument(
-        "--concurrency", type=int, default=DEFAULTS.concurrency, help="Plans executed at once."
-    )
-    parser.add_argument("--seed", type=int, default=0, help="Seed of the tasks and plans.")
-    args = parser.parse_args(argv)
-    size = QUICK if args.quick else FULL
-    settings = RealExecSettings(
-        out=args.out,
-        sizes=Sizes(
-            args.train_tasks or size.train_tasks,
-            args.test_tasks or size.test_tasks,
-            args.samples or size.samples,
-            args.steps or size.steps,
-            args.reruns or size.reruns,
-        ),
-        execution_seeds=tuple(int(e) for e in args.execution_seeds.split(",") if e.strip()),
-        max_tokens=args.max_tokens,
-        slots=args.slots,
-        threads=args.threads,
-        concurrency=args.concurrency,
-        seed=args.seed,
-        tasks_only=args.tasks_only,
-        calibrate_tasks=args.calibrate_tasks,
-        kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
-    )
+@config(frozen=True)
+class RealExecOptions:
+    """The benchmark's options: `RealExecSettings`'s, a size, and what to run."""
+
+    out: str = DEFAULTS.out
+    """Where the run's files go."""
+    calibrate: bool = False
+    """Only the success table per task kind, level and sub-agent type."""
+    calibrate_tasks: int = setting(DEFAULTS.calibrate_tasks, min=1)
+    """Calibration: tasks a (kind, level) cell."""
+    kinds: tuple[str, ...] = DEFAULTS.kinds
+    """Calibrate these kinds or cells only, comma-separated (add,mul2; empty: every kind)."""
+    quick: bool = False
+    """A few-minute run (tiny sizes)."""
+    tasks_only: bool = DEFAULTS.tasks_only
+    """Write the training and held-out tasks to OUT/logs/{train,test}.tasks.jsonl and
+    stop, executing nothing."""
+    train_tasks: int = setting(0, min=0)
+    """Training tasks (0: the size's own)."""
+    test_tasks: int = setting(0, min=0)
+    """Held-out tasks (0: the size's own)."""
+    samples: int = setting(0, min=0)
+    """Plans a task, N (0: the size's own)."""
+    steps: int = setting(0, min=0)
+    """Reward-model training steps (0: the size's own)."""
+    reruns: int = setting(0, min=0)
+    """Runs of each held-out plan a draw, K (0: the size's own)."""
+    execution_seeds: tuple[int, ...] = DEFAULTS.execution_seeds
+    """One draw each, comma-separated: held-out run k of seed E has seed E*1000+k; the
+    reward model trains on the training plans run with the first."""
+    max_tokens: int = setting(DEFAULTS.max_tokens, min=1)
+    """Completion tokens a sub-agent call."""
+    slots: int = setting(DEFAULTS.slots, min=1)
+    """llama.cpp's parallel slots."""
+    threads: int = setting(DEFAULTS.threads, min=0)
+    """llama.cpp's threads (0: every core). On a CPU shared with other work, 1 keeps going
+    where threads that wait for each other at every step would stall."""
+    concurrency: int = setting(DEFAULTS.concurrency, min=1)
+    """Plans executed at once."""
+    seed: int = DEFAULTS.seed
+    """Seed of the tasks and plans."""
+
+    def settings(self) -> RealExecSettings:
+        """The run's settings: the size's own, with what was given over it."""
+        size = QUICK if self.quick else FULL
+        given = (self.train_tasks, self.test_tasks, self.samples, self.steps, self.reruns)
+        own = (size.train_tasks, size.test_tasks, size.samples, size.steps, size.reruns)
+        return RealExecSettings(
+            out=self.out,
+            sizes=Sizes(*(g or o for g, o in zip(given, own, strict=True))),
+            execution_seeds=self.execution_seeds,
+            max_tokens=self.max_tokens,
+            slots=self.slots,
+            threads=self.threads,
+            concurrency=self.concurrency,
+            seed=self.seed,
+            tasks_only=self.tasks_only,
+            calibrate_tasks=self.calibrate_tasks,
+            kinds=self.kinds,
+        )
+
+
+def main(options: RealExecOptions) -> None:
+    """Calibrate, or run the study."""
+    settings = options.settings()
     # SIGTERM leaves through the `with` blocks, so the llama.cpp child is stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        calibrate(settings) if args.calibrate else run(settings)
-    except OrchrmError as err:  # a setting no run can have: one line, before anything runs
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(err.exit_code)
+    calibrate(settings) if options.calibrate else run(settings)
 
 
 if __name__ == "__main__":
-    main()
+    listed = {"spell": lambda v: ",".join(map(str, v))}
+    run_script(
+        RealExecOptions,
+        main,
+        doc=__doc__,
+        settings={
+            "kinds": {**listed, "parser": csv_values},
+            "execution_seeds": {**listed, "parser": csv_values},
+        },
+    )

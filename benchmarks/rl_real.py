@@ -11,62 +11,108 @@ hold them. Stages already in OUT with the same settings are reused.
 
 from __future__ import annotations
 
-import argparse
-import sys
-from dataclasses import replace
+import dataclasses
 
-from orchrm.errors import OrchrmError
+from orchrm.cli.console import csv_values
+from orchrm.cli.script import run_script
+from orchrm.configs import config, setting
+from orchrm.errors import ConfigError
 from orchrm.experiments.rl_real.run import FULL, METHODS, QUICK, RLRealSettings, run
 
+DEFAULTS = RLRealSettings()
 
-def main(argv: list[str] | None = None) -> None:
-    defaults = RLRealSettings()
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=defaults.out)
-    parser.add_argument("--quick", action="store_true", help="Tiny sizes: a few minutes.")
-    parser.add_argument("--policy", default=defaults.policy, help="smollm2, a directory or a GGUF.")
-    parser.add_argument("--rm", default="", help="A reward model directory (else trained).")
-    parser.add_argument("--methods", default=",".join(METHODS), help="Of " + ", ".join(METHODS))
-    size = parser.add_argument_group("sizes (0: the size's own)")
-    for name in FULL.__dataclass_fields__:
-        size.add_argument(f"--{name.replace('_', '-')}", type=int, default=0)
-    parser.add_argument("--lr", type=float, default=defaults.lr, help="GRPO's learning rate.")
-    parser.add_argument("--warmup-lr", type=float, default=defaults.warmup_lr)
-    parser.add_argument("--lora-r", type=int, default=defaults.lora_r)
-    parser.add_argument("--prompt-grad", action="store_true", help="Gradient through prompts.")
-    parser.add_argument("--threads", type=int, default=0, help="PyTorch threads (0: all).")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quiet", action="store_true", help="No progress bars.")
-    parser.add_argument(
-        "--tasks-only",
-        action="store_true",
-        help="Write the training and held-out tasks to OUT/logs/{train,test}.tasks.jsonl and "
-        "stop, executing nothing.",
-    )
-    args = parser.parse_args(argv)
-    sizes = QUICK if args.quick else FULL
-    given = {n: getattr(args, n) for n in FULL.__dataclass_fields__ if getattr(args, n)}
-    settings = RLRealSettings(
-        out=args.out,
-        sizes=replace(sizes, **given),
-        methods=tuple(m for m in args.methods.split(",") if m),
-        policy=args.policy,
-        rm=args.rm,
-        lora_r=args.lora_r,
-        lr=args.lr,
-        warmup_lr=args.warmup_lr,
-        prompt_grad=args.prompt_grad,
-        threads=args.threads,
-        seed=args.seed,
-        tasks_only=args.tasks_only,
-        progress=not args.quiet,
-    )
-    try:
-        run(settings)
-    except OrchrmError as err:  # a setting no run can have: one line, before anything runs
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(err.exit_code)
+
+@config(frozen=True)
+class RLRealOptions:
+    """The comparison's options: `RLRealSettings`'s, and a size whose parts may be given."""
+
+    out: str = DEFAULTS.out
+    """Where the run's files go."""
+    quick: bool = False
+    """Tiny sizes: a few minutes."""
+    policy: str = DEFAULTS.policy
+    """The orchestrator: smollm2 (the bundled GGUF), a causal-LM directory or a GGUF."""
+    rm: str = DEFAULTS.rm
+    """A reward model directory (empty: one is trained into OUT)."""
+    methods: tuple[str, ...] = DEFAULTS.methods
+    """Comma-separated, of warmup, orchrm, execution."""
+    train_tasks: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Training tasks: the reward model's plans and GRPO's prompts."""
+    test_tasks: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Held-out tasks of the evaluation."""
+    rm_samples: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Plans a training task from each template orchestrator."""
+    rm_steps: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Reward-model training steps."""
+    warmup_steps: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Supervised warm-up steps."""
+    warmup_tasks: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Tasks a warm-up step."""
+    warmup_plans: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Base template plans a training task in the warm-up's data."""
+    steps: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """GRPO steps."""
+    prompts_per_step: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Tasks a GRPO step."""
+    num_generations: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Samples a task a GRPO step (the group)."""
+    eval_samples: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Plans a held-out task (M)."""
+    eval_runs: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Executions a held-out plan (K)."""
+    untrained_tasks: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Held-out tasks the untrained model writes one plan for."""
+    max_new_tokens: int = setting(0, min=0, panel="Sizes (0: the size's own)")
+    """Most tokens of a sampled plan."""
+    lr: float = setting(DEFAULTS.lr, min=0.0)
+    """GRPO's learning rate."""
+    warmup_lr: float = setting(DEFAULTS.warmup_lr, min=0.0)
+    """The supervised warm-up's learning rate."""
+    lora_r: int = setting(DEFAULTS.lora_r, min=1)
+    """The LoRA's rank."""
+    prompt_grad: bool = DEFAULTS.prompt_grad
+    """Back-propagate through the prompt too."""
+    threads: int = setting(DEFAULTS.threads, min=0)
+    """PyTorch threads (0: every core)."""
+    seed: int = DEFAULTS.seed
+    """Seed of the tasks, plans and training."""
+    quiet: bool = False
+    """No progress bars."""
+    tasks_only: bool = DEFAULTS.tasks_only
+    """Write the training and held-out tasks to OUT/logs/{train,test}.tasks.jsonl and
+    stop, executing nothing."""
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown or not self.methods:
+            raise ConfigError(f"--methods {','.join(self.methods)}: choose of {', '.join(METHODS)}")
+
+    def settings(self) -> RLRealSettings:
+        """The run's settings: the size's own, with the parts given over it."""
+        names = [f.name for f in dataclasses.fields(FULL)]
+        given = {n: getattr(self, n) for n in names if getattr(self, n)}
+        return RLRealSettings(
+            out=self.out,
+            sizes=dataclasses.replace(QUICK if self.quick else FULL, **given),
+            methods=self.methods,
+            policy=self.policy,
+            rm=self.rm,
+            lora_r=self.lora_r,
+            lr=self.lr,
+            warmup_lr=self.warmup_lr,
+            prompt_grad=self.prompt_grad,
+            threads=self.threads,
+            seed=self.seed,
+            tasks_only=self.tasks_only,
+            progress=not self.quiet,
+        )
+
+
+def main(options: RLRealOptions) -> None:
+    """Run the comparison."""
+    run(options.settings())
 
 
 if __name__ == "__main__":
-    main()
+    listed = {"parser": csv_values, "spell": ",".join}
+    run_script(RLRealOptions, main, doc=__doc__, settings={"methods": listed})

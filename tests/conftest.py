@@ -10,7 +10,8 @@ taken away here, before orchrm, typer or torch is imported:
   GITHUB_ACTIONS, ...) are dropped, so rich and typer print plain text at their
   defaults; tests that need a width give it;
 - parallel: the suite runs on pytest-xdist workers, one per core up to four, each
-  test file on one worker (`-n 0` runs it in one process);
+  test file on one worker and the files that keep other processes busy (`SHARE_CORES`)
+  on one together (`-n 0` runs it in one process);
 - threads: the cores shared among the workers, at most two OpenMP/PyTorch threads a
   worker (one on CI's 2 cores with its 2 workers), unless the run says (OMP_NUM_THREADS);
   `THREADS` gives the same count to what a test starts (a llama.cpp server);
@@ -91,6 +92,26 @@ def pytest_runtest_setup(item) -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+SHARE_CORES = {
+    "test_real_llm.py",
+    "test_real_exec.py",
+    "test_rl_pretrained.py",
+    "test_rm.py",
+    "test_rm_scale.py",
+}
+"""Test files whose tests keep a core busy from other processes (a llama.cpp server, an
+`accelerate launch` of two processes): they run on one worker, one after the other, so
+no two of them share the cores at once."""
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Each test file runs on one xdist worker (`--dist loadgroup`, its module fixtures
+    built once); the files of `SHARE_CORES` all on the same one."""
+    for item in items:
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group("share-cores" if name in SHARE_CORES else name))
 
 
 @pytest.fixture

@@ -56,26 +56,33 @@ def _tokenizer():
     return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    """A saved tiny Llama policy with SmolLM2's tokenizer (a causal-LM directory)."""
+def _tiny_llama(tokenizer, hidden: int, positions: int, **ids):
+    """A randomly initialized 2-layer Llama in fp32 for `tokenizer`, seeded."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    tokenizer = _tokenizer()
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
         num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
-        max_position_embeddings=2048,
+        max_position_embeddings=positions,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
+        **ids,
     )
+    return LlamaForCausalLM(config).to(torch.float32)
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    """A saved tiny Llama policy with SmolLM2's tokenizer (a causal-LM directory)."""
+
+    tokenizer = _tokenizer()
     path = tmp_path_factory.mktemp("tiny-policy")
-    LlamaForCausalLM(config).to(torch.float32).save_pretrained(path)
+    _tiny_llama(tokenizer, hidden=32, positions=2048).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
 
@@ -245,7 +252,6 @@ def plan_writer_dir(tmp_path_factory):
     any orchestrator prompt: every weight fit on them, with a tokenizer of the pieces of
     the prompt and of the templates' plans (~270 tokens), which a 2-layer model learns in
     a few seconds where SmolLM2's 49,152 tokens would take it minutes."""
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     system = prompts.orchestrator("", "high")[0]["content"]
     drawn = [STRUCTURES[s](Choices(random.Random(k))) for s in STRUCTURES for k in range(8)]
@@ -253,20 +259,7 @@ def plan_writer_dir(tmp_path_factory):
     texts = [f"system\n{system}\nuser\nTask:\nassistant\n", *THINKING.values(), *plans]
     tokenizer = _word_tokenizer(texts)
     tokenizer.padding_side = "left"
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    model = LlamaForCausalLM(config).to(torch.float32)
+    model = _tiny_llama(tokenizer, hidden=64, positions=1024, pad_token_id=tokenizer.pad_token_id)
     rows = [(0, ids) for ids in _written(tokenizer).values()]
     questions = [t.task.question for t in make_tasks(MIX, 4, 9, "train")]
     steps = 160

@@ -3,14 +3,12 @@ build the config, call the library, render the result)."""
 
 from __future__ import annotations
 
-import errno
-
 import typer
 from typer.core import TyperGroup
 
 from orchrm import __version__
 from orchrm.cli.bestofn import cross_validate_command, eval_command
-from orchrm.cli.console import UNREADABLE, UNWRITABLE, console, fail
+from orchrm.cli.console import console, user_errors
 from orchrm.cli.demo import demo_command
 from orchrm.cli.help import HelpCommand
 from orchrm.cli.parse import parse_command
@@ -27,7 +25,6 @@ from orchrm.cli.serve import serve_command
 from orchrm.cli.store import ingest_command, pairs_app, store_app
 from orchrm.cli.view import view_command
 from orchrm.cli.world import world_app
-from orchrm.errors import OrchrmError
 
 
 class OrchrmGroup(TyperGroup):
@@ -38,19 +35,8 @@ class OrchrmGroup(TyperGroup):
 
     def invoke(self, ctx: typer.Context):
         """Run the chosen command, turning user errors into their one line."""
-        try:
+        with user_errors():
             return super().invoke(ctx)
-        except OrchrmError as err:
-            fail(str(err), err.exit_code)
-        except OSError as err:
-            # An OS error that names a file is about the user's files or disk; one
-            # without a file name comes from deeper down and stays a traceback. Outputs
-            # go through jsonl.atomic_file (OutputError), so the rest are inputs, but for
-            # a disk that is full or read-only.
-            if err.filename is None:
-                raise
-            full = err.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT)
-            fail(f"{err.filename}: {err.strerror or err}", UNWRITABLE if full else UNREADABLE)
 
 
 app = typer.Typer(

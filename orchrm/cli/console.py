@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -9,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from orchrm.errors import OrchrmError
 from orchrm.jsonl import printable
 
 console = Console()
@@ -30,6 +34,26 @@ def fail(message: str, code: int = USAGE) -> None:
     so paths with brackets print as they are), exit status `code`."""
     err_console.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
     raise typer.Exit(code)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """A user's error (`OrchrmError`, or an OS error about a named file) as one line on
+    stderr and the exit status of its kind (`USAGE`, `UNREADABLE`, `UNWRITABLE`);
+    anything else is a bug and keeps its traceback (exit status 1)."""
+    try:
+        yield
+    except OrchrmError as err:
+        fail(str(err), err.exit_code)
+    except OSError as err:
+        # An OS error that names a file is about the user's files or disk; one without a
+        # file name comes from deeper down and stays a traceback. Outputs go through
+        # jsonl.atomic_file (OutputError), so the rest are inputs, but for a disk that is
+        # full or read-only.
+        if err.filename is None:
+            raise
+        full = err.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+        fail(f"{err.filename}: {err.strerror or err}", UNWRITABLE if full else UNREADABLE)
 
 
 def warn(message: str) -> None:

@@ -24,10 +24,18 @@ from typing import Any
 
 import typer
 
-from orchrm.cli.console import fail
+from orchrm.cli.console import user_errors
 from orchrm.cli.help import HelpCommand
 from orchrm.cli.options import config_options
-from orchrm.errors import OrchrmError
+
+
+class ScriptCommand(HelpCommand):
+    """A script's one command: a user's error is one line and its exit status, as in
+    `orchrm` (`user_errors`)."""
+
+    def invoke(self, ctx: typer.Context):
+        with user_errors():
+            return super().invoke(ctx)
 
 
 def run_script(
@@ -47,11 +55,5 @@ def run_script(
     def command(config: Any) -> None:
         main(config)
 
-    app.command(cls=HelpCommand, help=about)(config_options(config, **options)(command))
-    try:
-        app(args=list(argv) if argv is not None else None, prog_name=Path(sys.argv[0]).name)
-    except OrchrmError as err:  # a bad option value, or one the run refuses
-        try:
-            fail(str(err), err.exit_code)
-        except typer.Exit as done:
-            raise SystemExit(done.exit_code) from None
+    app.command(cls=ScriptCommand, help=about)(config_options(config, **options)(command))
+    app(args=list(argv) if argv is not None else None, prog_name=Path(sys.argv[0]).name)

@@ -42,6 +42,13 @@ def test_a_bad_value_is_one_line_and_exit_status_2():
     assert "Traceback" not in refused.stderr
 
 
+def test_an_unreadable_named_file_is_one_line_and_exit_status_3(tmp_path):
+    missing = tmp_path / "callers.py"
+    done = script("--calls", "3", "--poisoned", "0", "--callers", str(missing))
+    assert done.returncode == 3
+    assert done.stderr.strip().splitlines() == [f"error: {missing}: No such file or directory"]
+
+
 def test_a_config_file_sets_what_the_command_line_does_not(tmp_path):
     settings = tmp_path / "stress.yaml"
     settings.write_text("calls: 40\npoisoned: 4\nthreads: 2\nround_ms: 0.0\n")

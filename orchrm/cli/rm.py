@@ -169,7 +169,10 @@ def evaluate_rm_command(
     """Pairwise accuracy of a reward model on held-out pairs: overall, per kind, per domain."""
     from orchrm.training.train import evaluate_file
 
-    metrics = evaluate_file(Path(config.rm), pairs, dtype=config.dtype)
+    metrics = evaluate_file(
+        Path(config.rm), pairs, dtype=config.dtype, aggregate=config.aggregate,
+        spread_weight=config.spread_weight,
+    )  # fmt: skip
     if as_json:
         print(json.dumps(metrics, indent=2))
         return
@@ -208,6 +211,8 @@ def score_command(
         config.protocol,
         batch_size=config.batch_size,
         dtype=config.dtype,
+        aggregate=config.aggregate,
+        spread_weight=config.spread_weight,
         **remote,
     )
     result = score_files(model, files)

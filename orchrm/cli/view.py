@@ -45,7 +45,10 @@ def view_command(
     if scoring.rm or scoring.rm_url:
         from orchrm.scoring.load import load_scorer
 
-        scorer = load_scorer(scoring.rm, scoring.rm_url, dtype=scoring.dtype)
+        scorer = load_scorer(
+            scoring.rm, scoring.rm_url, dtype=scoring.dtype, aggregate=scoring.aggregate,
+            spread_weight=scoring.spread_weight,
+        )  # fmt: skip
     page = build_view(
         files, scorer, orchestrator=orchestrator, n=samples, max_tasks=max_tasks, title=title
     )

@@ -32,6 +32,11 @@ another node does not), so give settings as reward kwargs.
 - `normalize` (`ORCHRM_NORMALIZE`, default on; `0` turns it off): scores normalized by the
   model's training-time statistics when they are known (a local model's, or a server's
   whose model directory is given); otherwise used as the server returns them.
+- `aggregate`, `spread_weight` (reward kwargs or extra_info only): with `rm_path` an
+  ensemble (`orchrm train --ensemble K`), the score its members make (`mean`, `min`,
+  `mean_minus_std` with `spread_weight`, `warm`; default: the ensemble's own); the
+  result then also carries `rm_spread`, the members' standard deviation, which verl
+  logs. A server aggregates as it was started (`orchrm serve --aggregate`).
 
 verl 0.9 configuration (command-line overrides of `ppo_trainer.yaml`):
 
@@ -77,6 +82,8 @@ class Settings:
     rm_protocol: str
     dtype: str
     normalize: bool
+    aggregate: str = ""
+    spread_weight: float | None = None
 
 
 _SCORERS: dict[Settings, Scorer] = {}
@@ -96,6 +103,8 @@ def _scorer(settings: Settings) -> Scorer:
                 url or None,
                 settings.rm_protocol or None,
                 dtype="auto" if url else settings.dtype,  # a server scores in its own
+                aggregate=settings.aggregate or None,
+                spread_weight=settings.spread_weight,
             )
         return _SCORERS[settings]
 
@@ -118,6 +127,8 @@ def _settings(extra: dict, kwargs: dict) -> Settings:
         rm_protocol=text("rm_protocol", RM_PROTOCOL_ENV),
         dtype=text("dtype", DTYPE_ENV, "auto"),
         normalize=text("normalize", NORMALIZE_ENV, "1") not in ("0", "false", "False"),
+        aggregate=str(extra.get("aggregate", kwargs.get("aggregate")) or ""),
+        spread_weight=_number(extra.get("spread_weight", kwargs.get("spread_weight"))),
     )
     if not settings.rm_path and not settings.rm_url:
         raise ConfigError(
@@ -125,6 +136,16 @@ def _settings(extra: dict, kwargs: dict) -> Settings:
             f"{RM_URL_ENV})"
         )
     return settings
+
+
+def _number(value) -> float | None:
+    """A reward kwarg given as a number or its text (None: not given)."""
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"spread_weight {value!r}: give a number >= 0") from None
 
 
 def compute_score_batch(
@@ -157,8 +178,10 @@ def compute_score_batch(
         tokens = [r.tokens for r in scored]
         if settings.normalize:
             scores = scorer.info.normalize(scores)
-        for (n, _, _), score, count in zip(members, scores, tokens, strict=True):
+        for (n, _, _), score, count, r in zip(members, scores, tokens, scored, strict=True):
             out[n] = {"score": float(score), "valid": 1.0, "rm_tokens": count}
+            if r.spread is not None:
+                out[n]["rm_spread"] = r.spread
     return [r for r in out if r is not None]
 
 

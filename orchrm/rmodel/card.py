@@ -215,6 +215,37 @@ def _evaluation_section(meta: dict) -> list[str]:
     return out
 
 
+def _ensemble_section(meta: dict) -> list[str]:
+    """For an ensemble: its members, how they differ, its aggregates' validation accuracy
+    beside each member's (nothing for one model)."""
+    entry = meta.get("ensemble")
+    if not isinstance(entry, dict) or not entry.get("members"):
+        return []
+    seeds = ", ".join(str(s) for s in entry.get("seeds", []))
+    drawn = (
+        "each on a bootstrap draw of the training tasks"
+        if entry.get("bootstrap")
+        else "on the same pairs"
+    )
+    out = [
+        "## Ensemble",
+        "",
+        f"An ensemble of {entry['members']} members (`members/0` ...), trained with seeds "
+        f"{seeds}, {drawn}. The weights of this directory are their average (WARM), what "
+        "any Hugging Face loader reads; orchrm's scorer reads the members and gives each "
+        "plan the members' mean, their spread (standard deviation of the normalized "
+        f"rewards) and, as its score, the aggregate `{entry.get('aggregate')}` "
+        f"(spread weight {_number(entry.get('spread_weight'))}) unless told another.",
+    ]
+    accuracy = entry.get("validation_accuracy") or {}
+    rows = [(f"aggregate `{k}`", _share(v)) for k, v in accuracy.items()]
+    for i, m in enumerate(entry.get("member_metrics") or []):
+        rows.append((f"member {i}", _share((m or {}).get("accuracy"))))
+    if rows:
+        out += ["", *_table(("scored by", "validation accuracy"), rows)]
+    return [*out, ""]
+
+
 def _calibration_section(meta: dict) -> list[str]:
     calibration = meta.get("calibration")
     out = ["## Calibration", ""]
@@ -352,6 +383,7 @@ def model_card(meta: dict, name: str = "MODEL_DIR") -> str:
         "",
         *_evaluation_section(meta),
         "",
+        *_ensemble_section(meta),
         *_calibration_section(meta),
         "",
         *_usage_section(meta, name),

@@ -44,6 +44,13 @@ class Scored:
     """Why there is no score: the `ParseError` reason code ('' when scored)."""
     message: str = ""
     """The `ParseError` message ('' when scored)."""
+    mean: float | None = None
+    """An ensemble's mean of its members' normalized rewards (None: one model)."""
+    spread: float | None = None
+    """An ensemble's standard deviation of its members' normalized rewards, its
+    uncertainty about the item (None: one model)."""
+    members: tuple[float, ...] = ()
+    """An ensemble's members' normalized rewards, in member order (empty: one model)."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from orchrm.configs import config, setting
+from orchrm.rmodel.ensemble import AGGREGATES
 from orchrm.rmodel.precision import DTYPES
 from orchrm.scoring.remote_protocols import PROTOCOLS
 
@@ -30,5 +31,11 @@ class ScoreConfig:
     """Precision of the forward passes; auto: bf16 where the hardware runs it fast (CUDA
     with bf16, a CPU with AMX), else fp32; the ORCHRM_BF16 environment variable (1 or 0)
     overrides the detection. Not with --rm-url: a server scores in its own."""
+    aggregate: Literal[AGGREGATES] | None = setting(None, panel="Model")
+    """With an ensemble (`orchrm train --ensemble K`): the score its members' normalized
+    rewards make (mean, min, mean_minus_std, or warm: the averaged weights alone);
+    None: the ensemble's own. Rows then also carry score_mean and score_spread."""
+    spread_weight: float | None = setting(None, min=0.0, panel="Model")
+    """With an ensemble: lambda of mean_minus_std; None: the ensemble's own."""
     out: str | None = setting(None, panel="Output")
     """JSONL of scores (default: stdout)."""

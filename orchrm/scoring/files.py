@@ -18,7 +18,8 @@ class ScoredRecords:
 
     rows: list[dict] = field(default_factory=list)
     """Per record: `file`, `line`, `task_id`, `score` (None, with `reason`, for a record
-    that holds no scorable orchestration)."""
+    that holds no scorable orchestration); from an ensemble also `score_mean` and
+    `score_spread` (`orchrm.scoring.base.Scored`)."""
     problems: list[tuple[str, int, str, str]] = field(default_factory=list)
     """(file, line, reason, message) of every record left unscored."""
     unreadable: list[tuple[Path, OSError]] = field(default_factory=list)
@@ -49,5 +50,7 @@ def score_files(model: Scorer, files: Sequence[Path]) -> ScoredRecords:
     scored = model.score([(q, o) for _, q, o in items])
     for (n, _, _), result in zip(items, scored, strict=True):
         out.rows[n]["score"] = result.score
+        if result.spread is not None:
+            out.rows[n] |= {"score_mean": result.mean, "score_spread": result.spread}
     out.scored = len(items)
     return out

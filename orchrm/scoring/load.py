@@ -21,6 +21,8 @@ def load_scorer(
     dtype: str = "auto",
     check_version: bool = True,
     trust_remote_code: bool = False,
+    aggregate: str | None = None,
+    spread_weight: float | None = None,
     **remote,
 ) -> Scorer:
     """The reward model to score with: `rm` (a model directory) loaded here, or, with
@@ -29,12 +31,21 @@ def load_scorer(
     field: `tokenizer`, `max_length`, `concurrency`, `timeout_s`, `api_key`, ...) only go
     with a URL; `api_key` defaults to the ORCHRM_API_KEY environment variable. `dtype`
     (auto, bf16 or fp32) only goes with a model scored here: a server scores in its own
-    precision (`orchrm serve --dtype`). Raises an `OrchrmError` naming what is missing or
-    wrong."""
+    precision (`orchrm serve --dtype`). A model directory that holds an ensemble
+    (`orchrm train --ensemble K`) gives an `EnsembleScorer` whose scores are `aggregate`
+    (mean, min, mean_minus_std with `spread_weight`; None: the ensemble's own) of its
+    members', with the spread beside them; `aggregate="warm"` scores with its averaged
+    weights alone (`orchrm.rmodel.ensemble`). Raises an `OrchrmError` naming what is
+    missing or wrong."""
     if rm_url and dtype not in (None, "", "auto"):
         raise ConfigError(
             f"dtype {dtype} only applies to a model scored here: a reward server scores in "
             "its own precision (orchrm serve --dtype)"
+        )
+    if rm_url and (aggregate or spread_weight is not None):
+        raise ConfigError(
+            "aggregate and spread_weight only apply to an ensemble scored here: a reward "
+            "server aggregates as it was started (orchrm serve --aggregate)"
         )
     if rm_url:
         from orchrm.scoring.remote import API_KEY_ENV, RemoteConfig, RemoteScorer
@@ -62,11 +73,25 @@ def load_scorer(
         raise ConfigError("no reward model: give a model directory or a reward server's URL")
     from orchrm.scoring.local import OrchRM
 
-    return OrchRM.load(
-        rm,
+    load = dict(
         device=device,
         dtype=dtype,
         trust_remote_code=trust_remote_code,
         check_version=check_version,
         batch_size=batch_size,
     )
+    if aggregate != "warm" and is_ensemble(rm):
+        from orchrm.scoring.ensemble import EnsembleScorer
+
+        return EnsembleScorer.load(rm, aggregate, spread_weight, **load)
+    if aggregate not in (None, "warm") or spread_weight is not None:
+        raise ConfigError(f"{rm} is one model, not an ensemble: it has no aggregate to choose")
+    return OrchRM.load(rm, **load)
+
+
+def is_ensemble(rm: str | Path) -> bool:
+    """Whether the model directory `rm` holds an ensemble (checked loads come after)."""
+    from orchrm.rmodel.ensemble import ensemble_settings
+    from orchrm.rmodel.files import model_directory, read_metadata
+
+    return ensemble_settings(read_metadata(model_directory(rm))) is not None

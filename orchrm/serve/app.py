@@ -7,6 +7,9 @@ Routes (JSON in and out):
   by the model) or `unparseable` (`reason` is the ParseError code; score = the configured
   penalty); `tokens` are the model's input tokens (the verification cost); `p_correct`
   the model's calibrated P(correct) (`orchrm calibrate`; null without a calibration).
+  From an ensemble (`orchrm train --ensemble K`), `score` is the aggregate it serves
+  (`ServeConfig.aggregate`) and `mean` and `spread` (absent from one model's answer)
+  are its members' mean and standard deviation.
 - `POST /select` (the same body, with `selector`, `answers`, `selector_options`):
   best-of-N by a selector of the registry (`orchrm.serve.select`), `{"selector",
   "chosen", "scores", "selection_scores", "executed", "drawn", "results", "tokens",
@@ -40,7 +43,7 @@ import copy
 import logging
 import time
 from contextlib import asynccontextmanager
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,6 +68,7 @@ from orchrm.serve.prepare import (
     Limits,
     Rendered,
     Scored,
+    answer_of,
     install_tokenizer,
     over_budget,
     prepare_request,
@@ -192,7 +196,7 @@ class _Scoring:
         for item in items:
             if isinstance(item, Rendered):
                 result = next(scores)
-                item = item.scored(result.score, result.tokens)
+                item = item.scored(result)
                 if self.calibration is not None:
                     p = self.calibration.probability([item.score])[0]
                     item = replace(item, p_correct=p)
@@ -272,7 +276,7 @@ def _add_routes(app: FastAPI, scoring: _Scoring, rm, config: ServeConfig) -> Non
     async def score(request: Request) -> JSONResponse:
         results = await scoring.results(request, "score")
         tokens = sum(r.tokens for r in results)
-        return JSONResponse({"results": [asdict(r) for r in results], "tokens": tokens})
+        return JSONResponse({"results": [answer_of(r) for r in results], "tokens": tokens})
 
     @app.post("/select")
     async def select(request: Request) -> JSONResponse:
@@ -308,6 +312,7 @@ def _add_routes(app: FastAPI, scoring: _Scoring, rm, config: ServeConfig) -> Non
             "dtype": getattr(rm, "dtype", None),
             "forward_batch_size": getattr(rm, "batch_size", None),
             "calibration": scoring.calibration.method if scoring.calibration else None,
+            "ensemble": ensemble_health(rm),
             "max_batch_size": config.max_batch_size,
             "max_wait_ms": config.max_wait_ms,
         }
@@ -316,6 +321,14 @@ def _add_routes(app: FastAPI, scoring: _Scoring, rm, config: ServeConfig) -> Non
     async def metrics_route() -> PlainTextResponse:
         text = scoring.metrics.render()
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+
+def ensemble_health(rm) -> dict | None:
+    """`/healthz`'s `ensemble`: members, aggregate and spread weight (None: one model)."""
+    members = getattr(rm, "members", None)
+    if not members:
+        return None
+    return {"members": len(members), "aggregate": rm.aggregate, "spread_weight": rm.spread_weight}
 
 
 def _first_label(rm) -> str:
@@ -332,15 +345,16 @@ def serve(config: ServeConfig) -> Drain | None:
     be read (`DamagedModel`, `NoModel`) is refused before the port is bound."""
     import torch
 
-    from orchrm.scoring.local import OrchRM
+    from orchrm.scoring.load import load_scorer
     from orchrm.serve.guard import DrainingServer
 
     config.check()
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
-    rm = OrchRM.load(
-        config.rm, device=config.device, dtype=config.dtype, batch_size=config.max_batch_size
-    )
+    rm = load_scorer(
+        config.rm, device=config.device, dtype=config.dtype, batch_size=config.max_batch_size,
+        aggregate=config.aggregate, spread_weight=config.spread_weight,
+    )  # fmt: skip
     rm.batch_size = forward_batch_size(config, rm.device)
     rm.score_texts(["warm-up"])  # the first forward pass pays one-off costs
     server = DrainingServer(uvicorn_config(create_app(rm, config), config))

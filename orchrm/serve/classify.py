@@ -124,6 +124,7 @@ def classify_answer(results: list[Scored], activation: bool, *, model: str, labe
             "probs": [_output(r, activation)],
             "num_classes": 1,
             "prompt_tokens": r.tokens,
+            **_spread(r),
         }
         for i, r in enumerate(results)
     ]
@@ -138,10 +139,16 @@ def pooling_answer(results: list[Scored], activation: bool, *, model: str) -> di
             "object": "pooling",
             "data": [_output(r, activation)],
             "prompt_tokens": r.tokens,
+            **_spread(r),
         }
         for i, r in enumerate(results)
     ]
     return _answer("pool", model, data, results)
+
+
+def _spread(result: Scored) -> dict:
+    """An ensemble's `spread` of the item's members (absent from one model's answer)."""
+    return {} if result.spread is None else {"spread": result.spread}
 
 
 def _output(result: Scored, activation: bool) -> float:

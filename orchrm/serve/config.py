@@ -8,6 +8,7 @@ from typing import Literal
 
 from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
+from orchrm.rmodel.ensemble import AGGREGATES
 from orchrm.rmodel.precision import DTYPES
 
 API_KEY_ENV = "ORCHRM_API_KEY"
@@ -61,6 +62,13 @@ class ServeConfig:
     fp32 (`orchrm.rmodel.precision`; ORCHRM_BF16 overrides the detection). /healthz says
     which. A client gets this server's scores bit for bit from a local model loaded in
     the same precision and scoring the same batches (docs/remote-scoring.md)."""
+    aggregate: Literal[AGGREGATES] | None = setting(None, panel="Model")
+    """With an ensemble (`orchrm train --ensemble K`): the score served (mean, min,
+    mean_minus_std, or warm: the averaged weights alone, one pass); None: the
+    ensemble's own. Answers carry each item's spread beside it (module docstring of
+    `orchrm.serve.app`)."""
+    spread_weight: float | None = setting(None, min=0.0, panel="Model")
+    """With an ensemble: lambda of mean_minus_std; None: the ensemble's own."""
     num_threads: int | None = setting(None, min=1, panel="Scale")
     """CPU threads for PyTorch; None: its default (one per core)."""
     max_request_seconds: float = setting(30.0, panel="Limits")

@@ -117,6 +117,7 @@ class ScoredQuery(Protocol):
     status: str
     tokens: int
     p_correct: float | None
+    spread: float | None
 
 
 def reward_answer(results: Sequence[ScoredQuery]) -> dict:
@@ -128,8 +129,16 @@ def reward_answer(results: Sequence[ScoredQuery]) -> dict:
             "orchrm_parsed": [float(r.status != "unparseable") for r in results],
             "orchrm_valid": [float(r.status == "ok") for r in results],
             "orchrm_tokens": [float(r.tokens) for r in results],
+            **_spreads(results),
         },
     }
+
+
+def _spreads(results: Sequence[ScoredQuery]) -> dict:
+    """`extra_logs`' `orchrm_spread` from an ensemble (an unparseable query's is 0)."""
+    if not any(r.spread is not None for r in results):
+        return {}
+    return {"orchrm_spread": [float(r.spread or 0.0) for r in results]}
 
 
 def openrlhf_score(result: ScoredQuery) -> float:

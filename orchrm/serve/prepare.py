@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pickle
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from orchrm.jsonl import BadLine, loads, printable
@@ -73,6 +73,20 @@ class Scored:
     p_correct: float | None = None
     """P(executing it gives a right answer), from the model's calibration (None: the
     model has none, or the orchestration does not parse)."""
+    mean: float | None = None
+    """An ensemble's mean of its members' normalized rewards (None: one model, or the
+    orchestration does not parse)."""
+    spread: float | None = None
+    """An ensemble's standard deviation of its members' normalized rewards (None: one
+    model, or the orchestration does not parse)."""
+
+
+def answer_of(result: Scored) -> dict:
+    """A result as a route answers it: `mean` and `spread` only from an ensemble."""
+    out = asdict(result)
+    if result.spread is None:
+        del out["mean"], out["spread"]
+    return out
 
 
 @dataclass(frozen=True)
@@ -85,11 +99,16 @@ class Rendered:
     orchestration: Orchestration | None = None
     """The parsed plan, kept for a selector that reads it (`/select`)."""
 
-    def scored(self, score: float, tokens: int) -> Scored:
-        """Its result, with the input tokens the model read to score it."""
+    def scored(self, result) -> Scored:
+        """Its result from the model's `orchrm.scoring.base.Scored` (score, input tokens
+        read, an ensemble's mean and spread)."""
         reason = ",".join(self.broken) or None
         message = f"breaks graph rules: {reason}" if self.broken else None
-        return Scored(score, "invalid" if self.broken else "ok", reason, message, tokens)
+        status = "invalid" if self.broken else "ok"
+        return Scored(
+            result.score, status, reason, message, result.tokens,
+            mean=result.mean, spread=result.spread,
+        )  # fmt: skip
 
 
 class Tokens:

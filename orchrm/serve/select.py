@@ -28,7 +28,6 @@ predicts grows with the plan, so it runs where the request's deadline can stop i
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +44,7 @@ from orchrm.serve.prepare import (
     Limits,
     Rendered,
     Scored,
+    answer_of,
     check_text,
     decode,
     domain_of,
@@ -305,7 +305,7 @@ def select_answer(body: SelectBody, results: list[Scored], choice: Choice) -> di
         "selection_scores": list(choice.scores),
         "executed": list(choice.executed),
         "drawn": choice.drawn,
-        "results": [dataclasses.asdict(r) for r in results],
+        "results": [answer_of(r) for r in results],
         "tokens": sum(r.tokens for r in results) if choice.tokens is None else choice.tokens,
         "plan": choice.plan,
         "edits": list(choice.edits),

@@ -8,6 +8,7 @@ from typing import Literal
 
 from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
+from orchrm.rmodel.ensemble import AGGREGATES, DEFAULT_AGGREGATE, DEFAULT_SPREAD_WEIGHT
 from orchrm.rmodel.precision import DTYPES
 from orchrm.training.tracking import REPORT_TO, check_report_to
 
@@ -134,6 +135,20 @@ class TrainConfig:
     """Let a backbone run code shipped with it (off unless asked)."""
     num_threads: int | None = setting(None, min=1, panel="Scale")
     """CPU threads for PyTorch; None: its default."""
+    ensemble: int = setting(1, min=1, panel="Ensemble")
+    """Members of a reward-model ensemble: K models trained with seeds seed, seed+1, ...
+    (and, with `bootstrap`, each on its own resample of the training pairs) into one
+    model directory whose weights are the members' average and whose scorer reports
+    each item's spread (`orchrm.rmodel.ensemble`). 1: one model."""
+    bootstrap: bool = setting(True, panel="Ensemble")
+    """With `ensemble` above 1: each member trains on a draw with replacement of as many
+    training tasks' pairs as there are (a task's pairs stay together)."""
+    aggregate: Literal[AGGREGATES] = setting(DEFAULT_AGGREGATE, panel="Ensemble")
+    """The ensemble's default score: mean, min (worst case), mean_minus_std (mean minus
+    `spread_weight` x spread) or warm (the averaged weights alone); a scorer may choose
+    another."""
+    spread_weight: float = setting(DEFAULT_SPREAD_WEIGHT, min=0.0, panel="Ensemble")
+    """lambda of mean_minus_std."""
     extra: dict = field(default_factory=dict, metadata={"panel": "Output"})
     """Free-form notes stored in the checkpoint metadata."""
 

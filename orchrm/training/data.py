@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +99,17 @@ _NO_PAIRS = (
     "{} holds no pairs: give a file of prompt/chosen/rejected records (`orchrm pairs "
     "export` writes them from mined pairs)"
 )
+
+
+def bootstrap(records: list[dict], seed: int) -> list[dict]:
+    """A draw with replacement of the tasks of `records` (as many draws as tasks), each
+    drawn task with all its pairs; a record without `task_id` is a task of its own."""
+    groups: dict[str, list[dict]] = {}
+    for r in records:
+        groups.setdefault(str(r.get("task_id") or r["prompt"]), []).append(r)
+    keys = sorted(groups)
+    rng = random.Random(f"bootstrap:{seed}")
+    return [r for _ in keys for r in groups[rng.choice(keys)]]
 
 
 def data_hash(records: list[dict]) -> str:

@@ -29,6 +29,11 @@ def pairwise_accuracy(
     model.train(was_training)
     chosen = [reward_of[tuple(ids)] for ids in pairs.chosen]
     rejected = [reward_of[tuple(ids)] for ids in pairs.rejected]
+    return accuracy_metrics(chosen, rejected, pairs)
+
+
+def accuracy_metrics(chosen: list[float], rejected: list[float], pairs: Pairs) -> dict:
+    """`pairwise_accuracy`'s metrics from the rewards of each pair's two texts."""
     wins = [c > r for c, r in zip(chosen, rejected, strict=True)]
 
     def accuracy_by(labels: list[str]) -> dict[str, float]:
@@ -50,10 +55,30 @@ def pairwise_accuracy(
 
 
 def evaluate_file(
-    model_dir: str | Path, pairs_file: str | Path, batch_size: int = 32, dtype: str = "auto"
+    model_dir: str | Path,
+    pairs_file: str | Path,
+    batch_size: int = 32,
+    dtype: str = "auto",
+    aggregate: str | None = None,
+    spread_weight: float | None = None,
 ) -> dict:
     """`pairwise_accuracy` of a saved reward model on an exported pair file (e.g. the
-    test split), scored in `dtype` (auto, bf16 or fp32)."""
+    test split), scored in `dtype` (auto, bf16 or fp32); an ensemble's by `aggregate`
+    (`orchrm.scoring.load.load_scorer`)."""
+    from orchrm.scoring.load import is_ensemble, load_scorer
+
+    if aggregate != "warm" and is_ensemble(model_dir):
+        scorer = load_scorer(
+            model_dir, dtype=dtype, batch_size=batch_size, aggregate=aggregate,
+            spread_weight=spread_weight,
+        )  # fmt: skip
+        records = read_pair_file(pairs_file)
+        pairs = tokenize(records, scorer.tokenizer, scorer.max_length)
+        chosen = scorer.score_texts([r["prompt"] + r["chosen"] for r in records])
+        rejected = scorer.score_texts([r["prompt"] + r["rejected"] for r in records])
+        return accuracy_metrics([c.score for c in chosen], [r.score for r in rejected], pairs)
+    if aggregate not in (None, "warm") or spread_weight is not None:
+        load_scorer(model_dir, aggregate=aggregate, spread_weight=spread_weight)  # says why not
     rm = load_saved(model_dir, dtype=dtype)
     pairs = tokenize(read_pair_file(pairs_file), rm.tokenizer, rm.max_length)
     side = padding_side(rm.model, rm.tokenizer)

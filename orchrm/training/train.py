@@ -70,7 +70,7 @@ from orchrm.training.checkpoint import (
     save_checkpoint,
 )
 from orchrm.training.config import TrainConfig
-from orchrm.training.data import Pairs, load_splits, tokenize
+from orchrm.training.data import Pairs, bootstrap, load_splits, tokenize
 
 # evaluate_file and disable_dropout: imported from here by `orchrm evaluate-rm` and
 # orchrm.memplan.probe.
@@ -156,7 +156,7 @@ class _Run:
         )
 
 
-def _prepare(config: TrainConfig, resume: bool) -> _Run:
+def _prepare(config: TrainConfig, resume: bool, ensemble_seed: int | None = None) -> _Run:
     """Configure the accelerator, model and data, then `_schedule`."""
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
@@ -169,7 +169,10 @@ def _prepare(config: TrainConfig, resume: bool) -> _Run:
     if resume:
         require_checkpoint(Path(config.out))
     # the data first: a file without pairs is said before a model loads
-    train_records, val_records = load_splits(config.pairs, config.validation_share, config.seed)
+    split_seed = config.seed if ensemble_seed is None else ensemble_seed  # members: one split
+    train_records, val_records = load_splits(config.pairs, config.validation_share, split_seed)
+    if ensemble_seed is not None and config.bootstrap:
+        train_records = bootstrap(train_records, config.seed)
     torch.manual_seed(config.seed)  # the score head's initialization
     # configure the model
     backbone = config.backbone or default_backbone()
@@ -446,10 +449,22 @@ def _loop(run: _Run, progress: bool) -> bool:
     return False
 
 
-def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> TrainSummary:
+def train(
+    config: TrainConfig,
+    resume: bool = False,
+    progress: bool = True,
+    ensemble_seed: int | None = None,
+) -> TrainSummary:
     """Train (or, with `resume`, continue) a reward model into OUT/model; returns the
-    summary that is also stored in the saved model's metadata."""
-    run = _prepare(config, resume)
+    summary that is also stored in the saved model's metadata. With `config.ensemble`
+    above 1, an ensemble (`orchrm.training.ensemble`); `ensemble_seed` is the seed of the
+    ensemble a member belongs to (its validation split, and with `bootstrap` its draw of
+    the training tasks from its own seed)."""
+    if config.ensemble > 1:
+        from orchrm.training.ensemble import train_ensemble
+
+        return train_ensemble(config, train, resume, progress)
+    run = _prepare(config, resume, ensemble_seed)
     try:
         stopped = _loop(run, progress)
     finally:

@@ -78,9 +78,15 @@ def setting(
 
 
 def field_help(cls: type) -> dict[str, str]:
-    """Every documented field of the config class `cls` and its help, on one line."""
-    fields = getattr(cls, "__pydantic_fields__", {})
-    return {k: " ".join(f.description.split()) for k, f in fields.items() if f.description}
+    """Every documented field of the config class `cls` and its help, on one line; a field
+    a config class inherits keeps its base's help."""
+    helps: dict[str, str] = {}
+    for klass in cls.__mro__:
+        fields = getattr(klass, "__pydantic_fields__", {})
+        for k, f in fields.items():
+            if f.description and k not in helps:
+                helps[k] = " ".join(f.description.split())
+    return helps
 
 
 def is_internal(f: dataclasses.Field) -> bool:

@@ -41,7 +41,7 @@ def test_help_fits_80_columns_and_shows_every_option_whole(path, command):
 def test_train_options_are_grouped_by_what_they_set():
     text = CliRunner(env={"COLUMNS": "80"}).invoke(app, ["train", "--help"]).output
     panels = re.findall(r"^(\w[\w ]*):$", text, flags=re.M)
-    assert panels == ["Options", "Data", "Model", "Optimization", "Scale", "Output"]
+    assert panels == ["Options", "Data", "Model", "Optimization", "Ensemble", "Scale", "Output"]
     data = text.split("\nData:\n")[1].split("\n\n")[0]
     assert "--pairs" in data and "--lr" not in data
 

@@ -18,7 +18,7 @@ import typer
 from orchrm.configs import field_help, internal_inside, is_internal, load_config, with_values
 from orchrm.errors import ConfigError
 
-PANELS = ("Data", "Model", "Optimization", "Scale", "Selectors", "Output")
+PANELS = ("Data", "Model", "Optimization", "Ensemble", "Scale", "Selectors", "Output")
 """The order of the help panels fields declare; any other panel follows them."""
 CONFIG_HELP = (
     "Read the settings from this YAML file (a run's config.yaml, or a recipe under "

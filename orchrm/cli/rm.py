@@ -27,7 +27,7 @@ from orchrm.cli.console import (
 from orchrm.cli.options import config_options
 from orchrm.configs import dump_config
 from orchrm.jsonl import printable
-from orchrm.scoring.config import ScoreConfig
+from orchrm.scoring.config import EvaluateConfig, ScoreConfig
 from orchrm.training.config import TrainConfig
 from orchrm.training.summary import TrainSummary
 
@@ -160,14 +160,26 @@ def validation_line(summary: TrainSummary) -> str:
     )
 
 
-@config_options(ScoreConfig, required=["rm"], leave_out=SERVER_ONLY)
+@config_options(EvaluateConfig, required=["rm"], leave_out=SERVER_ONLY)
 def evaluate_rm_command(
-    config: ScoreConfig,
-    pairs: Path = typer.Argument(..., help="An exported pair file, e.g. runs/pairs/test.jsonl."),
+    config: EvaluateConfig,
+    pairs: Path = typer.Argument(
+        None, help="An exported pair file, e.g. runs/pairs/test.jsonl (or give --fit-logs)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
-    """Pairwise accuracy of a reward model on held-out pairs: overall, per kind, per domain."""
+    """Pairwise accuracy of a reward model on held-out pairs (overall, per kind, per
+    domain); with --fit-logs, whether it reads the fit of plan to task: per task kind and
+    plan structure its mean score beside the measured success, and their rank
+    correlation within each kind."""
     from orchrm.training.train import evaluate_file
+
+    if pairs is None and not config.fit_logs:
+        fail("give a pair file, or --fit-logs with executed logs of held-out tasks")
+    if config.fit_logs:
+        _print_fit(config, as_json)
+    if pairs is None:
+        return
 
     metrics = evaluate_file(
         Path(config.rm), pairs, dtype=config.dtype, aggregate=config.aggregate,
@@ -183,6 +195,25 @@ def evaluate_rm_command(
         + ", ".join(f"{k} {v:.3f}" for k, v in metrics["accuracy_by_domain"].items()),
         highlight=False,
     )
+
+
+def _print_fit(config: EvaluateConfig, as_json: bool) -> None:
+    """The fit table of `orchrm.evaluation.fit` (and its plot with --plot)."""
+    from orchrm.evaluation.fit import fit_plot, fit_table, fit_text, read_logs
+    from orchrm.scoring.load import load_scorer
+
+    rows = read_logs(list(config.fit_logs), list(config.fit_tasks))
+    scorer = load_scorer(
+        config.rm, dtype=config.dtype, aggregate=config.aggregate,
+        spread_weight=config.spread_weight,
+    )  # fmt: skip
+    table = fit_table(scorer, rows)
+    if config.plot:
+        fit_plot(table, Path(config.plot), f"{Path(config.rm).name}: fit of plan to task")
+    if as_json:
+        print(json.dumps({"cells": table.cells, "kinds": table.kinds}, indent=2))
+        return
+    console.print(fit_text(table), highlight=False, markup=False, soft_wrap=True)
 
 
 @config_options(ScoreConfig, flags={"protocol": "--protocol"})

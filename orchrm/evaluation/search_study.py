@@ -122,7 +122,9 @@ def trained_preset(
     specialized plans each) and its reward model DEMO/rm/NAME/model, with `members` - 1
     more trained as the demo trained it (`steps`, `max_length`, `lr`) on its pairs
     DEMO/pairs/NAME with training seeds 1, 2, ... into OUT/ensemble (a model already
-    there is reused); every model loaded in `dtype`."""
+    there is reused); every model loaded in `dtype`. Where DEMO/rm/NAME/model is an
+    ensemble (`orchrm train --ensemble K`), its first `members` members are the models."""
+    from orchrm.scoring.load import is_ensemble
     from orchrm.scoring.local import OrchRM
     from orchrm.training.config import TrainConfig
     from orchrm.training.train import train
@@ -130,7 +132,14 @@ def trained_preset(
     logs = [str(demo / "logs" / f"{name}.test.jsonl")]
     held = tasks_from_logs(logs, "specialized", samples)
     world = read_world_tasks([demo / "logs" / f"{name}.test.tasks.jsonl"])
-    folders = [demo / "rm" / name / "model"]
+    model = demo / "rm" / name / "model"
+    if is_ensemble(model):
+        from orchrm.scoring.ensemble import EnsembleScorer
+
+        found = EnsembleScorer.load(model, dtype=dtype).members[:members]
+        precision = f"the members of a trained ensemble, scored in {dtype}"
+        return Preset(name, held, world, found, precision, samples)
+    folders = [model]
     for seed in range(1, members):
         folder = out / "ensemble" / f"{name}-seed{seed}"
         if not (folder / "model").is_dir():

@@ -39,3 +39,19 @@ class ScoreConfig:
     """With an ensemble: lambda of mean_minus_std; None: the ensemble's own."""
     out: str | None = setting(None, panel="Output")
     """JSONL of scores (default: stdout)."""
+
+
+@config
+class EvaluateConfig(ScoreConfig):
+    """What `orchrm evaluate-rm` reads besides the model: pairs, or executed logs for the
+    fit of plan to task (`orchrm.evaluation.fit`)."""
+
+    fit_logs: tuple[str, ...] = setting((), panel="Data")
+    """Executed `orchrm.run/1` logs of held-out tasks: per task kind and plan structure,
+    the model's mean score beside the measured success, and their rank correlation
+    within each kind."""
+    fit_tasks: tuple[str, ...] = setting((), panel="Data")
+    """The world task files of those logs (`*.tasks.jsonl`): a world task's kind is the
+    sub-agent type that fits it best."""
+    plot: str | None = setting(None, panel="Output")
+    """With --fit-logs: a PNG of each kind's structures, mean score against success."""

@@ -176,7 +176,7 @@ def save_model(
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
         try:
-            _write_model(tmp, model, tokenizer, metadata, state_dict)
+            write_model_files(tmp, model, tokenizer, metadata, state_dict)
             replace_folder(tmp, out)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -184,7 +184,9 @@ def save_model(
     return out
 
 
-def _write_model(folder: Path, model, tokenizer, metadata: dict, state_dict) -> None:
+def write_model_files(folder: Path, model, tokenizer, metadata: dict, state_dict) -> None:
+    """The files of a saved model in `folder`: weights (`state_dict`, or the model's own),
+    tokenizer, `orchrm.json` from `metadata` and the model card."""
     model.save_pretrained(folder, safe_serialization=True, state_dict=state_dict)
     tokenizer.save_pretrained(folder)
     metadata = {"render_version": RM_RENDER_VERSION, **metadata}

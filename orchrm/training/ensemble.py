@@ -120,7 +120,7 @@ def average_weights(member_dirs: list[Path]):
 def assemble(config: TrainConfig, member_dirs: list[Path], summaries: list[TrainSummary]) -> dict:
     """Write OUT/model in one step (the module's docstring); returns the ensemble's
     validation accuracy by aggregate ({} without validation pairs)."""
-    from orchrm.training.build import _write_model
+    from orchrm.training.build import write_model_files
 
     target = Path(config.out) / "model"
     model, tokenizer = average_weights(member_dirs)
@@ -138,7 +138,7 @@ def assemble(config: TrainConfig, member_dirs: list[Path], summaries: list[Train
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
-        _write_model(tmp, model, tokenizer, meta, None)
+        write_model_files(tmp, model, tokenizer, meta, None)
         for i, folder in enumerate(member_dirs):
             shutil.copytree(folder, tmp / MEMBERS / str(i))
         _, val = load_splits(config.pairs, config.validation_share, config.seed)

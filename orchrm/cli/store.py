@@ -7,7 +7,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
@@ -17,6 +16,7 @@ from orchrm.cli.console import (
     console,
     csv_values,
     err_console,
+    error,
     fail,
     print_problems,
     warn,
@@ -123,7 +123,7 @@ def ingest_command(
                 )
             except IngestError as err:
                 summary = IngestSummary(path=printable(path), adapter=adapter, error=str(err))
-                err_console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
+                error(str(err))
             summaries.append(summary)
     if as_json:
         print(json.dumps([s.to_dict() for s in summaries], indent=2))

@@ -86,27 +86,29 @@ def exit_if_unreadable(unreadable: list) -> None:
 
 
 def print_problems(
-    problems: list[tuple[str, int, str, str]],
+    problems: list[tuple[str, str, str]],
     limit: int | None,
     *,
     to: Console | None = None,
-    rest: str = "all: --details",
+    rest: str | None = "all: --details",
 ) -> None:
-    """`file:line: code: message` for the first `limit` problems (all when None), the
-    messages cut to one screen line; `rest` says where the others are."""
+    """`where: code: message` (where: `file:line`, or `file[index]` for a record of a
+    JSON list) for the first `limit` problems (all when None), the messages cut to 160
+    characters; `rest` says where the others are."""
     shown = problems if limit is None else problems[:limit]
     if not shown:
         return
     out = to or console
     if limit is not None:
+        said = f" ({rest})" if rest else ""
         out.print(
-            f"first {len(shown)} of {len(problems)} problem(s) ({rest}):",
+            f"first {len(shown)} of {len(problems)} problem(s){said}:",
             markup=False,
             highlight=False,
         )
-    for path, line, code, message in shown:
+    for where, code, message in shown:
         text = message if limit is None or len(message) <= 160 else message[:157] + "..."
-        out.print(f"{path}:{line}: {code}: {text}", markup=False, highlight=False)
+        out.print(f"{where}: {code}: {text}", markup=False, highlight=False)
 
 
 def csv_values(value: str | None) -> tuple[str, ...]:

@@ -16,8 +16,10 @@ from orchrm.calibration.calibrate import CalibrateConfig
 from orchrm.cli.console import (
     EXAMPLES,
     UNREADABLE,
+    USAGE,
     console,
     err_console,
+    error,
     exit_if_unreadable,
     fail,
     print_problems,
@@ -31,8 +33,9 @@ from orchrm.scoring.config import ScoreConfig
 from orchrm.training.config import TrainConfig
 from orchrm.training.summary import TrainSummary
 
-SERVER_ONLY = ["rm_url", "protocol", "tokenizer", "max_length", "batch_size", "out"]
-"""ScoreConfig's fields for `orchrm score` alone (a server, the output file)."""
+SERVER_ONLY = ["rm_url", "protocol", "tokenizer", "max_length", "batch_size", "out", "question"]
+"""ScoreConfig's fields for `orchrm score` alone (a server, the output file, the question
+of records without one)."""
 PEAK_HELP = "FLOP/s per device, or a GPU by name (H100, A100, ...); default: this machine's."
 
 
@@ -188,17 +191,27 @@ def score_command(
     files: list[Path] = typer.Argument(..., help="Record files (any form `orchrm parse` reads)."),
 ) -> None:
     """Score every orchestration in FILES with a reward model, here or through a reward
-    server: one JSON line per record (file, line, task_id, score or null with the
-    reason). The summary (records scored, the others by reason, the first few with
-    file:line) goes to stderr. A file that cannot be read is reported, the others are
-    still scored, and the exit status is 3."""
+    server: one JSON line per record (file, line or, in a JSON list, index, task_id,
+    score or null with the reason). A record needs a question: its `question` field, or
+    --question for records without one (a harmony text file). The summary (records
+    scored, the others by reason, the first few with where they are) goes to stderr.
+    The files are read before the model loads: when no record can be scored, nothing
+    loads and the exit status is 2. A file that cannot be read is reported, the others
+    are still scored, and the exit status is 3."""
     from orchrm.jsonl import output_error, write_jsonl
-    from orchrm.scoring.files import score_files
+    from orchrm.rmodel.files import check_model_files, model_directory
+    from orchrm.scoring.files import read_for_scoring
     from orchrm.scoring.load import load_scorer
 
     out = Path(config.out) if config.out else None
     if out is not None and out.is_dir():  # before the model loads and every record is scored
         raise output_error(out, IsADirectoryError(errno.EISDIR, "Is a directory", str(out)))
+    if config.rm and not config.rm_url:  # a wrong path is said before any file is read
+        check_model_files(model_directory(config.rm))
+    result = read_for_scoring(files, config.question)
+    unreadable = [report_unreadable(path, err) for path, err in result.unreadable]
+    if not result.pending:
+        _nothing_to_score(result, files, unreadable)
     remote = {"tokenizer": config.tokenizer, "max_length": config.max_length}
     remote = {k: v for k, v in remote.items() if v is not None}
     rm = Path(config.rm) if config.rm else None
@@ -210,14 +223,13 @@ def score_command(
         dtype=config.dtype,
         **remote,
     )
-    result = score_files(model, files)
-    unreadable = [report_unreadable(path, err) for path, err in result.unreadable]
+    result.score_with(model)
     if out:
         write_jsonl(result.rows, out)
     else:
         for row in result.rows:
             print(json.dumps(row))
-    by_reason = Counter(p[2] for p in result.problems)
+    by_reason = Counter(p[1] for p in result.problems)
     err_console.print(
         f"{result.scored} of {len(result.rows)} records scored"
         + (f" in {model.dtype}" if hasattr(model, "dtype") else "")  # a server: its own
@@ -228,6 +240,25 @@ def score_command(
     )
     print_problems(result.problems, EXAMPLES, to=err_console, rest="each row carries its reason")
     exit_if_unreadable(unreadable)
+
+
+def _nothing_to_score(result, files: list[Path], unreadable: list) -> None:
+    """Stop `orchrm score` before a model loads: no file could be read (exit status 3),
+    the files hold no record, or none of their records can be scored (2)."""
+    if not result.rows:
+        exit_if_unreadable(unreadable)
+        names = ", ".join(printable(f) for f in files)
+        fail(f"no record to score in {names}: give files of records (any form orchrm parse reads)")
+    by_reason = Counter(p[1] for p in result.problems)
+    print_problems(result.problems, EXAMPLES, to=err_console, rest=None)
+    counts = ", ".join(f"{n} {reason}" for reason, n in sorted(by_reason.items()))
+    advice = (
+        '; give the question with --question TEXT, or a text "question" field in each record'
+        if "no_question" in by_reason
+        else "; orchrm parse --details says why for each"
+    )
+    error(f"none of the {len(result.rows)} record(s) can be scored ({counts}){advice}")
+    raise typer.Exit(UNREADABLE if unreadable else USAGE)
 
 
 @config_options(CalibrateConfig, required=["rm"], leave_out=["logs"])

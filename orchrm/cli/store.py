@@ -154,7 +154,7 @@ def _print_ingest(summaries: list, store: Path, details: bool) -> None:
         if s.error:
             console.print(f"  {s.path}: not ingested: {s.error}", markup=False, highlight=False)
     problems = [
-        (s.path, p["line"], p["reason"], p["message"]) for s in summaries for p in s.problems
+        (f"{s.path}:{p['line']}", p["reason"], p["message"]) for s in summaries for p in s.problems
     ]
     print_problems(problems, None if details else EXAMPLES)
 
@@ -268,7 +268,8 @@ def pairs_mine(
     wait_for_lock: float = WAIT_OPTION,
 ) -> None:
     """Mine correct-over-incorrect, specialized-over-base and specialized-over-other-domain
-    pairs, cap them per task, mix them, and split them by task."""
+    pairs, cap them per task, mix them, and split them by task. When no pair is kept the
+    store is left as it was and the exit status is 2."""
     from dataclasses import asdict
 
     from orchrm.store.pairs import mine
@@ -302,15 +303,13 @@ def _print_mined(summary, config: MineConfig) -> None:
     for split in ("train", "validation", "test"):
         pairs, tasks = summary.by_split.get(split, 0), summary.tasks_by_split.get(split, 0)
         console.print(f"  {split}: {pairs:,} pairs from {tasks:,} tasks", highlight=False)
-    if not available:
-        warn("the store holds no orchestration that makes a pair: ingest logs first")
     for kind in summary.left_out:
         warn(
             f"no {kind} pair available: left out of the mix (see --specialized, "
             "--base, --step-threshold, --specialized-for)"
         )
     for split, share in zip(("train", "validation", "test"), config.split, strict=True):
-        if available and share > 0 and not summary.by_split.get(split):
+        if share > 0 and not summary.by_split.get(split):
             warn(
                 f"the {split} split is empty: {share:g} of "
                 f"{sum(summary.tasks_by_split.values())} tasks drew no pair there"

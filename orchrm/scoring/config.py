@@ -30,5 +30,8 @@ class ScoreConfig:
     """Precision of the forward passes; auto: bf16 where the hardware runs it fast (CUDA
     with bf16, a CPU with AMX), else fp32; the ORCHRM_BF16 environment variable (1 or 0)
     overrides the detection. Not with --rm-url: a server scores in its own."""
+    question: str | None = setting(None, panel="Data")
+    """The question of records that carry none (a harmony text file, records without a
+    `question` field); a record's own question is used where it has one."""
     out: str | None = setting(None, panel="Output")
     """JSONL of scores (default: stdout)."""

@@ -136,10 +136,13 @@ def test_nested_configs_are_nested_mappings(tmp_path):
 
 
 def _capture_train(monkeypatch):
+    """`orchrm train` calls this in place of training: it keeps the config and writes
+    OUT/config.yaml as training does once its inputs have loaded."""
     seen = []
 
     def train(config, resume=False, progress=True):
         seen.append(config)
+        dump_config(config, Path(config.out) / "config.yaml")
         raise SystemExit(0)
 
     monkeypatch.setattr(orchrm.training.train, "train", train)

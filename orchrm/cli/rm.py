@@ -16,6 +16,7 @@ from orchrm.calibration.calibrate import CalibrateConfig
 from orchrm.cli.console import (
     EXAMPLES,
     UNREADABLE,
+    UNWRITABLE,
     USAGE,
     console,
     err_console,
@@ -27,7 +28,6 @@ from orchrm.cli.console import (
     warn,
 )
 from orchrm.cli.options import config_options
-from orchrm.configs import dump_config
 from orchrm.jsonl import printable
 from orchrm.scoring.config import ScoreConfig
 from orchrm.training.config import TrainConfig
@@ -43,6 +43,14 @@ PEAK_HELP = "FLOP/s per device, or a GPU by name (H100, A100, ...); default: thi
 def train_command(
     config: TrainConfig,
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
+    overwrite: bool = typer.Option(
+        False,
+        "--overwrite",
+        help="Train again into an OUT that holds a model or checkpoints: this run starts at "
+        "step 0, removes the earlier run's checkpoints once its pairs and model have loaded, "
+        "and replaces its model when it saves. Without it (or --resume) such an OUT is "
+        "refused.",
+    ),
     plan: bool = typer.Option(
         False,
         "--plan",
@@ -59,10 +67,11 @@ def train_command(
 ) -> None:
     """Train a Bradley-Terry reward model on exported pairs (progress bar with live loss,
     accuracy and ETA); OUT/config.yaml holds the settings, for `--config` to repeat the
-    run. Multi-process: `accelerate launch ... -m orchrm train ...`."""
+    run, written once the pairs and the model have loaded (a refused run writes nothing).
+    Multi-process: `accelerate launch ... -m orchrm train ...`."""
     if plan:
         return _print_plan(config, as_json, num_devices=devices, zero_stage=zero_stage)
-    from orchrm.training.train import train
+    from orchrm.training.output import earlier_run
 
     if not config.pairs:
         fail("give --pairs (an `orchrm pairs export` folder or a pair file), or --plan")
@@ -71,9 +80,16 @@ def train_command(
             f"no pairs at {config.pairs}: give `orchrm pairs export`'s folder or a pair file",
             UNREADABLE,
         )
+    left = None if resume or overwrite else earlier_run(Path(config.out))
+    if left:
+        fail(
+            f"{printable(config.out)} holds {left}: give --overwrite to train again into it, "
+            "--resume to continue its training, or another --out",
+            UNWRITABLE,
+        )
+    from orchrm.training.train import train
+
     main = os.environ.get("RANK", "0") == "0"  # one of `accelerate launch`'s processes
-    if main:
-        dump_config(config, Path(config.out) / "config.yaml")
     summary = train(config, resume=resume)
     if not main:
         return

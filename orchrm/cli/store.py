@@ -99,8 +99,9 @@ def ingest_command(
     """Ingest logs into the store. Every record is counted: added, already there
     (duplicate) or malformed (with file, line and reason). A file that cannot be read
     (or, with --strict, holds a malformed record) is reported and left out, the others
-    are still ingested, and the exit status is 3."""
-    from orchrm.store.ingest import IngestError, IngestSummary, ingest_file
+    are still ingested, and the exit status is 3. A store is created only when a file
+    can be ingested."""
+    from orchrm.store.ingest import IngestError, IngestSummary, read_log, write_log
 
     pairs = [m.split("=", 1) for m in mapping or []]
     if any(len(p) != 2 for p in pairs):
@@ -114,17 +115,23 @@ def ingest_command(
             f"no such file: {', '.join(printable(f) for f in files)} (nothing was ingested)",
             UNREADABLE,
         )
-    summaries = []
-    with open_store(store, create=True, wait_for_lock=wait_for_lock, as_json=as_json) as db:
+    summaries, db = [], None
+    opening = {"create": True, "wait_for_lock": wait_for_lock, "as_json": as_json}
+    try:
+        if store.exists():  # a store that is busy or not a store is said before any reading
+            db = open_store(store, **opening)
         for path in files:
             try:
-                summary = ingest_file(
-                    db, path, adapter, strict=strict, options=options, progress=not as_json
-                )
+                read = read_log(path, adapter, strict=strict, options=options, progress=not as_json)
+                db = db or open_store(store, **opening)  # created for a file that can be added
+                summary = write_log(db, read)
             except IngestError as err:
                 summary = IngestSummary(path=printable(path), adapter=adapter, error=str(err))
                 error(str(err))
             summaries.append(summary)
+    finally:
+        if db is not None:
+            db.close()
     if as_json:
         print(json.dumps([s.to_dict() for s in summaries], indent=2))
     else:

@@ -3,6 +3,7 @@ for the bars of the libraries orchrm drives (`library_bars_off`)."""
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -40,4 +41,6 @@ def library_bars_off():
         yield
     finally:
         if was and not hf_logging.is_progress_bar_enabled():
-            hf_logging.enable_progress_bar()
+            with warnings.catch_warnings():  # huggingface_hub's, when its variable says off
+                warnings.simplefilter("ignore")
+                hf_logging.enable_progress_bar()

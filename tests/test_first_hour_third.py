@@ -1,4 +1,4 @@
-"""The first hour of a new user, at a tiny size: an exit status that says whether the
+"""The first hour of a user starting out, at a tiny size: an exit status that says whether the
 work was done, one line per error in a file or a pipe, checks of inputs and ports
 before anything slow, nothing written by a refused run, help that states the bounds
 the checks enforce, and no progress bar from the library (docs/robustness.md#exit-status).

@@ -197,7 +197,7 @@ def settle_folder(out: Path, say: Callable[[str], None]) -> list[Path]:
 
 
 def earlier_run(out: Path) -> str | None:
-    """What a training run left in `out` that a new run would replace (its model, or
+    """What a training run left in `out` that another run would replace (its model, or
     its checkpoints), said for an error message; None when there is nothing."""
     out = Path(out)
     if (out / "model").exists():

@@ -9,6 +9,7 @@ the config a run resolved, which `load_config` reads back to the same config."""
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -64,15 +65,19 @@ def setting(
     *,
     min: float | None = None,
     max: float | None = None,
+    above: float | None = None,
+    below: float | None = None,
     panel: str | None = None,
     internal: bool | tuple[str, ...] = False,
     **kw: Any,
 ) -> Any:
-    """A config field: `min` and `max` are inclusive bounds (pydantic's `ge`, `le`);
+    """A config field: `min` and `max` are inclusive bounds (pydantic's `ge`, `le`),
+    `above` and `below` strict ones (`gt`, `lt`); the option's help shows the same;
     `panel` names the group its command-line option is listed in; `internal=True` marks a
     field the code sets (no option, not read from or written to a file), and on a field
     holding another config, a tuple names that config's fields the code sets."""
-    meta = {"ge": min, "le": max, "panel": panel, "internal": internal or None}
+    meta = {"ge": min, "le": max, "gt": above, "lt": below}
+    meta |= {"panel": panel, "internal": internal or None}
     meta = {k: v for k, v in meta.items() if v is not None}
     return dataclasses.field(default=default, metadata=meta, **kw)
 
@@ -124,8 +129,10 @@ def _merged(base: Any, values: Mapping, source: str, prefix: str, fixed=()) -> d
     for key, value in values.items():
         f, name = fields.get(key), f"{prefix}{key}"
         if f is None:
-            known = ", ".join(n for n, g in fields.items() if not is_internal(g))
-            raise ConfigError(f"{source}: unknown key {name!r} (known: {known})")
+            known = [n for n, g in fields.items() if not is_internal(g) and n not in fixed]
+            near = difflib.get_close_matches(key, known, n=1)
+            guess = f": did you mean {prefix}{near[0]}?" if near else ""
+            raise ConfigError(f"{source}: unknown key {name!r}{guess} (known: {', '.join(known)})")
         if is_internal(f) or key in fixed:
             raise ConfigError(f"{source}: {name} is set by the command, not by a config file")
         inner = data[key]

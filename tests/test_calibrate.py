@@ -111,7 +111,7 @@ def test_what_cannot_be_calibrated_is_one_clear_line(world, tmp_path):
     done = invoke("calibrate", "--rm", str(folder / "rm"), str(planned))
     assert done.exit_code == 2 and "no executed record in the 1 log file" in done.output
     done = invoke("calibrate", "--rm", str(tmp_path), str(log))
-    assert done.exit_code == 2 and f"no reward model in {tmp_path}" in done.output
+    assert done.exit_code == 3 and f"no reward model in {tmp_path}" in done.output
     done = invoke("calibrate", "--rm", str(folder / "rm"), str(log), "--orchestrator", "nobody")
     assert done.exit_code == 2 and "no executed sample of orchestrator 'nobody'" in done.output
     assert "base" in done.output  # the orchestrators there are

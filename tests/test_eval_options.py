@@ -75,9 +75,18 @@ def test_the_selectors_are_built_with_the_options(world_log):
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--adaptive-confidence", "1"], "adaptive_confidence must be strictly between 0 and 1"),
-        (["--adaptive-confidence", "0"], "adaptive_confidence must be strictly between 0 and 1"),
-        (["--adaptive-tolerance", "1"], "adaptive_tolerance must be below 1"),
+        (
+            ["--adaptive-confidence", "1"],
+            "'--adaptive-confidence': 1.0 is not in the range 0.0<x<1.0",
+        ),
+        (
+            ["--adaptive-confidence", "0"],
+            "'--adaptive-confidence': 0.0 is not in the range 0.0<x<1.0",
+        ),
+        (
+            ["--adaptive-tolerance", "1"],
+            "'--adaptive-tolerance': 1.0 is not in the range 0.0<=x<1.0",
+        ),
         (["--cost-weight", "-0.5"], "--cost-weight"),
         (["--cost-measure", "dollars"], "'dollars'"),
     ],
@@ -91,5 +100,5 @@ def test_an_option_out_of_range_is_refused_in_one_line(world_log, args, says):
 def test_the_config_refuses_what_the_command_line_cannot_check():
     with pytest.raises(ConfigError, match="cost_measure should be 'calls', 'tokens' or"):
         SelectorOptions(cost_measure="dollars")
-    with pytest.raises(ConfigError, match="adaptive_confidence must be strictly"):
+    with pytest.raises(ConfigError, match="adaptive_confidence should be less than 1"):
         SelectorOptions(adaptive_confidence=1.0)

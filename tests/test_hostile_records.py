@@ -165,7 +165,7 @@ def test_parse_and_ingest_print_counts_by_reason_and_the_first_examples(tmp_path
     assert parsed.returncode == 3 and "no such file" in parsed.stderr
     assert "Traceback" not in parsed.stderr
     assert "first 5 of 9 problem(s)" in parsed.stdout
-    assert f"{path}:2: unparseable not_utf8: line: not_utf8 at offset 0" in parsed.stdout
+    assert f"{path}:2: unparseable not_utf8: line at offset 0: invalid UTF-8" in parsed.stdout
     ingested = orchrm_cli("ingest", "--store", str(tmp_path / "s.duckdb"), str(path))
     assert ingested.returncode == 0, ingested.stderr
     assert f"{path}: 5 malformed (bad_field)" in ingested.stdout

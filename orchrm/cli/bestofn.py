@@ -38,8 +38,8 @@ def eval_command(
         config = replace(config, logs=tuple(str(p) for p in logs))
     if not config.logs and not config.store:
         fail("give log files or --store (or set ORCHRM_STORE)")
-    dump_config(config, Path(config.out) / "config.yaml")
     held_out = evaluate_held_out(config, say=lambda m: err_console.print(m, markup=False))
+    dump_config(config, Path(config.out) / "config.yaml")  # a refused run writes nothing
     write_report(held_out.evaluations, Path(config.out))
     write_evaluation_view(config.out, held_out.shown, selectors=held_out.selectors)
     for ev in held_out.evaluations:
@@ -65,8 +65,8 @@ def cross_validate_command(config: LotoConfig, store: Path = STORE_OPTION) -> No
 
     out = Path(config.out)
     with open_store(store) as db:
-        dump_config(config, out / "config.yaml")
         evaluations = cross_validate(db, config, say=lambda m: console.print(m))
+    dump_config(config, out / "config.yaml")  # a refused run writes nothing
     write_report(evaluations, out)
     for ev in evaluations:
         console.print(terminal_table(ev), highlight=False, markup=False, soft_wrap=True)

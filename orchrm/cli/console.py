@@ -9,14 +9,16 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 from orchrm.errors import OrchrmError
 from orchrm.jsonl import printable
 
-console = Console()
-err_console = Console(stderr=True)
+# No wrapping at the console's width: a message or path is one line in a file or a pipe
+# (`grep error:` finds it whole) and on a terminal, which folds long lines itself.
+# Tables still fit the width.
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 EXAMPLES = 5
 """Problems `parse`, `ingest` and `score` print without --details (the first ones)."""
@@ -29,10 +31,15 @@ output that cannot be written; something another process holds (a store's lock).
 success and 1 a bug (its traceback)."""
 
 
+def error(message: str) -> None:
+    """A user error that does not stop the command: one unwrapped line on stderr (the
+    message is not read as markup, so paths with brackets print as they are)."""
+    err_console.print(Text.assemble(("error:", "red"), " ", message), highlight=False)
+
+
 def fail(message: str, code: int = USAGE) -> None:
-    """A user error: one unwrapped line on stderr (the message is not read as markup,
-    so paths with brackets print as they are), exit status `code`."""
-    err_console.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
+    """A user error: its line (`error`), exit status `code`."""
+    error(message)
     raise typer.Exit(code)
 
 
@@ -58,7 +65,7 @@ def user_errors() -> Iterator[None]:
 
 def warn(message: str) -> None:
     """Something the user should know that does not stop the command: one line on stderr."""
-    err_console.print(Text.assemble(("warning:", "yellow"), " ", message), soft_wrap=True)
+    err_console.print(Text.assemble(("warning:", "yellow"), " ", message), highlight=False)
 
 
 def report_unreadable(path: Path, err: OSError) -> dict:
@@ -67,7 +74,7 @@ def report_unreadable(path: Path, err: OSError) -> dict:
         message = f"no such file: {printable(path)}"
     else:
         message = f"cannot read {printable(path)}: {err.strerror or err}"
-    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    error(message)
     return {"path": printable(path), "error": message}
 
 
@@ -79,27 +86,29 @@ def exit_if_unreadable(unreadable: list) -> None:
 
 
 def print_problems(
-    problems: list[tuple[str, int, str, str]],
+    problems: list[tuple[str, str, str]],
     limit: int | None,
     *,
     to: Console | None = None,
-    rest: str = "all: --details",
+    rest: str | None = "all: --details",
 ) -> None:
-    """`file:line: code: message` for the first `limit` problems (all when None), the
-    messages cut to one screen line; `rest` says where the others are."""
+    """`where: code: message` (where: `file:line`, or `file[index]` for a record of a
+    JSON list) for the first `limit` problems (all when None), the messages cut to 160
+    characters; `rest` says where the others are."""
     shown = problems if limit is None else problems[:limit]
     if not shown:
         return
     out = to or console
     if limit is not None:
+        said = f" ({rest})" if rest else ""
         out.print(
-            f"first {len(shown)} of {len(problems)} problem(s) ({rest}):",
+            f"first {len(shown)} of {len(problems)} problem(s){said}:",
             markup=False,
             highlight=False,
         )
-    for path, line, code, message in shown:
+    for where, code, message in shown:
         text = message if limit is None or len(message) <= 160 else message[:157] + "..."
-        out.print(f"{path}:{line}: {code}: {text}", markup=False, highlight=False)
+        out.print(f"{where}: {code}: {text}", markup=False, highlight=False)
 
 
 def csv_values(value: str | None) -> tuple[str, ...]:

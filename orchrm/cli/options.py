@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import operator
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -91,11 +92,42 @@ def _param(name: str, default: Any, annotation: Any) -> inspect.Parameter:
                              annotation=annotation)  # fmt: skip
 
 
+class Bounded:
+    """The parser of a number option whose field has a strict bound (`setting(above=,
+    below=)`), which typer's ranges cannot state: it refuses a value outside the field's
+    bounds, and `range_text` is the range the help shows (`HelpCommand`), as typer writes one."""
+
+    def __init__(self, kind: type, bounds: Mapping[str, Any]) -> None:
+        self.kind, self.bounds = kind, dict(bounds)
+        low = [f"{v}{'<' if k == 'gt' else '<='}" for k, v in bounds.items() if k in LOW]
+        high = [f"{'<' if k == 'lt' else '<='}{v}" for k, v in bounds.items() if k in HIGH]
+        if low and not high:
+            key, value = next((k, v) for k, v in bounds.items() if k in LOW)
+            self.range_text = f"x{'>' if key == 'gt' else '>='}{value}"
+        else:
+            self.range_text = "".join([*low, "x", *high])
+
+    def __call__(self, text: str) -> Any:
+        try:
+            value = self.kind(text)
+        except ValueError:
+            raise typer.BadParameter(f"{text!r} is not a valid {self.kind.__name__}") from None
+        if not all(getattr(operator, k)(value, v) for k, v in self.bounds.items()):
+            raise typer.BadParameter(f"{value} is not in the range {self.range_text}")
+        return value
+
+
+LOW, HIGH = ("ge", "gt"), ("le", "lt")
+"""A field's lower and upper bounds, as `setting` stores them (pydantic's names)."""
+
+
 def _option(e: Entry, flag: str, extra: Mapping[str, Any]) -> inspect.Parameter:
     """The typer parameter that sets the field of `e`."""
     (kind, repeated), extra, default = _kind(e.hint), dict(extra), e.default
-    bounds = {"min": e.field.metadata.get("ge"), "max": e.field.metadata.get("le")}
-    extra.update({k: v for k, v in bounds.items() if v is not None and kind in (int, float)})
+    bounds = {k: v for k, v in e.field.metadata.items() if k in (*LOW, *HIGH)}
+    strict = kind in (int, float) and {"gt", "lt"} & set(bounds)
+    if kind in (int, float) and not strict:
+        extra.update({k: bounds[b] for k, b in (("min", "ge"), ("max", "le")) if b in bounds})
     extra.update({"rich_help_panel": e.panel} if e.panel else {})
     if "parser" in extra:  # a collection given as one text that its parser reads
         extra.setdefault("show_default", extra.pop("spell", str)(default) or False)
@@ -105,6 +137,8 @@ def _option(e: Entry, flag: str, extra: Mapping[str, Any]) -> inspect.Parameter:
         kind, default = list[kind], None
     if kind is bool and default is not False:  # a flag off by default is only switched on
         flag = f"{flag}/--no-{flag[2:]}"
+    if strict:  # typer's ranges are closed: the field's own bounds check it
+        extra["parser"] = Bounded(kind, bounds)
     option = typer.Option(default, flag, help=e.help, **extra)
     return _param(e.key.replace(".", "__"), option, kind | None)
 

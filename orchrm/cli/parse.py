@@ -10,12 +10,16 @@ from rich.table import Table
 
 from orchrm.cli.console import (
     EXAMPLES,
+    USAGE,
     console,
+    error,
     exit_if_unreadable,
     print_problems,
     report_unreadable,
+    warn,
 )
 from orchrm.parse import ParseSummary, summarize_file
+from orchrm.parse.records import location
 
 
 def parse_command(
@@ -31,7 +35,7 @@ def parse_command(
 
     Every record is counted once: valid, parsed but invalid (by rule), or unparseable
     (by reason). A file that cannot be read is reported and the others still are; the
-    exit status is then 3.
+    exit status is then 3. Files that hold no record at all: exit status 2.
     """
     summaries, unreadable = [], []
     for f in files:
@@ -43,8 +47,21 @@ def parse_command(
     if as_json:
         out = {"files": [s.to_dict() for s in summaries], "total": total.to_dict()}
         print(json.dumps({**out, "unreadable": unreadable}, indent=2))
-        exit_if_unreadable(unreadable)
-        return
+    elif total.records:
+        _print_summaries(summaries, total, details)
+    empty = [s.path for s in summaries if not s.records]
+    if empty:  # nothing parsed is an error; an empty file beside others, a warning
+        (warn if total.records else error)(f"no record in {', '.join(empty)}: {NO_RECORD}")
+    exit_if_unreadable(unreadable)
+    if empty and not total.records:
+        raise typer.Exit(USAGE)
+
+
+NO_RECORD = "the file is empty or holds only blank lines"
+
+
+def _print_summaries(summaries: list[ParseSummary], total: ParseSummary, details: bool) -> None:
+    """The counts per file, why records are not valid, and the first (or every) problem."""
     table = Table(title="orchestrations")
     for column in ("file", "records", "valid", "invalid", "unparseable"):
         table.add_column(column, justify="left" if column == "file" else "right", overflow="fold")
@@ -61,9 +78,8 @@ def parse_command(
             causes.add_row("unparseable", reason, str(n))
         console.print(causes)
     problems = [
-        (s.path, p["line"], f"{p['kind']} {p['code']}", p["message"])
+        (location(s.path, p["line"], p.get("index")), f"{p['kind']} {p['code']}", p["message"])
         for s in summaries
         for p in s.problems
     ]
     print_problems(problems, None if details else EXAMPLES)
-    exit_if_unreadable(unreadable)

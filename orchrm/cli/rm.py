@@ -16,8 +16,11 @@ from orchrm.calibration.calibrate import CalibrateConfig
 from orchrm.cli.console import (
     EXAMPLES,
     UNREADABLE,
+    UNWRITABLE,
+    USAGE,
     console,
     err_console,
+    error,
     exit_if_unreadable,
     fail,
     print_problems,
@@ -25,14 +28,14 @@ from orchrm.cli.console import (
     warn,
 )
 from orchrm.cli.options import config_options
-from orchrm.configs import dump_config
 from orchrm.jsonl import printable
 from orchrm.scoring.config import EvaluateConfig, ScoreConfig
 from orchrm.training.config import TrainConfig
 from orchrm.training.summary import TrainSummary
 
-SERVER_ONLY = ["rm_url", "protocol", "tokenizer", "max_length", "batch_size", "out"]
-"""ScoreConfig's fields for `orchrm score` alone (a server, the output file)."""
+SERVER_ONLY = ["rm_url", "protocol", "tokenizer", "max_length", "batch_size", "out", "question"]
+"""ScoreConfig's fields for `orchrm score` alone (a server, the output file, the question
+of records without one)."""
 PEAK_HELP = "FLOP/s per device, or a GPU by name (H100, A100, ...); default: this machine's."
 
 
@@ -40,6 +43,14 @@ PEAK_HELP = "FLOP/s per device, or a GPU by name (H100, A100, ...); default: thi
 def train_command(
     config: TrainConfig,
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
+    overwrite: bool = typer.Option(
+        False,
+        "--overwrite",
+        help="Train again into an OUT that holds a model or checkpoints: this run starts at "
+        "step 0, removes the earlier run's checkpoints once its pairs and model have loaded, "
+        "and replaces its model when it saves. Without it (or --resume) such an OUT is "
+        "refused.",
+    ),
     plan: bool = typer.Option(
         False,
         "--plan",
@@ -56,10 +67,11 @@ def train_command(
 ) -> None:
     """Train a Bradley-Terry reward model on exported pairs (progress bar with live loss,
     accuracy and ETA); OUT/config.yaml holds the settings, for `--config` to repeat the
-    run. Multi-process: `accelerate launch ... -m orchrm train ...`."""
+    run, written once the pairs and the model have loaded (a refused run writes nothing).
+    Multi-process: `accelerate launch ... -m orchrm train ...`."""
     if plan:
         return _print_plan(config, as_json, num_devices=devices, zero_stage=zero_stage)
-    from orchrm.training.train import train
+    from orchrm.training.output import earlier_run
 
     if not config.pairs:
         fail("give --pairs (an `orchrm pairs export` folder or a pair file), or --plan")
@@ -68,9 +80,16 @@ def train_command(
             f"no pairs at {config.pairs}: give `orchrm pairs export`'s folder or a pair file",
             UNREADABLE,
         )
+    left = None if resume or overwrite else earlier_run(Path(config.out))
+    if left:
+        fail(
+            f"{printable(config.out)} holds {left}: give --overwrite to train again into it, "
+            "--resume to continue its training, or another --out",
+            UNWRITABLE,
+        )
+    from orchrm.training.train import train
+
     main = os.environ.get("RANK", "0") == "0"  # one of `accelerate launch`'s processes
-    if main:
-        dump_config(config, Path(config.out) / "config.yaml")
     summary = train(config, resume=resume)
     if not main:
         return
@@ -222,17 +241,27 @@ def score_command(
     files: list[Path] = typer.Argument(..., help="Record files (any form `orchrm parse` reads)."),
 ) -> None:
     """Score every orchestration in FILES with a reward model, here or through a reward
-    server: one JSON line per record (file, line, task_id, score or null with the
-    reason). The summary (records scored, the others by reason, the first few with
-    file:line) goes to stderr. A file that cannot be read is reported, the others are
-    still scored, and the exit status is 3."""
+    server: one JSON line per record (file, line or, in a JSON list, index, task_id,
+    score or null with the reason). A record needs a question: its `question` field, or
+    --question for records without one (a harmony text file). The summary (records
+    scored, the others by reason, the first few with where they are) goes to stderr.
+    The files are read before the model loads: when no record can be scored, nothing
+    loads and the exit status is 2. A file that cannot be read is reported, the others
+    are still scored, and the exit status is 3."""
     from orchrm.jsonl import output_error, write_jsonl
-    from orchrm.scoring.files import score_files
+    from orchrm.rmodel.files import check_model_files, model_directory
+    from orchrm.scoring.files import read_for_scoring
     from orchrm.scoring.load import load_scorer
 
     out = Path(config.out) if config.out else None
     if out is not None and out.is_dir():  # before the model loads and every record is scored
         raise output_error(out, IsADirectoryError(errno.EISDIR, "Is a directory", str(out)))
+    if config.rm and not config.rm_url:  # a wrong path is said before any file is read
+        check_model_files(model_directory(config.rm))
+    result = read_for_scoring(files, config.question)
+    unreadable = [report_unreadable(path, err) for path, err in result.unreadable]
+    if not result.pending:
+        _nothing_to_score(result, files, unreadable)
     remote = {"tokenizer": config.tokenizer, "max_length": config.max_length}
     remote = {k: v for k, v in remote.items() if v is not None}
     rm = Path(config.rm) if config.rm else None
@@ -246,14 +275,13 @@ def score_command(
         spread_weight=config.spread_weight,
         **remote,
     )
-    result = score_files(model, files)
-    unreadable = [report_unreadable(path, err) for path, err in result.unreadable]
+    result.score_with(model)
     if out:
         write_jsonl(result.rows, out)
     else:
         for row in result.rows:
             print(json.dumps(row))
-    by_reason = Counter(p[2] for p in result.problems)
+    by_reason = Counter(p[1] for p in result.problems)
     err_console.print(
         f"{result.scored} of {len(result.rows)} records scored"
         + (f" in {model.dtype}" if hasattr(model, "dtype") else "")  # a server: its own
@@ -264,6 +292,25 @@ def score_command(
     )
     print_problems(result.problems, EXAMPLES, to=err_console, rest="each row carries its reason")
     exit_if_unreadable(unreadable)
+
+
+def _nothing_to_score(result, files: list[Path], unreadable: list) -> None:
+    """Stop `orchrm score` before a model loads: no file could be read (exit status 3),
+    the files hold no record, or none of their records can be scored (2)."""
+    if not result.rows:
+        exit_if_unreadable(unreadable)
+        names = ", ".join(printable(f) for f in files)
+        fail(f"no record to score in {names}: give files of records (any form orchrm parse reads)")
+    by_reason = Counter(p[1] for p in result.problems)
+    print_problems(result.problems, EXAMPLES, to=err_console, rest=None)
+    counts = ", ".join(f"{n} {reason}" for reason, n in sorted(by_reason.items()))
+    advice = (
+        '; give the question with --question TEXT, or a text "question" field in each record'
+        if "no_question" in by_reason
+        else "; orchrm parse --details says why for each"
+    )
+    error(f"none of the {len(result.rows)} record(s) can be scored ({counts}){advice}")
+    raise typer.Exit(UNREADABLE if unreadable else USAGE)
 
 
 @config_options(CalibrateConfig, required=["rm"], leave_out=["logs"])

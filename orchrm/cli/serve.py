@@ -23,10 +23,12 @@ from orchrm.serve.config import API_KEY_ENV, ServeConfig
     settings={"api_key": {"envvar": API_KEY_ENV, "show_default": False}},
 )
 def serve_command(config: ServeConfig) -> None:
-    """Serve a reward model over HTTP: /score, /select, OpenRLHF's /get_reward, /healthz,
-    /metrics, with micro-batching of concurrent requests. SIGTERM or SIGINT drains the
-    requests in flight; the exit status is 0 once all are answered, 143 (SIGTERM) or 130
-    (SIGINT) when the shutdown timeout cut some off."""
+    """Serve a reward model over HTTP: /score, /select, OpenRLHF's /get_reward, vLLM's
+    /classify and /pooling, /healthz, /metrics, with micro-batching of concurrent
+    requests. The settings, the model's files and the port are checked before the model
+    loads (a port in use: exit status 5). SIGTERM or SIGINT drains the requests in
+    flight; the exit status is 0 once all are answered, 143 (SIGTERM) or 130 (SIGINT)
+    when the shutdown timeout cut some off."""
     # Checked before the model loads: a bad setting costs no loading time.
     config.check()
     from orchrm.serve.app import serve

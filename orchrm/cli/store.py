@@ -7,7 +7,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
@@ -17,6 +16,7 @@ from orchrm.cli.console import (
     console,
     csv_values,
     err_console,
+    error,
     fail,
     print_problems,
     warn,
@@ -99,8 +99,9 @@ def ingest_command(
     """Ingest logs into the store. Every record is counted: added, already there
     (duplicate) or malformed (with file, line and reason). A file that cannot be read
     (or, with --strict, holds a malformed record) is reported and left out, the others
-    are still ingested, and the exit status is 3."""
-    from orchrm.store.ingest import IngestError, IngestSummary, ingest_file
+    are still ingested, and the exit status is 3. A store is created only when a file
+    can be ingested."""
+    from orchrm.store.ingest import IngestError, IngestSummary, read_log, write_log
 
     pairs = [m.split("=", 1) for m in mapping or []]
     if any(len(p) != 2 for p in pairs):
@@ -114,17 +115,23 @@ def ingest_command(
             f"no such file: {', '.join(printable(f) for f in files)} (nothing was ingested)",
             UNREADABLE,
         )
-    summaries = []
-    with open_store(store, create=True, wait_for_lock=wait_for_lock, as_json=as_json) as db:
+    summaries, db = [], None
+    opening = {"create": True, "wait_for_lock": wait_for_lock, "as_json": as_json}
+    try:
+        if store.exists():  # a store that is busy or not a store is said before any reading
+            db = open_store(store, **opening)
         for path in files:
             try:
-                summary = ingest_file(
-                    db, path, adapter, strict=strict, options=options, progress=not as_json
-                )
+                read = read_log(path, adapter, strict=strict, options=options, progress=not as_json)
+                db = db or open_store(store, **opening)  # created for a file that can be added
+                summary = write_log(db, read)
             except IngestError as err:
                 summary = IngestSummary(path=printable(path), adapter=adapter, error=str(err))
-                err_console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
+                error(str(err))
             summaries.append(summary)
+    finally:
+        if db is not None:
+            db.close()
     if as_json:
         print(json.dumps([s.to_dict() for s in summaries], indent=2))
     else:
@@ -154,7 +161,7 @@ def _print_ingest(summaries: list, store: Path, details: bool) -> None:
         if s.error:
             console.print(f"  {s.path}: not ingested: {s.error}", markup=False, highlight=False)
     problems = [
-        (s.path, p["line"], p["reason"], p["message"]) for s in summaries for p in s.problems
+        (f"{s.path}:{p['line']}", p["reason"], p["message"]) for s in summaries for p in s.problems
     ]
     print_problems(problems, None if details else EXAMPLES)
 
@@ -268,7 +275,8 @@ def pairs_mine(
     wait_for_lock: float = WAIT_OPTION,
 ) -> None:
     """Mine correct-over-incorrect, specialized-over-base and specialized-over-other-domain
-    pairs, cap them per task, mix them, and split them by task."""
+    pairs, cap them per task, mix them, and split them by task. When no pair is kept the
+    store is left as it was and the exit status is 2."""
     from dataclasses import asdict
 
     from orchrm.store.pairs import mine
@@ -302,15 +310,13 @@ def _print_mined(summary, config: MineConfig) -> None:
     for split in ("train", "validation", "test"):
         pairs, tasks = summary.by_split.get(split, 0), summary.tasks_by_split.get(split, 0)
         console.print(f"  {split}: {pairs:,} pairs from {tasks:,} tasks", highlight=False)
-    if not available:
-        warn("the store holds no orchestration that makes a pair: ingest logs first")
     for kind in summary.left_out:
         warn(
             f"no {kind} pair available: left out of the mix (see --specialized, "
             "--base, --step-threshold, --specialized-for)"
         )
     for split, share in zip(("train", "validation", "test"), config.split, strict=True):
-        if available and share > 0 and not summary.by_split.get(split):
+        if share > 0 and not summary.by_split.get(split):
             warn(
                 f"the {split} split is empty: {share:g} of "
                 f"{sum(summary.tasks_by_split.values())} tasks drew no pair there"

@@ -14,7 +14,7 @@ from orchrm.scoring.config import ScoreConfig
 @config_options(
     ScoreConfig,
     into="scoring",
-    leave_out=["protocol", "tokenizer", "max_length", "batch_size", "out"],
+    leave_out=["protocol", "tokenizer", "max_length", "batch_size", "out", "question"],
 )
 def view_command(
     scoring: ScoreConfig,

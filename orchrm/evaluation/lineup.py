@@ -193,10 +193,10 @@ def evaluate_held_out(config: EvalConfig, say=print, progress: bool = True) -> H
     """`orchrm eval` in one call: the held-out tasks `config` names, the line-up its models
     and judges allow (`say` names what is left out and why), one `Evaluation` per domain,
     and what `orchrm.viewer.page.write_evaluation_view` shows beside the report."""
+    tasks = _held_out_tasks(config)  # before torch loads: a missing log is said at once
     from orchrm.scoring.load import load_scorer
     from orchrm.scoring.local import OrchRM
 
-    tasks = _held_out_tasks(config)
     model = None
     if config.rm or config.rm_url:
         here = "auto" if config.rm_url else config.dtype  # a server scores in its own

@@ -21,3 +21,11 @@ class ParseError(OrchrmError, ValueError):
         where = f" at offset {offset}" if offset is not None else ""
         origin = f"{source}: " if source else ""
         super().__init__(f"{origin}{reason}{where}: {message}")
+
+    @property
+    def detail(self) -> str:
+        """The message with its source and offset but not its reason: for a line that
+        shows the reason beside it."""
+        at = f"at offset {self.offset}" if self.offset is not None else ""
+        prefix = " ".join(p for p in (self.source, at) if p)
+        return f"{prefix}: {self.message}" if prefix else self.message

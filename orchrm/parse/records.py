@@ -228,27 +228,37 @@ def read_records(path: str | Path) -> Iterator[tuple[int, object]]:
     `.jsonl`: one JSON value per non-blank line. `.json`: a list of records or one record
     (line 1). Anything else: the whole file is one harmony text (line 1).
     """
-    for line_no, item in _read_items(Path(path)):
+    for line_no, _, item in _read_items(Path(path)):
         if item is not BLANK:
             yield line_no, item
 
 
-def _read_items(path: Path) -> Iterator[tuple[int, object]]:
-    """`read_records`, with `BLANK` for each blank line of a `.jsonl` file."""
+def _read_items(path: Path) -> Iterator[tuple[int, int | None, object]]:
+    """`read_records` with each record's index in a `.json` list (None elsewhere: a
+    list's records all start on line 1 of a compact file, so the index is what tells
+    them apart), and `BLANK` for each blank line of a `.jsonl` file."""
     if path.suffix == ".jsonl":
         for line_no, value in read_values(path):
-            yield line_no, _as_error(value, "line") if isinstance(value, BadLine) else value
+            yield line_no, None, _as_error(value, "line") if isinstance(value, BadLine) else value
     elif path.suffix == ".json":
         data = read_document(path)
         if isinstance(data, BadLine):
-            yield 1, _as_error(data, "file")
+            yield 1, None, _as_error(data, "file")
             return
-        for item in data if isinstance(data, list) else [data]:
+        listed = isinstance(data, list)
+        for index, item in enumerate(data if listed else [data]):
             problem = lone_surrogate(item)  # the file-level check stops at the first
-            yield 1, ParseError("bad_field", problem, None, "file") if problem else item
+            error = ParseError("bad_field", problem, None, "file") if problem else None
+            yield 1, index if listed else None, error or item
     else:
         content = read_text(path)
-        yield 1, _as_error(content, "file") if isinstance(content, BadLine) else content
+        yield 1, None, _as_error(content, "file") if isinstance(content, BadLine) else content
+
+
+def location(path: str, line: int, index: int | None = None) -> str:
+    """Where a record is, as problems name it: `FILE:LINE`, or `FILE[INDEX]` for a record
+    of a `.json` list."""
+    return f"{path}[{index}]" if index is not None else f"{path}:{line}"
 
 
 def _as_error(bad: BadLine, source: str) -> ParseError:
@@ -283,7 +293,8 @@ def summarize_file(path: str | Path) -> ParseSummary:
     outcomes. A record that breaks several rules counts once as invalid and once under
     each rule it breaks. Raises OSError only when the file cannot be read."""
     summary = ParseSummary(path=printable(path))
-    for line_no, record in _read_items(Path(path)):
+    for line_no, index, record in _read_items(Path(path)):
+        at = {"line": line_no} if index is None else {"line": line_no, "index": index}
         if record is BLANK:
             summary.blank_lines += 1
             continue
@@ -296,7 +307,7 @@ def summarize_file(path: str | Path) -> ParseSummary:
             summary.unparseable += 1
             summary.unparseable_by_reason[err.reason] += 1
             summary.problems.append(
-                {"line": line_no, "kind": "unparseable", "code": err.reason, "message": str(err)}
+                {**at, "kind": "unparseable", "code": err.reason, "message": err.detail}
             )
             continue
         if not violations:
@@ -307,7 +318,7 @@ def summarize_file(path: str | Path) -> ParseSummary:
             summary.invalid_by_rule[rule] += 1
         summary.problems.append(
             {
-                "line": line_no,
+                **at,
                 "kind": "invalid",
                 "code": ",".join(dict.fromkeys(v.rule.value for v in violations)),
                 "message": "; ".join(v.message for v in violations),
@@ -330,13 +341,20 @@ class ScoreInput:
     orchestration: Orchestration | None = None
     reason: str | None = None
     message: str = ""
+    """Why it cannot be scored, without the reason code."""
+    index: int | None = None
+    """The record's index in a `.json` list (None for other files)."""
 
 
-def score_inputs(path: str | Path) -> Iterator[ScoreInput]:
+def score_inputs(path: str | Path, question: str | None = None) -> Iterator[ScoreInput]:
     """A `ScoreInput` for every record of a file (see `read_records`): a record needs an
-    orchestration `parse_record` reads and a text `question` (in that order: the first
-    missing one is the reason). Raises OSError only when the file cannot be read."""
-    for line, record in read_records(path):
+    orchestration `parse_record` reads and a text `question`, its own or, for a record
+    that has none (a harmony text file, a record without the field), `question` (in
+    that order: the first missing one is the reason). Raises OSError only when the file
+    cannot be read."""
+    for line, index, record in _read_items(Path(path)):
+        if record is BLANK:
+            continue
         task_id = record.get("task_id") if isinstance(record, dict) else None
         if isinstance(task_id, bool) or not isinstance(task_id, str | int):
             task_id = None
@@ -344,12 +362,20 @@ def score_inputs(path: str | Path) -> Iterator[ScoreInput]:
             if isinstance(record, ParseError):
                 raise record
             orchestration = parse_record(record)
-            question = record.get("question") if isinstance(record, dict) else None
-            if question is None:
-                raise ParseError("no_question", "the record has no question to score with")
-            if not isinstance(question, str):
-                kind = type(question).__name__
+            own = record.get("question") if isinstance(record, dict) else None
+            if own is not None and not isinstance(own, str):
+                kind = type(own).__name__
                 raise ParseError("bad_field", f"question: expected text, found {kind}")
-            yield ScoreInput(line, task_id, question, orchestration)
+            if own is None and question is None:
+                raise _no_question(record)
+            text = own if own is not None else question
+            yield ScoreInput(line, task_id, text, orchestration, index=index)
         except ParseError as err:
-            yield ScoreInput(line, task_id, reason=err.reason, message=str(err))
+            yield ScoreInput(line, task_id, reason=err.reason, message=err.detail, index=index)
+
+
+def _no_question(record: object) -> ParseError:
+    """`no_question`, saying what lacks one: a record's field or a harmony text."""
+    if isinstance(record, dict):
+        return ParseError("no_question", 'the record has no "question" field to score with')
+    return ParseError("no_question", "a harmony text holds no question to score with")

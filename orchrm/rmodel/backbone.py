@@ -30,6 +30,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from orchrm.errors import ConfigError, MissingInput, OrchrmError
 from orchrm.orchestration import RM_RENDER_VERSION, TokenCounter
+from orchrm.progress import library_bars_off
 from orchrm.rmodel.files import (
     ModelError,
     check_gguf,
@@ -177,14 +178,15 @@ def load_backbone(
     weights = {**extra, **dequantized()} if extra else {"use_safetensors": True}
     tokenizer = _load_tokenizer(name, trust_remote_code, (source, extra))
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(
-            source,
-            num_labels=1,
-            trust_remote_code=trust_remote_code,
-            dtype=dtype,
-            **weights,
-            **chosen,
-        )
+        with library_bars_off():
+            model = AutoModelForSequenceClassification.from_pretrained(
+                source,
+                num_labels=1,
+                trust_remote_code=trust_remote_code,
+                dtype=dtype,
+                **weights,
+                **chosen,
+            )
     except LOAD_ERRORS as err:
         raise _load_error(name, "the model", err) from None
     except SafetensorError as err:  # damage the header checks cannot see

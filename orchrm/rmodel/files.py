@@ -43,7 +43,8 @@ class ModelError(OrchrmError):
 
 
 class NoModel(ModelError, MissingInput):
-    """No reward model where the user pointed (exit status 3, as any missing input)."""
+    """No reward model where the user pointed: no such directory, a file, or a directory
+    without `config.json` (exit status 3, as any missing input)."""
 
 
 class DamagedModel(ModelError, MissingInput):
@@ -177,8 +178,8 @@ def check_gguf(path: Path) -> None:
 
 def model_directory(path: str | Path) -> Path:
     """`path` when it holds a model (a `config.json`); for `orchrm train`'s output folder,
-    its `model/`. Raises ModelError saying what is there instead, before any loader reads
-    the path as a hub id."""
+    its `model/`. Raises NoModel (exit status 3, as any input that cannot be read)
+    saying what is there instead, before any loader reads the path as a hub id."""
     path = Path(path)
     if (path / "config.json").is_file():
         return path
@@ -187,11 +188,11 @@ def model_directory(path: str | Path) -> Path:
     if not path.exists():
         raise NoModel(f"no reward model at {path}: no such directory")
     if path.is_file():
-        raise ModelError(
+        raise NoModel(
             f"{path} is a file; a reward model is a directory (`orchrm train`'s OUT/model)"
         )
     inside = sorted(p.name for p in path.iterdir())[:8]
-    raise ModelError(
+    raise NoModel(
         f"no reward model in {path}: it has no config.json (it holds "
         f"{', '.join(inside) or 'nothing'}); give `orchrm train`'s OUT/model"
     )

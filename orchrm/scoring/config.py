@@ -37,6 +37,9 @@ class ScoreConfig:
     None: the ensemble's own. Rows then also carry score_mean and score_spread."""
     spread_weight: float | None = setting(None, min=0.0, panel="Model")
     """With an ensemble: lambda of mean_minus_std; None: the ensemble's own."""
+    question: str | None = setting(None, panel="Data")
+    """The question of records that carry none (a harmony text file, records without a
+    `question` field); a record's own question is used where it has one."""
     out: str | None = setting(None, panel="Output")
     """JSONL of scores (default: stdout)."""
 

@@ -71,6 +71,9 @@ def load_scorer(
         raise ConfigError(f"{given} only apply to scoring through a server (rm_url)")
     if not rm:
         raise ConfigError("no reward model: give a model directory or a reward server's URL")
+    from orchrm.rmodel.files import check_model_files, model_directory
+
+    check_model_files(model_directory(rm))  # before torch loads: a wrong path fails at once
     from orchrm.scoring.local import OrchRM
 
     load = dict(

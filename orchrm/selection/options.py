@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Literal
 
 from orchrm.configs import config, setting
-from orchrm.errors import ConfigError
 from orchrm.selection.cost import MEASURES
 
 
@@ -17,13 +16,12 @@ class SelectorOptions:
     here once: `orchrm eval`'s options, `orchrm serve`'s `selector_options` and the
     line-up's `LineupInputs.options` all read them."""
 
-    adaptive_confidence: float = setting(0.9, min=0.0, max=1.0)
+    adaptive_confidence: float = setting(0.9, above=0.0, below=1.0)
     """orchrm-adaptive on a model without a calibration: stop drawing candidates once
-    the chance that a later draw scores above the best so far is at most 1 - this
-    (strictly between 0 and 1)."""
-    adaptive_tolerance: float = setting(0.01, min=0.0, max=1.0)
+    the chance that a later draw scores above the best so far is at most 1 - this."""
+    adaptive_tolerance: float = setting(0.01, min=0.0, below=1.0)
     """orchrm-adaptive on a calibrated model (`orchrm calibrate`): stop drawing once the
-    accuracy it expects to lose by stopping is at most this (below 1)."""
+    accuracy it expects to lose by stopping is at most this."""
     cost_weight: float = setting(0.1, min=0.0)
     """orchrm-cost and orchrm-search: what a doubling of the predicted cost is worth, in
     reward spreads (0: the score alone)."""
@@ -39,14 +37,3 @@ class SelectorOptions:
     """orchrm-search: taken off a plan's objective per edit, in reward spreads."""
     search_beam: int = setting(2, min=1)
     """orchrm-search: plans expanded per round of the search (1: hill-climbing)."""
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.adaptive_confidence < 1.0:
-            raise ConfigError(
-                f"adaptive_confidence must be strictly between 0 and 1, got "
-                f"{self.adaptive_confidence!r}"
-            )
-        if not self.adaptive_tolerance < 1.0:
-            raise ConfigError(
-                f"adaptive_tolerance must be below 1, got {self.adaptive_tolerance!r}"
-            )

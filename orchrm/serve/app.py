@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import errno
 import logging
+import socket
 import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -52,6 +54,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
 
 from orchrm.calibration.methods import calibration_from_metadata
+from orchrm.errors import Busy, ConfigError
 from orchrm.serve.batcher import BatcherClosed, MicroBatcher
 from orchrm.serve.classify import (
     classify_answer,
@@ -341,25 +344,60 @@ def serve(config: ServeConfig) -> Drain | None:
     """Load the reward model and serve it until SIGINT/SIGTERM; then stop accepting, let
     in-flight requests finish (up to `shutdown_timeout_s`), drain the batcher, log one
     line of what the drain did and return it (its `exit_status` is the process's); None
-    when the service stopped before it started (its log says why). A model that cannot
-    be read (`DamagedModel`, `NoModel`) is refused before the port is bound."""
-    import torch
-
-    from orchrm.scoring.load import load_scorer
-    from orchrm.serve.guard import DrainingServer
+    when the service stopped before it started (its log says why). Before the model
+    loads: a model whose files cannot be read (`DamagedModel`, `NoModel`) is refused
+    before the port is bound, and the port is bound (`bind_port`: `Busy` when another
+    process holds it)."""
+    from orchrm.rmodel.files import check_model_files, model_directory
 
     config.check()
-    if config.num_threads:
-        torch.set_num_threads(config.num_threads)
-    rm = load_scorer(
-        config.rm, device=config.device, dtype=config.dtype, batch_size=config.max_batch_size,
-        aggregate=config.aggregate, spread_weight=config.spread_weight,
-    )  # fmt: skip
-    rm.batch_size = forward_batch_size(config, rm.device)
-    rm.score_texts(["warm-up"])  # the first forward pass pays one-off costs
-    server = DrainingServer(uvicorn_config(create_app(rm, config), config))
-    server.run()
+    check_model_files(model_directory(config.rm))
+    sock = bind_port(config)
+    try:
+        import torch
+
+        from orchrm.scoring.load import load_scorer
+        from orchrm.serve.guard import DrainingServer
+
+        if config.num_threads:
+            torch.set_num_threads(config.num_threads)
+        rm = load_scorer(
+            config.rm, device=config.device, dtype=config.dtype,
+            batch_size=config.max_batch_size, aggregate=config.aggregate,
+            spread_weight=config.spread_weight,
+        )  # fmt: skip
+        rm.batch_size = forward_batch_size(config, rm.device)
+        rm.score_texts(["warm-up"])  # the first forward pass pays one-off costs
+        server = DrainingServer(uvicorn_config(create_app(rm, config), config))
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
     return server.drain
+
+
+def bind_port(config: ServeConfig) -> socket.socket:
+    """A socket bound to `config.host`:`config.port` (not yet listening: uvicorn starts
+    that), so that a port in use is said before any model loads: `Busy` (exit status 5)
+    for a port another process holds, `ConfigError` for an address this machine does not
+    have or a port it may not bind."""
+    where = (
+        f"[{config.host}]:{config.port}" if ":" in config.host else f"{config.host}:{config.port}"
+    )
+    sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    try:
+        sock.bind((config.host, config.port))
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise Busy(
+                f"cannot serve on {where}: another process is listening on port "
+                f"{config.port}; stop it, or give another --port"
+            ) from None
+        raise ConfigError(
+            f"cannot serve on {where}: {err.strerror or err}; give another --host or --port"
+        ) from None
+    return sock
 
 
 def forward_batch_size(config: ServeConfig, device) -> int:

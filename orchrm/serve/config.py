@@ -71,7 +71,7 @@ class ServeConfig:
     """With an ensemble: lambda of mean_minus_std; None: the ensemble's own."""
     num_threads: int | None = setting(None, min=1, panel="Scale")
     """CPU threads for PyTorch; None: its default (one per core)."""
-    max_request_seconds: float = setting(30.0, panel="Limits")
+    max_request_seconds: float = setting(30.0, above=0.0, panel="Limits")
     """Longest time one request may take from its complete body to its answer: parsing,
     rendering, waiting for and running its forward passes. Past it the request gets 503
     `over_budget` and its work still queued is dropped."""
@@ -83,13 +83,13 @@ class ServeConfig:
     """Requests that may wait for a free prepare worker; past it a request gets 503
     `overloaded` at once. As many as `max_connections`, so that a burst of single-sample
     requests (OpenRLHF sends a rollout's samples at once) waits rather than fails."""
-    header_timeout_s: float = setting(10.0, panel="Timeouts")
+    header_timeout_s: float = setting(10.0, above=0.0, panel="Timeouts")
     """How long a connection may take to send a request's headers, from connecting or
     from its previous response; then it is closed."""
-    body_timeout_s: float = setting(30.0, panel="Timeouts")
+    body_timeout_s: float = setting(30.0, above=0.0, panel="Timeouts")
     """How long a request's body may take to arrive once its headers have (408
     `body_timeout` beyond, and the connection is closed)."""
-    keep_alive_timeout_s: float = setting(5.0, panel="Timeouts")
+    keep_alive_timeout_s: float = setting(5.0, above=0.0, panel="Timeouts")
     """How long an idle keep-alive connection stays open."""
     max_connections: int = setting(2048, min=1, panel="Limits")
     """Most connections open at once (lowered to stay below the process's descriptor
@@ -97,7 +97,7 @@ class ServeConfig:
     limit a connection still waiting for request headers is closed to make room, one
     that never completed a request first, then the longest waiting; with none, a new
     connection gets 503 and is closed."""
-    shutdown_timeout_s: float = setting(30.0, panel="Timeouts")
+    shutdown_timeout_s: float = setting(30.0, above=0.0, panel="Timeouts")
     """On SIGTERM/SIGINT, how long in-flight requests may take to finish; requests whose
     body is still arriving are closed at once."""
     openapi: bool = setting(False, panel="Server")
@@ -107,13 +107,8 @@ class ServeConfig:
         self.check()
 
     def check(self) -> None:
-        """Raise ConfigError for limits that make no sense and for an open bind without a
-        key (before any model is loaded)."""
-        seconds = ("max_request_seconds", "header_timeout_s", "body_timeout_s")
-        seconds += ("keep_alive_timeout_s", "shutdown_timeout_s")
-        for name in seconds:
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be more than 0, got {getattr(self, name)}")
+        """Raise ConfigError for a client network that is none and for an open bind
+        without a key (before any model is loaded)."""
         networks = client_networks(self.allow_clients)
         if not (self.api_key or networks or self.insecure or is_loopback(self.host)):
             raise ConfigError(

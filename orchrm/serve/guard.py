@@ -350,6 +350,16 @@ class DrainingServer(uvicorn.Server):
         # the caller takes the status from `drain` instead.
         getattr(self, "_captured_signals", []).clear()
 
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if sockets and self.started:  # uvicorn names the address only of a socket it bound
+            host, port = sockets[0].getsockname()[:2]
+            logging.getLogger("uvicorn.error").info(
+                "Uvicorn running on http://%s:%d (Press CTRL+C to quit)",
+                f"[{host}]" if ":" in host else host,
+                port,
+            )
+
     async def shutdown(self, sockets=None) -> None:
         start = time.monotonic()
         self.requests.draining = True

@@ -5,7 +5,8 @@ validates, grades (when a log has no label) and renders every orchestration, and
 the file in one transaction. Every input record is counted: added, already in the store
 (duplicate), or malformed (with its line and a reason code); blank lines are counted
 apart. In strict mode one malformed record keeps the whole file out. A file that cannot
-be read at all raises `IngestError`, and nothing of it is written.
+be read at all raises `IngestError`, and nothing of it is written. `read_log` and
+`write_log` are its two halves: a file is read and checked before a store is needed.
 """
 
 from __future__ import annotations
@@ -66,9 +67,35 @@ def ingest_file(
     options: dict | None = None,
     progress: bool = False,
 ) -> IngestSummary:
-    """Ingest one file (or a training-step folder) into `store` in one transaction.
-    Raises IngestError when the file cannot be read, its format is unknown, or (strict)
-    it holds a malformed record."""
+    """Ingest one file (or a training-step folder) into `store` in one transaction
+    (`read_log`, then `write_log`). Raises IngestError when the file cannot be read, its
+    format is unknown, or (strict) it holds a malformed record."""
+    return write_log(
+        store, read_log(path, adapter, strict=strict, options=options, progress=progress)
+    )
+
+
+@dataclass
+class ReadLog:
+    """A file read and staged by `read_log`, for `write_log` to write."""
+
+    summary: IngestSummary
+    staged: _Staged
+    pairs: dict
+    ingest_id: str
+
+
+def read_log(
+    path: str | Path,
+    adapter: str = "auto",
+    *,
+    strict: bool = False,
+    options: dict | None = None,
+    progress: bool = False,
+) -> ReadLog:
+    """Read, check and stage one file (or a training-step folder) without a store, so a
+    store need not exist for a file that cannot be ingested. Raises IngestError as
+    `ingest_file` does."""
     path = Path(path)
     if not path.exists():
         raise IngestError(f"no such file or folder: {printable(path)}")
@@ -89,14 +116,14 @@ def ingest_file(
             f"(strict); first at line {first['line']}: {first['message']}"
         )
     pairs = _pairs(staged, summary, path)
-    _write(
-        store,
-        staged,
-        pairs,
-        summary,
-        content_hash(digest, adapter, json.dumps(options, sort_keys=True)),
-    )
-    return summary
+    key = content_hash(digest, adapter, json.dumps(options, sort_keys=True))
+    return ReadLog(summary, staged, pairs, key)
+
+
+def write_log(store: Store, read: ReadLog) -> IngestSummary:
+    """Write what `read_log` staged into `store` in one transaction; its summary."""
+    _write(store, read.staged, read.pairs, read.summary, read.ingest_id)
+    return read.summary
 
 
 def _read(path: Path, adapter: str, options: dict, progress: bool) -> tuple[IngestSummary, _Staged]:

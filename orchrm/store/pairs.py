@@ -65,8 +65,13 @@ def _role_sql(config: MineConfig) -> str:
     return f"CASE {' '.join(parts)} END" if parts else "NULL"
 
 
+class NoPairs(InputError):
+    """Mining found no pair to keep; the store is left as it was."""
+
+
 def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
-    """Mine, cap, mix and split pairs into the store's `pairs` table (one transaction)."""
+    """Mine, cap, mix and split pairs into the store's `pairs` table (one transaction).
+    Raises `NoPairs` when no pair is kept, leaving the dataset's pairs as they were."""
     config = config or MineConfig()
     params = {
         "specialized": list(config.specialized),
@@ -116,9 +121,25 @@ def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
             [config.dataset, train, train + validation, str(config.seed)],
         )
         kept = _grouped(db, config.dataset, "kind, count(*)")
+        if not kept:  # raised inside the transaction: rolled back
+            raise NoPairs(_no_pairs(available))
         by_split = _grouped(db, config.dataset, "split, count(*)")
         tasks_by_split = _grouped(db, config.dataset, "split, count(DISTINCT task_id)")
     return MineSummary(config.dataset, available, kept, by_split, tasks_by_split, left_out)
+
+
+def _no_pairs(available: dict[str, int]) -> str:
+    """Why mining kept no pair, and what to do."""
+    if not available:
+        return (
+            "no pair to mine: the store holds no two orchestrations of one task that make a "
+            "pair (one correct and one incorrect, or from --specialized and --base "
+            "orchestrators); ingest such logs first"
+        )
+    found = ", ".join(f"{n} {kind}" for kind, n in sorted(available.items()))
+    return (
+        f"no pair of the kinds --ratio mixes: the store has {found}; give a --ratio that mixes them"
+    )
 
 
 def split_of_tasks(

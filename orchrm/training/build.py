@@ -17,6 +17,7 @@ from orchrm.errors import ConfigError
 from orchrm.jsonl import atomic_file, follow_umask_tree
 from orchrm.orchestration import RM_RENDER_VERSION
 from orchrm.orchestration.rm_text import DOMAIN_PREFIX
+from orchrm.progress import library_bars_off
 from orchrm.rmodel.backbone import load_backbone
 from orchrm.rmodel.card import CARD, data_composition, model_card, write_model_card
 from orchrm.rmodel.files import METADATA
@@ -187,7 +188,8 @@ def save_model(
 def write_model_files(folder: Path, model, tokenizer, metadata: dict, state_dict) -> None:
     """The files of a saved model in `folder`: weights (`state_dict`, or the model's own),
     tokenizer, `orchrm.json` from `metadata` and the model card."""
-    model.save_pretrained(folder, safe_serialization=True, state_dict=state_dict)
+    with library_bars_off():
+        model.save_pretrained(folder, safe_serialization=True, state_dict=state_dict)
     tokenizer.save_pretrained(folder)
     metadata = {"render_version": RM_RENDER_VERSION, **metadata}
     (folder / METADATA).write_text(json.dumps(metadata, indent=2))

@@ -18,7 +18,6 @@ import json
 import math
 import os
 import pickle
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -32,11 +31,16 @@ from safetensors.torch import load_file, save_file
 from orchrm.errors import MissingInput
 from orchrm.jsonl import follow_umask_tree, printable
 from orchrm.rmodel.files import ModelError
-from orchrm.training.output import RecordedWrites, folder_bytes, replace_folder, writing
+from orchrm.training.output import (
+    CHECKPOINT_NAME,
+    RecordedWrites,
+    folder_bytes,
+    replace_folder,
+    writing,
+)
 
 FILES = ("model.safetensors", "optimizer.pt", "scheduler.json", "state.json")
 """What a checkpoint folder holds."""
-_NAME = re.compile(r"step-(0|[1-9][0-9]{0,11})")
 _UNFINISHED = (".step-", ".replaced-step-")
 """Prefixes of the temporary folders a save writes (a replaced checkpoint's too), and of
 a replaced checkpoint of earlier versions."""
@@ -130,11 +134,24 @@ def checkpoint_folders(out: Path, say: Callable[[str], None] | None = None) -> l
         return []
     found = []
     for path in sorted(folder.iterdir()):
-        if _NAME.fullmatch(path.name) and path.is_dir():
+        if CHECKPOINT_NAME.fullmatch(path.name) and path.is_dir():
             found.append(path)
         elif say is not None and not path.name.startswith("."):
             say(f"ignoring {path}: not a checkpoint (checkpoints are step-N folders)")
     return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def remove_checkpoints(out: Path, say: Callable[[str], None]) -> list[Path]:
+    """Delete the step-N folders of OUT/checkpoints for a run that starts at step 0, so
+    a later resume never takes an earlier run's checkpoint for this run's; said in one
+    line. Other entries stay."""
+    found = checkpoint_folders(out)
+    for path in found:
+        shutil.rmtree(path)
+    if found:
+        where = printable(Path(out) / "checkpoints")
+        say(f"removed {len(found)} checkpoint(s) of an earlier run in {where}: starting at step 0")
+    return found
 
 
 def require_checkpoint(out: Path) -> None:

@@ -38,7 +38,7 @@ class TrainConfig:
     """Tokens per orchestration text; longer ones are truncated from the end (the
     rendering puts the thinking last), never dropped. Count them in the export with
     `orchrm pairs export --tokenizer` to cut by the rendering budget instead."""
-    epochs: float = setting(1.0, min=0.0, panel="Optimization")
+    epochs: float = setting(1.0, above=0.0, panel="Optimization")
     """Passes over the training pairs (fractions allowed)."""
     max_steps: int | None = setting(None, min=1, panel="Optimization")
     """Stop after this many optimizer steps (overrides `epochs` when smaller)."""
@@ -64,7 +64,7 @@ class TrainConfig:
     similar length. 1: every batch is a random draw, as TRL's reward trainer makes it;
     more pads less but makes batches that are not random samples, which cost accuracy
     at 256 tokens (docs/results.md#training-speed-orchrm-vs-trl)."""
-    lr: float = setting(5e-5, min=0.0, panel="Optimization")
+    lr: float = setting(5e-5, above=0.0, panel="Optimization")
     """Peak learning rate (AdamW)."""
     head_lr: float | None = setting(None, min=0.0, panel="Optimization")
     """Peak learning rate of the freshly initialized score head (the parameters outside
@@ -125,7 +125,7 @@ class TrainConfig:
     """LoRA rank."""
     lora_alpha: int = setting(32, min=1, panel="Model")
     """LoRA scaling numerator (updates scale by lora_alpha / lora_r)."""
-    lora_dropout: float = setting(0.05, min=0.0, max=1.0, panel="Model")
+    lora_dropout: float = setting(0.05, min=0.0, below=1.0, panel="Model")
     """Dropout on the LoRA adapters' input."""
     seed: int = setting(0, panel="Optimization")
     """Seeds the data order, the head's initialization and dropout."""
@@ -154,10 +154,6 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_report_to(self.report_to)
-        if self.epochs <= 0 or self.lr <= 0:
-            raise ConfigError(f"epochs and lr must be above 0, got {self.epochs}, {self.lr}")
-        if self.lora_dropout >= 1:
-            raise ConfigError(f"lora_dropout must be below 1, got {self.lora_dropout}")
         if self.bf16 is not None and self.dtype != "auto" and self.bf16 != (self.dtype == "bf16"):
             raise ConfigError(f"bf16={self.bf16} contradicts dtype={self.dtype!r}: set one")
         if self.attn_implementation == "flash_attention_2":

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from orchrm.configs import dump_config
 from orchrm.rmodel.backbone import load_backbone, padding_side
 from orchrm.rmodel.card import write_model_card
 from orchrm.rmodel.ensemble import (
@@ -70,6 +71,7 @@ def train_ensemble(config: TrainConfig, train, resume: bool = False, progress: b
         summaries.append(train(member, resume=again, progress=progress, ensemble_seed=config.seed))
     if os.environ.get("RANK", "0") != "0":  # one of `accelerate launch`'s other processes
         return _summary(summaries, None)
+    dump_config(config, Path(config.out) / "config.yaml")  # the ensemble's own settings
     folders = [Path(member_config(config, i).out) / "model" for i in range(config.ensemble)]
     metrics = assemble(config, folders, summaries)
     return _summary(summaries, metrics.get(config.aggregate))

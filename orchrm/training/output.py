@@ -32,6 +32,8 @@ from orchrm.jsonl import printable
 
 REPLACED = "replaced-"
 """After `.NAME.`, the name of a folder moved aside while it is replaced."""
+CHECKPOINT_NAME = re.compile(r"step-(0|[1-9][0-9]{0,11})")
+"""The name of a checkpoint folder in OUT/checkpoints: `step-N`."""
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")
 """How a `SafetensorError` carries the OS error of a failed write."""
 _ADVICE = {
@@ -192,3 +194,20 @@ def settle_folder(out: Path, say: Callable[[str], None]) -> list[Path]:
         names = ", ".join(p.name for p in left)
         say(f"removed {len(left)} unfinished folder(s) beside {printable(out)}: {names}")
     return left
+
+
+def earlier_run(out: Path) -> str | None:
+    """What a training run left in `out` that another run would replace (its model, or
+    its checkpoints), said for an error message; None when there is nothing."""
+    out = Path(out)
+    if (out / "model").exists():
+        return f"a trained model ({printable(out / 'model')})"
+    folder = out / "checkpoints"
+    steps = (
+        [p for p in folder.iterdir() if CHECKPOINT_NAME.fullmatch(p.name)]
+        if folder.is_dir()
+        else []
+    )
+    if steps:
+        return f"{len(steps)} checkpoint(s) of an earlier run ({printable(folder)})"
+    return None

@@ -41,6 +41,7 @@ from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 from transformers import get_linear_schedule_with_warmup
 
+from orchrm.configs import dump_config
 from orchrm.errors import ConfigError, InputError, OutputError
 from orchrm.progress import progress_bar
 from orchrm.rmodel.backbone import default_backbone, load_backbone, padding_side
@@ -64,6 +65,7 @@ from orchrm.training.build import (
 from orchrm.training.checkpoint import (
     TrainState,
     checkpoint_bytes,
+    remove_checkpoints,
     remove_unfinished,
     require_checkpoint,
     resume_newest,
@@ -223,6 +225,8 @@ def _schedule(run: _Run, resume: bool) -> None:
     if run.main:
         remove_unfinished(run.out, _say)
         settle_folder(run.out / "model", _say)
+        if not resume:
+            remove_checkpoints(run.out, _say)
     if resume:
         resumed = resume_newest(
             run.out, model, run.optimizer, run.scheduler, main=run.main, say=_say
@@ -455,16 +459,20 @@ def train(
     progress: bool = True,
     ensemble_seed: int | None = None,
 ) -> TrainSummary:
-    """Train (or, with `resume`, continue) a reward model into OUT/model; returns the
-    summary that is also stored in the saved model's metadata. With `config.ensemble`
-    above 1, an ensemble (`orchrm.training.ensemble`); `ensemble_seed` is the seed of the
-    ensemble a member belongs to (its validation split, and with `bootstrap` its draw of
-    the training tasks from its own seed)."""
+    """Train (or, with `resume`, continue) a reward model into OUT/model, its settings
+    into OUT/config.yaml (once the pairs and the model have loaded: a run refused before
+    writes nothing); returns the summary that is also stored in the saved model's
+    metadata. Without `resume`, an earlier run's checkpoints in OUT are removed. With
+    `config.ensemble` above 1, an ensemble (`orchrm.training.ensemble`); `ensemble_seed`
+    is the seed of the ensemble a member belongs to (its validation split, and with
+    `bootstrap` its draw of the training tasks from its own seed)."""
     if config.ensemble > 1:
         from orchrm.training.ensemble import train_ensemble
 
         return train_ensemble(config, train, resume, progress)
     run = _prepare(config, resume, ensemble_seed)
+    if run.main:
+        dump_config(config, run.out / "config.yaml")
     try:
         stopped = _loop(run, progress)
     finally:

@@ -7,8 +7,8 @@ and the ensemble's averaged weights (WARM, one pass), on the same texts in one r
 
 Texts are world plans rendered for the model (`--texts`); each variant scores all of
 them `--rounds` times, the variants taking turns, and the median round counts. Memory
-is each process's peak resident set after loading and scoring, each variant in a
-process of its own, next to a process that loads nothing but the libraries.
+is what loading a variant and scoring the texts once adds to the resident set of a
+fresh process that has the libraries and the texts already.
 """
 
 from __future__ import annotations
@@ -99,19 +99,23 @@ def load(variant: str, rm: Path, s: CostSettings):
     return load_scorer(rm, dtype=s.dtype, batch_size=s.batch_size, aggregate=aggregate)
 
 
-def peak_memory(variant: str, rm: Path, s: CostSettings) -> float:
-    """MiB of peak resident set of a process that loads `variant` and scores the texts
-    once ('' loads nothing but the libraries)."""
+def held_memory(variant: str, rm: Path, s: CostSettings) -> float:
+    """MiB the resident set grows by in a fresh process that loads `variant` and scores
+    the texts once (the libraries imported and the texts made before)."""
     code = (
-        "import resource, json, sys\n"
+        "import gc, json, os, sys\n"
         "sys.path.insert(0, 'benchmarks')\n"
         "import ensemble_cost as b\n"
-        "from orchrm.scoring.load import load_scorer\n"
+        "import torch, transformers\n"
         f"s = b.CostSettings(**json.loads({json.dumps(json.dumps(_fields(s)))}))\n"
-        f"items = b.world_texts(s.texts)\n"
-        f"v = {variant!r}\n"
-        f"if v: b.load(v, b.Path({str(rm)!r}), s).score(items)\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
+        "items = b.world_texts(s.texts)\n"
+        "def rss():\n"
+        "    gc.collect()\n"
+        "    return int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE')\n"
+        "before = rss()\n"
+        f"model = b.load({variant!r}, b.Path({str(rm)!r}), s)\n"
+        "model.score(items)\n"
+        "print((rss() - before) / 2**20)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return float(done.stdout.strip().splitlines()[-1])
@@ -138,19 +142,18 @@ def main(s: CostSettings) -> None:
                 scorer.score(items)
                 seconds[v].append(time.perf_counter() - start)
         k = len(scorers["ensemble"].members)
-        baseline = peak_memory("", rm, s)
         rows = {
-            v: (len(items) / statistics.median(seconds[v]), peak_memory(v, rm, s) - baseline)
-            for v in VARIANTS
+            v: (len(items) / statistics.median(seconds[v]), held_memory(v, rm, s)) for v in VARIANTS
         }
     one_rate, one_mem = rows["one model"]
     print(
         f"{len(items)} world plans, {s.dtype}, batch {s.batch_size}, ensemble of {k}; "
-        f"median of {s.rounds} rounds; memory over a process with the libraries only"
+        f"median of {s.rounds} rounds; memory: what loading and scoring adds to a process"
     )
     print(f"{'variant':<12}{'texts/s':>10}{'x one':>8}{'MiB':>9}{'x one':>8}")
     for v, (rate, mem) in rows.items():
-        print(f"{v:<12}{rate:>10.1f}{rate / one_rate:>8.2f}{mem:>9.0f}{mem / one_mem:>8.2f}")
+        share = f"{mem / one_mem:>8.2f}" if one_mem > 0 else f"{'-':>8}"
+        print(f"{v:<12}{rate:>10.1f}{rate / one_rate:>8.2f}{mem:>9.0f}{share}")
 
 
 if __name__ == "__main__":

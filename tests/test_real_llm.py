@@ -194,6 +194,7 @@ def test_orchrm_run_end_to_end_then_ingest(real_llm, orchrm_cli, tmp_path):
     assert json.loads(done.stdout)[0]["added"] == 2
 
 
+@pytest.mark.slow  # make test-slow: a heavy case of what the suite checks
 def test_a_prompt_past_the_slot_context_is_recorded_with_the_limit(real_llm):
     long_task = Task("long", "Add these numbers: " + " ".join(["7 +"] * 1200) + " 7", "8407")
     short_task = Task("short", "What is 1 + 1?", "2")
@@ -213,6 +214,7 @@ def test_a_prompt_past_the_slot_context_is_recorded_with_the_limit(real_llm):
     assert (short_record["parse_error"] or {}).get("reason") != "orchestrator_failed"
 
 
+@pytest.mark.slow  # make test-slow: a heavy case of what the suite checks
 def test_a_reply_cut_by_the_context_is_an_error_not_an_answer(real_llm):
     # The prompt fits, the reply cannot: llama.cpp stops at the context's end with
     # finish_reason `length` short of the asked max_tokens (500: past the room left).

@@ -467,6 +467,7 @@ def test_score_and_eval_commands_read_a_reward_server_as_the_local_model(
     assert down.returncode == 2 and "cannot reach" in down.stderr
 
 
+@pytest.mark.slow  # make test-slow: a heavy case of what the suite checks
 def test_in_bf16_a_server_scores_as_a_local_model_that_batches_alike(rm_dir, tmp_path, orchrm_cli):
     from orchrm.jsonl import write_jsonl
     from orchrm.world.generate import generate

@@ -548,6 +548,7 @@ def test_saves_replace_in_place_and_prune_only_checkpoints_up_to_the_step(tmp_pa
     assert sorted(p.name for p in (folder / "step-6").iterdir()) == sorted(FILES)
 
 
+@pytest.mark.slow  # make test-slow: a heavy case of what the suite checks
 def test_resume_passes_over_a_damaged_checkpoint_and_continues_exactly(pairs_dir, tmp_path, capsys):
     """A run whose last checkpoint is damaged, with debris beside it, resumes from the
     checkpoint before and ends with the weights of a run that was never interrupted."""

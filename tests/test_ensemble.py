@@ -102,9 +102,9 @@ def test_the_aggregates_are_the_members_own_scores_combined_exactly_in_fp32(ense
             assert result.score == combine(values, how, weight)
             assert result.mean == sum(values) / K and result.spread == spread(values)
             assert result.tokens == K * tokens[i]
-    # the stored default: mean - 1 x spread, and its spread is the members' disagreement
+    # the stored default: the worst member's, and its spread is the members' disagreement
     default = load_scorer(ensemble, dtype="fp32").score_texts(texts[:1])[0]
-    assert math.isclose(default.score, default.mean - default.spread, abs_tol=1e-12)
+    assert default.score == min(default.members) < default.mean
     assert default.spread > 0
 
 
@@ -119,7 +119,7 @@ def test_the_directory_is_the_averaged_model_for_any_loader(ensemble):
     meta = json.loads((ensemble / "orchrm.json").read_text())
     entry = meta["ensemble"]
     assert entry["members"] == K and entry["seeds"] == [0, 1, 2]
-    assert entry["aggregate"] == "mean_minus_std" and entry["spread_weight"] == 1.0
+    assert entry["aggregate"] == "min" and entry["spread_weight"] == 1.0
     assert set(entry["validation_accuracy"]) == {"warm", "mean", "min", "mean_minus_std"}
     card = (ensemble / "README.md").read_text()
     assert "ensemble of 3" in card

@@ -11,6 +11,7 @@ from pathlib import Path
 from orchrm.orchestration import replace_surrogates
 from orchrm.rmodel.backbone import padding_side, rewards
 from orchrm.rmodel.ensemble import (
+    DEFAULT_AGGREGATE,
     check_aggregate,
     combine,
     ensemble_settings,
@@ -31,7 +32,7 @@ class EnsembleScorer(RenderingScorer):
 
     members: list[OrchRM]
     metadata: dict = field(default_factory=dict)
-    aggregate: str = "mean_minus_std"
+    aggregate: str = DEFAULT_AGGREGATE
     spread_weight: float = 1.0
 
     @classmethod
@@ -48,7 +49,7 @@ class EnsembleScorer(RenderingScorer):
         top = model_directory(path)
         top_metadata = read_metadata(top)
         settings = ensemble_settings(top_metadata) or {}
-        aggregate = aggregate or settings.get("aggregate", "mean_minus_std")
+        aggregate = aggregate or settings.get("aggregate", DEFAULT_AGGREGATE)
         weight = settings.get("spread_weight", 1.0) if spread_weight is None else spread_weight
         check_aggregate(aggregate, weight)
         count = int(settings.get("members", 0))

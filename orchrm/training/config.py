@@ -144,9 +144,10 @@ class TrainConfig:
     """With `ensemble` above 1: each member trains on a draw with replacement of as many
     training tasks' pairs as there are (a task's pairs stay together)."""
     aggregate: Literal[AGGREGATES] = setting(DEFAULT_AGGREGATE, panel="Ensemble")
-    """The ensemble's default score: mean, min (worst case), mean_minus_std (mean minus
-    `spread_weight` x spread) or warm (the averaged weights alone); a scorer may choose
-    another."""
+    """The ensemble's default score: min (the worst member's: on the world's math preset
+    the one aggregate whose best-of-N pick did not turn down by N = 256), mean,
+    mean_minus_std (mean minus `spread_weight` x spread) or warm (the averaged weights
+    alone); a scorer may choose another."""
     spread_weight: float = setting(DEFAULT_SPREAD_WEIGHT, min=0.0, panel="Ensemble")
     """lambda of mean_minus_std."""
     extra: dict = field(default_factory=dict, metadata={"panel": "Output"})

@@ -291,3 +291,22 @@ def test_a_weight_outside_0_to_1_is_refused_with_its_line(tmp_path):
     write_jsonl(rows, tmp_path / "train.jsonl")
     with pytest.raises(InputError, match=r"train\.jsonl:2: a pair's weight"):
         read_pair_file(tmp_path / "train.jsonl")
+
+
+# --------------------------------------------------------------------------- the study
+
+
+def test_every_arm_of_the_world_study_spends_the_same_executions(tmp_path):
+    from collections import Counter
+
+    from orchrm.experiments.world_studies.denoised import arm_records, budget_logs, mine_arm
+
+    plans, outcomes, _ = budget_logs("math", 6, 8, 4, seed=3)
+    for k in (1, 2, 4):
+        records = arm_records(plans, outcomes, 8, k)
+        assert Counter(r["task_id"] for r in records) == dict.fromkeys(plans, 8)
+        per_plan = Counter((r["task_id"], r["sample_index"], r["orchestrator"]) for r in records)
+        assert set(per_plan.values()) == {k} and len(per_plan) == 6 * 8 // k
+        pairs = mine_arm(records, k, 0.25, tmp_path / f"k{k}")
+        assert pairs and all(0.5 < p["weight"] <= 1 for p in pairs)
+        assert all(p["weight"] == 1 for p in pairs) == (k == 1)

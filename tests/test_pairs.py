@@ -350,6 +350,7 @@ def test_export_writes_one_file_per_split_with_the_exact_reward_model_text(world
     assert loaded["jsonl"] == loaded["parquet"]
     rows = [r for split_rows in loaded["jsonl"].values() for r in split_rows]
     assert rows and sorted(rows, key=str) == sorted(preference_rows(world), key=str)
+    assert all(r["weight"] == 1.0 for r in rows)  # pairs of sure outcomes and roles
     for r in rows:
         question = questions[r["task_id"]]
         for side in ("chosen", "rejected"):

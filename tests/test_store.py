@@ -15,6 +15,7 @@ import pytest
 
 from orchrm.store.db import (
     CONNECTION_CONFIG,
+    MIGRATIONS,
     SCHEMA_VERSION,
     Store,
     StoreError,
@@ -51,13 +52,29 @@ def test_an_older_store_is_migrated_on_open(tmp_path, monkeypatch):
     db.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
     db.close()
     monkeypatch.setattr(
-        "orchrm.store.db.MIGRATIONS", {0: "CREATE TABLE IF NOT EXISTS migrated (x INTEGER)"}
+        "orchrm.store.db.MIGRATIONS",
+        {**MIGRATIONS, 0: "CREATE TABLE IF NOT EXISTS migrated (x INTEGER)"},
     )
     with pytest.raises(StoreError, match="open it writable"):
         Store(path, read_only=True)
     with Store(path) as store:
         assert store_summary(store)["schema_version"] == SCHEMA_VERSION
         assert store.db.execute("SELECT count(*) FROM migrated").fetchone() == (0,)
+
+
+def test_a_version_1_store_gives_its_pairs_weight_1(tmp_path):
+    """Version 2 added the pairs' weight: a version-1 store's pairs read as sure pairs."""
+    path = tmp_path / "s.duckdb"
+    Store(path).close()
+    _plain_duckdb(
+        path,
+        "ALTER TABLE pairs DROP COLUMN weight",
+        "INSERT INTO pairs VALUES ('d', 'p', 't', 'coi', 'a', 'b', 'train')",
+        "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
+    )
+    with Store(path) as store:
+        assert store_summary(store)["schema_version"] == SCHEMA_VERSION == 2
+        assert store.db.execute("SELECT pair_id, weight FROM pairs").fetchall() == [("p", 1.0)]
 
 
 def _store_with_rows(path):

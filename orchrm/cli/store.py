@@ -310,6 +310,13 @@ def _print_mined(summary, config: MineConfig) -> None:
     for split in ("train", "validation", "test"):
         pairs, tasks = summary.by_split.get(split, 0), summary.tasks_by_split.get(split, 0)
         console.print(f"  {split}: {pairs:,} pairs from {tasks:,} tasks", highlight=False)
+    if config.denoise:
+        console.print(
+            f"  denoised: {summary.denoised:,} coi pairs judged on the success rates of "
+            f"{summary.plans_with_runs:,} plans with {config.min_runs}+ runs; "
+            f"{summary.plans_few_runs:,} plans left out with fewer runs",
+            highlight=False,
+        )
     for kind in summary.left_out:
         warn(
             f"no {kind} pair available: left out of the mix (see --specialized, "

@@ -107,6 +107,9 @@ class LogRecord:
     completion_tokens: int | None = None
     error: str | None = None
     p_success: float | None = None
+    execution_seed: int | None = None
+    """The seed of this execution: records of one sample with other seeds are its
+    repeated executions, each kept (None: the sample's one execution)."""
     pair: tuple[str, str] | None = None  # preference import: (kind, "chosen" | "rejected")
 
 
@@ -252,6 +255,7 @@ def _orchrm(r: dict, path: Path, options: dict) -> list[LogRecord | Malformed]:
             completion_tokens=tokens["completion_tokens"],
             error=text(execution.get("error"), "execution.error"),
             p_success=number(world.get("p_success"), "world.p_success", low=0.0, high=1.0),
+            execution_seed=integer(r.get("execution_seed"), "execution_seed", high=INT64_MAX),
         )
     ]
 

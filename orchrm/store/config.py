@@ -36,6 +36,17 @@ class MineConfig:
     allow_invalid_rejected: bool = True
     """Whether an orchestration that breaks a graph rule may be the rejected side (it is
     never the chosen one; unparseable ones are never paired: they cannot be rendered)."""
+    denoise: bool = False
+    """Judge correct-over-incorrect pairs on each plan's success rate over its repeated
+    executions (of one task and reward-model text) instead of on outcomes that all
+    agree: the chosen plan's rate beats the rejected one's by `min_gap` or more, and the
+    pair's `weight` is P(chosen's true success > rejected's) under uniform priors
+    (docs/ingest-and-pairs.md#pairs-from-repeated-executions)."""
+    min_runs: int = setting(2, min=1)
+    """With `denoise`: executions a plan needs to be paired; plans with fewer are left
+    out and counted."""
+    min_gap: float = setting(0.25, min=0.0, max=1.0)
+    """With `denoise`: least success-rate difference, chosen minus rejected (above 0)."""
     domain: str | None = None
     """Mine one domain only (None: every domain, a mixed-domain dataset)."""
     split: tuple[float, float, float] = (0.8, 0.1, 0.1)
@@ -49,6 +60,11 @@ class MineConfig:
             raise ConfigError(f"unknown pair kind(s) {sorted(unknown)}: choose from {KINDS}")
         if any(not math.isfinite(v) or v < 0 for v in self.ratio.values()):
             raise ConfigError(f"ratio shares must be finite and >= 0; got {self.ratio}")
+        if not self.min_gap > 0:
+            raise ConfigError(
+                f"min_gap must be above 0 (a plan is never paired with an equal one); "
+                f"got {self.min_gap}"
+            )
         shares = tuple(self.split)
         if (
             len(shares) != 3

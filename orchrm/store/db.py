@@ -26,7 +26,7 @@ from orchrm.errors import Busy, MissingInput, OrchrmError
 from orchrm.store.config import OpenConfig
 from orchrm.store.lock import LockHolder, lock_holder
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_PATH = "orchrm.duckdb"
 
 _SCHEMA = """
@@ -81,12 +81,16 @@ CREATE TABLE IF NOT EXISTS pairs (
     chosen_id VARCHAR NOT NULL,
     rejected_id VARCHAR NOT NULL,
     split VARCHAR NOT NULL,           -- train, validation or test
+    weight DOUBLE DEFAULT 1.0,        -- P(chosen is the better plan), 1 for a sure pair
     PRIMARY KEY (dataset, pair_id)
 );
 """
 
-MIGRATIONS: dict[int, str] = {}
-"""SQL that takes a store from version N to N + 1 (none yet: version 1 is the first)."""
+MIGRATIONS: dict[int, str] = {
+    1: "ALTER TABLE pairs ADD COLUMN IF NOT EXISTS weight DOUBLE DEFAULT 1.0",
+}
+"""SQL that takes a store from version N to N + 1 (2 gives each pair its `weight`: pairs
+judged on repeated executions are sure only up to a probability)."""
 
 TABLES = ("meta", "tasks", "orchestrations", "executions", "ingests", "pairs")
 """The tables of a store of the current schema version."""

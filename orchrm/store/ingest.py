@@ -253,7 +253,10 @@ def _rows(item: LogRecord, file_name: str) -> tuple[str, str, dict, dict | None]
         except ParseError as err:
             parsed = err
     raw = item.raw or (json.dumps(parsed.to_dict()) if isinstance(parsed, Orchestration) else "")
-    orch_id = content_hash(task_id, item.orchestrator, item.step, item.sample_index, raw)
+    # A seeded execution is one of the sample's executions: its seed is part of its key,
+    # so repeated executions are kept side by side (one sample text, one rm_hash).
+    seed = () if item.execution_seed is None else (item.execution_seed,)
+    orch_id = content_hash(task_id, item.orchestrator, item.step, item.sample_index, raw, *seed)
     row = {
         "orch_id": orch_id,
         "task_id": task_id,
@@ -354,7 +357,8 @@ def _insert(db, table: str, key: str, rows: list[dict], also: tuple[str, ...] = 
             f"SELECT count(*) FROM incoming i WHERE NOT EXISTS "
             f"(SELECT 1 FROM {table} t WHERE {keys})"
         ).fetchone()[0]
-        db.execute(f"INSERT OR IGNORE INTO {table} SELECT {', '.join(columns)} FROM incoming")
+        names = ", ".join(columns)  # named: a column left out (a pair's weight) takes its default
+        db.execute(f"INSERT OR IGNORE INTO {table} ({names}) SELECT {names} FROM incoming")
     finally:
         db.unregister("incoming")
     return new

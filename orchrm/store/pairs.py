@@ -8,14 +8,24 @@ orchestrator specialized for the task's domain, rejected from one specialized fo
 another). Mining is SQL inside DuckDB: candidates, de-duplication by reward-model text,
 pairing, a per-task cap, the mixing ratio and the task-level split are all queries.
 
+A plan is a task and a reward-model text; its executions are every logged sample of it
+(repeated samples, and repeated executions of one sample under other seeds). By default
+a CoI side counts only when all its executions agree. With `MineConfig.denoise` CoI is
+judged on each plan's success rate over at least `min_runs` executions, and each pair
+carries the probability that its chosen plan is truly the better one
+(`chosen_beats_rejected`) as its `weight`, which `orchrm train --soft-labels` reads.
+
 Exports are preference datasets (`prompt`, `chosen`, `rejected`, plus `source`,
-`task_id`, `domain`) where `prompt + chosen` is exactly the reward model's input text.
+`task_id`, `domain`, `weight`) where `prompt + chosen` is exactly the reward model's
+input text.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
 from pathlib import Path
 
 import pyarrow as pa
@@ -50,6 +60,12 @@ class MineSummary:
     by_split: dict[str, int]
     tasks_by_split: dict[str, int]
     left_out: list[str]
+    denoised: int = 0
+    """CoI pairs kept that were judged on success rates (`MineConfig.denoise`)."""
+    plans_with_runs: int = 0
+    """Plans with `min_runs` executions or more (`denoise`)."""
+    plans_few_runs: int = 0
+    """Plans executed at least once but fewer than `min_runs` times, left out (`denoise`)."""
 
 
 def _role_sql(config: MineConfig) -> str:
@@ -69,6 +85,31 @@ class NoPairs(InputError):
     """Mining found no pair to keep; the store is left as it was."""
 
 
+def chosen_beats_rejected(c_right: int, c_wrong: int, r_right: int, r_wrong: int) -> float:
+    """P(p_c > p_r) where a plan's success probability p has the posterior Beta(1 +
+    right, 1 + wrong) of a uniform prior after its executions, the two independent:
+    Evan Miller's closed form for integer parameters, summed exactly in rationals.
+    3 of 4 against 1 of 4 is 113/126; 1 of 1 against 0 of 1 is 5/6."""
+    return float(_beats(c_right + 1, c_wrong + 1, r_right + 1, r_wrong + 1))
+
+
+@lru_cache(maxsize=65536)
+def _beats(a_c: int, b_c: int, a_r: int, b_r: int) -> Fraction:
+    """sum_{i < a_c} B(a_r + i, b_c + b_r) / ((b_c + i) B(1 + i, b_c) B(a_r, b_r)), each
+    term from the one before by its ratio (B(a + 1, b) / B(a, b) = a / (a + b))."""
+    n = b_c + b_r
+    term = Fraction(1)  # i = 0: B(a_r, n) / B(a_r, b_r)
+    for j in range(b_r, n):
+        term *= Fraction(j, a_r + j)
+    total = term
+    for i in range(a_c - 1):
+        term *= Fraction(
+            (a_r + i) * (b_c + i) * (1 + i + b_c), (a_r + i + n) * (b_c + i + 1) * (1 + i)
+        )
+        total += term
+    return total
+
+
 def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
     """Mine, cap, mix and split pairs into the store's `pairs` table (one transaction).
     Raises `NoPairs` when no pair is kept, leaving the dataset's pairs as they were."""
@@ -81,8 +122,9 @@ def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
         "seed": str(config.seed),
         "cap": config.cap_per_task,
         "allow_invalid": config.allow_invalid_rejected,
+        "min_runs": config.min_runs,
+        "min_gap": config.min_gap,
     }
-    params = {k: v for k, v in params.items() if f"${k}" in _sql(config)}
     db = store.db
     with store.transaction():
         db.execute(
@@ -93,7 +135,8 @@ def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
             db.executemany(
                 "INSERT INTO specialized_for VALUES (?, ?)", list(config.specialized_for.items())
             )
-        db.execute(_sql(config), params)
+        db.execute(_sql(config), _used(params, _sql(config)))
+        _weigh(db)
         available = dict(db.execute("SELECT kind, count(*) FROM capped GROUP BY kind").fetchall())
         weights = {k: w for k, w in config.ratio.items() if w > 0 and available.get(k, 0) > 0}
         left_out = [k for k, w in config.ratio.items() if w > 0 and not available.get(k)]
@@ -108,9 +151,10 @@ def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
         db.execute("DELETE FROM pairs WHERE dataset = ?", [config.dataset])
         db.execute(
             f"""
-            INSERT INTO pairs
+            INSERT INTO pairs (dataset, pair_id, task_id, kind, chosen_id, rejected_id,
+                               split, weight)
             SELECT ?, pair_id, task_id, kind, chosen_id, rejected_id,
-                   {_SPLIT_CASE}
+                   {_SPLIT_CASE}, weight
             FROM (
                 SELECT c.*, row_number() OVER (PARTITION BY c.kind ORDER BY c.draw) AS n,
                        {_TASK_DRAW.format(task="c.task_id", seed="?")} AS u
@@ -125,7 +169,39 @@ def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
             raise NoPairs(_no_pairs(available))
         by_split = _grouped(db, config.dataset, "split, count(*)")
         tasks_by_split = _grouped(db, config.dataset, "split, count(DISTINCT task_id)")
-    return MineSummary(config.dataset, available, kept, by_split, tasks_by_split, left_out)
+        summary = MineSummary(config.dataset, available, kept, by_split, tasks_by_split, left_out)
+        if config.denoise:
+            summary.denoised = kept.get("coi", 0)
+            runs = _runs_sql(config)
+            summary.plans_with_runs, summary.plans_few_runs = db.execute(
+                runs, _used(params, runs)
+            ).fetchone()
+    return summary
+
+
+def _used(params: dict, query: str) -> dict:
+    """The named parameters `query` reads (DuckDB refuses others)."""
+    return {k: v for k, v in params.items() if f"${k}" in query}
+
+
+def _weigh(db) -> None:
+    """Give each pair of `capped` its weight: `chosen_beats_rejected` of its sides'
+    execution counts for a pair judged on success rates, 1 for any other."""
+    counts = db.execute(
+        "SELECT DISTINCT c_right, c_wrong, r_right, r_wrong FROM capped WHERE c_right IS NOT NULL"
+    ).fetchall()
+    db.execute(
+        "CREATE OR REPLACE TEMP TABLE confidence (c_right BIGINT, c_wrong BIGINT, "
+        "r_right BIGINT, r_wrong BIGINT, weight DOUBLE)"
+    )
+    if counts:
+        rows = [(*c, chosen_beats_rejected(*c)) for c in counts]
+        db.executemany("INSERT INTO confidence VALUES (?, ?, ?, ?, ?)", rows)
+    db.execute(
+        "UPDATE capped SET weight = f.weight FROM confidence f WHERE capped.c_right = "
+        "f.c_right AND capped.c_wrong = f.c_wrong AND capped.r_right = f.r_right AND "
+        "capped.r_wrong = f.r_wrong"
+    )
 
 
 def _no_pairs(available: dict[str, int]) -> str:
@@ -168,12 +244,11 @@ def _grouped(db, dataset: str, columns: str) -> dict:
     return dict(db.execute(query, [dataset]).fetchall())
 
 
-def _sql(config: MineConfig) -> str:
-    """The mining query: candidates -> de-duplicated groups -> pairs of each kind -> cap."""
+def _outcome_sql(config: MineConfig) -> str:
+    """The WITH clauses of the candidates and of each plan's outcome over its
+    executions, which `_sql` pairs and `_runs_sql` counts."""
     domain_filter = "AND coalesce(o.domain, t.domain) = $domain" if config.domain else ""
-    invalid = "AND (w.valid OR $allow_invalid)"
     return f"""
-    CREATE OR REPLACE TEMP TABLE capped AS
     WITH cand AS (
         SELECT o.orch_id, o.task_id, o.orchestrator, o.step, o.valid, o.rm_hash,
                coalesce(nullif(o.domain, ''), t.domain) AS domain,
@@ -183,8 +258,8 @@ def _sql(config: MineConfig) -> str:
         LEFT JOIN executions e USING (orch_id)
         WHERE o.rm_hash IS NOT NULL {domain_filter}
     ),
-    -- One representative per reward-model text and task; its outcome is only clear when
-    -- every execution of that text agrees (an invalid, unexecuted plan counts as failed).
+    -- One representative per reward-model text and task, with its executions counted
+    -- (an invalid, unexecuted plan counts as failed).
     outcome AS (
         SELECT task_id, rm_hash,
                coalesce(min(orch_id) FILTER (WHERE executed), min(orch_id)) AS orch_id,
@@ -193,7 +268,51 @@ def _sql(config: MineConfig) -> str:
                count(*) FILTER (WHERE (executed AND NOT coalesce(correct, false))
                                       OR NOT valid) AS n_wrong
         FROM cand GROUP BY task_id, rm_hash
-    ),
+    )"""
+
+
+def _runs_sql(config: MineConfig) -> str:
+    """How many plans have `min_runs` executions or more, and how many fewer (not none)."""
+    return f"""{_outcome_sql(config)}
+    SELECT count(*) FILTER (WHERE n_right + n_wrong >= $min_runs),
+           count(*) FILTER (WHERE n_right + n_wrong BETWEEN 1 AND $min_runs - 1)
+    FROM outcome
+    """
+
+
+def _coi_sql(config: MineConfig) -> str:
+    """CoI pairs with both sides' execution counts: by default the chosen side's
+    executions all right and the rejected side's all wrong (counts NULL: a sure pair);
+    with `denoise`, both sides executed `min_runs` times or more and the chosen side's
+    success rate above the rejected one's by `min_gap` (up to rounding)."""
+    invalid = "AND (w.valid OR $allow_invalid)"
+    pairing = "FROM outcome c JOIN outcome w ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash"
+    if not config.denoise:
+        return f"""
+        SELECT 'coi' AS kind, c.task_id, c.orch_id AS chosen_id, w.orch_id AS rejected_id,
+               NULL::BIGINT AS c_right, NULL::BIGINT AS c_wrong, NULL::BIGINT AS r_right,
+               NULL::BIGINT AS r_wrong
+        {pairing}
+        WHERE c.valid AND c.n_right > 0 AND c.n_wrong = 0
+              AND w.n_right = 0 AND w.n_wrong > 0 {invalid}"""
+    return f"""
+        SELECT 'coi' AS kind, c.task_id, c.orch_id AS chosen_id, w.orch_id AS rejected_id,
+               c.n_right AS c_right, c.n_wrong AS c_wrong, w.n_right AS r_right,
+               w.n_wrong AS r_wrong
+        {pairing}
+        WHERE c.valid AND c.n_right + c.n_wrong >= $min_runs
+              AND w.n_right + w.n_wrong >= $min_runs
+              AND c.n_right / (c.n_right + c.n_wrong) - w.n_right / (w.n_right + w.n_wrong)
+                  >= $min_gap - 1e-9 {invalid}"""
+
+
+def _sql(config: MineConfig) -> str:
+    """The mining query: candidates -> de-duplicated groups -> pairs of each kind -> cap."""
+    invalid = "AND (w.valid OR $allow_invalid)"
+    counts = "NULL, NULL, NULL, NULL"
+    return f"""
+    CREATE OR REPLACE TEMP TABLE capped AS
+    {_outcome_sql(config)},
     by_role AS (
         SELECT task_id, rm_hash, role, any_value(domain) AS domain,
                any_value(orchestrator) AS orchestrator, min(orch_id) AS orch_id,
@@ -207,16 +326,13 @@ def _sql(config: MineConfig) -> str:
         GROUP BY c.task_id, c.rm_hash
     ),
     raw_pairs AS (
-        SELECT 'coi' AS kind, c.task_id, c.orch_id AS chosen_id, w.orch_id AS rejected_id
-        FROM outcome c JOIN outcome w ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
-        WHERE c.valid AND c.n_right > 0 AND c.n_wrong = 0
-              AND w.n_right = 0 AND w.n_wrong > 0 {invalid}
+        {_coi_sql(config)}
         UNION ALL
-        SELECT 'sob', c.task_id, c.orch_id, w.orch_id
+        SELECT 'sob', c.task_id, c.orch_id, w.orch_id, {counts}
         FROM by_role c JOIN by_role w ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
         WHERE c.role = 'specialized' AND w.role = 'base' AND c.valid {invalid}
         UNION ALL
-        SELECT 'soo', c.task_id, c.orch_id, w.orch_id
+        SELECT 'soo', c.task_id, c.orch_id, w.orch_id, {counts}
         FROM by_orchestrator c JOIN by_orchestrator w
              ON c.task_id = w.task_id AND c.rm_hash <> w.rm_hash
         WHERE c.for_domain = c.domain AND w.for_domain <> c.domain AND c.valid {invalid}
@@ -226,7 +342,8 @@ def _sql(config: MineConfig) -> str:
     -- neither kind's draw is biased by the other (dropping it from SoB would leave SoB
     -- the specialized plans that were not better). Within a kind it is one pair.
     drawn AS (
-        SELECT kind, task_id, chosen_id, rejected_id,
+        SELECT kind, task_id, chosen_id, rejected_id, c_right, c_wrong, r_right, r_wrong,
+               1.0::DOUBLE AS weight,
                md5(kind || ':' || chosen_id || ':' || rejected_id) AS pair_id,
                md5_number(kind || ':' || chosen_id || ':' || rejected_id || ':' || $seed) AS draw
         FROM raw_pairs
@@ -251,11 +368,12 @@ def preference_rows(
     """The pairs of a dataset as preference records: `prompt` (the shared question
     part of the reward-model text, with the domain line when `domain_in_text`), `chosen`
     and `rejected` (each side's orchestration part), `source`, `kind`, `task_id`,
-    `domain`, `split`, and both orchestration ids."""
+    `domain`, `split`, both orchestration ids and `weight` (the probability that the
+    chosen side is the better plan: 1 unless mined with `denoise`)."""
     count = count_tokens or approx_token_count
     query = """
         SELECT p.kind, p.task_id, t.domain, p.split, t.question, p.chosen_id, c.parsed,
-               p.rejected_id, r.parsed
+               p.rejected_id, r.parsed, coalesce(p.weight, 1.0)
         FROM pairs p JOIN tasks t USING (task_id)
         JOIN orchestrations c ON c.orch_id = p.chosen_id
         JOIN orchestrations r ON r.orch_id = p.rejected_id
@@ -265,7 +383,8 @@ def preference_rows(
     rows = store.db.execute(query, [dataset, split, split]).fetchall()
     rendered: dict[str, str] = {}
     out = []
-    for kind, task_id, domain, part, question, chosen_id, chosen, rejected_id, rejected in rows:
+    for row in rows:
+        kind, task_id, domain, part, question, chosen_id, chosen, rejected_id, rejected, w = row
         prompt = rm_prompt(question, max_tokens, count, domain if domain_in_text else "")
         budget = max_tokens - count(prompt)
         for orch_id, parsed in ((chosen_id, chosen), (rejected_id, rejected)):
@@ -285,6 +404,7 @@ def preference_rows(
                 "split": part,
                 "chosen_id": chosen_id,
                 "rejected_id": rejected_id,
+                "weight": w,
             }
         )
     return out

@@ -83,6 +83,11 @@ class TrainConfig:
     """Share of the steps spent warming up linearly; then linear decay to 0."""
     margin: bool = setting(False, panel="Data")
     """Use each pair's `margin` field in the loss: -log sigmoid(r_c - r_r - margin)."""
+    soft_labels: bool = setting(False, panel="Data")
+    """Read each pair's `weight` (the probability that its chosen side is the better,
+    from `orchrm pairs mine --denoise`; 1 where absent) as a soft label: -(w log
+    sigmoid(d) + (1 - w) log sigmoid(-d)) with d = r_c - r_r. Weights of 1 train exactly
+    as without it."""
     center_rewards: float | None = setting(None, min=0.0, panel="Optimization")
     """Coefficient of the reward-centering term mean((r_c + r_r)^2), as in TRL."""
     dtype: Literal[DTYPES] = setting("auto", panel="Model")

@@ -32,6 +32,9 @@ class Pairs:
     domains: list[str]
     tasks: list[str]
     margins: list[float]
+    weights: list[float] | None = None
+    """Each pair's `weight`, the probability that its chosen side is the better one (1
+    where the file has none); None: all 1."""
     truncated: int = 0
     """Texts longer than `max_length` tokens, cut from the end (counted, not dropped)."""
 
@@ -58,6 +61,11 @@ def read_pair_file(path: str | Path) -> list[dict]:
     for line, r in rows:
         if not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in REQUIRED):
             raise InputError(f"{path}:{line}: a pair needs string prompt, chosen and rejected")
+        weight = r.get("weight")
+        if weight is not None and not (
+            isinstance(weight, int | float) and not isinstance(weight, bool) and 0 <= weight <= 1
+        ):
+            raise InputError(f"{path}:{line}: a pair's weight must be a number from 0 to 1")
     return [r for _, r in rows]
 
 
@@ -137,6 +145,7 @@ def tokenize(records: list[dict], tokenizer, max_length: int) -> Pairs:
         domains=[str(r.get("domain", "")) for r in records],
         tasks=[str(r.get("task_id", "")) for r in records],
         margins=[float(r.get("margin") or 0.0) for r in records],
+        weights=[1.0 if r.get("weight") is None else float(r["weight"]) for r in records],
         truncated=truncated,
     )
 

@@ -42,12 +42,20 @@ def pair_loss(
     passes: int = 1,
     side: str = "right",
     join: bool = True,
+    weights: list[float] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Bradley-Terry loss of each pair of one micro-batch: `sequences` holds the chosen
     texts then the rejected ones, scored in at most `passes` forward passes sorted by
     length (`orchrm.training.batching.text_passes`, `join` as there) and padded on `side`
     (`orchrm.rmodel.backbone.padding_side`); returns (loss per pair, chosen - rejected).
-    Their mean is the batch's loss."""
+    Their mean is the batch's loss.
+
+    `weights` are soft labels, each the probability w that the chosen side is the better:
+    -(w log sigmoid(d) + (1 - w) log sigmoid(-d)), written -log sigmoid(d) + (1 - w) d
+    (log sigmoid(d) - log sigmoid(-d) = d), which at w = 1 adds exact zeros. It is
+    smallest where sigmoid(d) = w: a pair that is nearly a coin flip asks for a small
+    margin instead of pushing, more weakly, toward an infinite one as a weighted
+    Bradley-Terry loss would, and every pair still weighs the same in a step."""
     scores = _scores(
         model, sequences, pad_id=pad_id, device=device, passes=passes, side=side, join=join
     )
@@ -56,6 +64,9 @@ def pair_loss(
     if margins is not None:
         diff = diff - torch.tensor(margins, device=diff.device)
     losses = -torch.nn.functional.logsigmoid(diff)
+    if weights is not None:
+        doubt = 1 - torch.tensor(weights, device=diff.device, dtype=diff.dtype)
+        losses = losses + doubt * diff
     if center_rewards:
         losses = losses + center_rewards * (chosen + rejected) ** 2
     return losses, diff

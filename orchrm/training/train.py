@@ -6,24 +6,24 @@
 (`--multi_gpu` starts the processes with torchrun; without a GPU they train on the CPU
 over gloo.)
 
-Loss -log sigmoid(r_chosen - r_rejected) (optional per-pair margin and reward-centering
-term). Chosen and rejected texts go through the model in one forward pass (a
-[CLS]-reading encoder computes its last layer at [CLS] only, `orchrm.rmodel.last_layer`),
-cut by length into a few passes that each pad to their own longest text, in one
-autograd graph (`orchrm.training.loss`); batches are drawn at random, optionally under a
-token budget per pass (`orchrm.training.batching`); gradients are accumulated over a step's passes
-with every pair weighing the same; bf16 where the hardware runs it fast (frozen LoRA
-base in bf16, trained parameters in fp32); gradient checkpointing; linear warm-up and
-decay; early stopping on validation accuracy; tokens/s and MFU
-(`orchrm.training.throughput`). Multi-process data parallelism, DeepSpeed and FSDP
-(configs/accelerate/) come from `accelerate` (`orchrm.training.parallel`). Resumable
-checkpoints (`orchrm.training.checkpoint`: safetensors weights, optimizer state loaded
-with `weights_only`, JSON trainer state) are written atomically, and a resume passes
-over a damaged one to the newest intact one; before the steps of each checkpoint
-interval, the disk of OUT is checked for room for a checkpoint and the model
-(`orchrm.training.output`); because the batch order is a function of
-the seed and epoch and dropout is seeded per pass, a resumed run continues exactly where
-the interrupted one stopped, repeating and skipping nothing.
+Loss -log sigmoid(r_chosen - r_rejected) (optional per-pair margin, soft labels from
+each pair's weight and reward-centering term). Chosen and rejected texts go through the
+model in one forward pass (a [CLS]-reading encoder computes its last layer at [CLS]
+only, `orchrm.rmodel.last_layer`), cut by length into a few passes that each pad to
+their own longest text, in one autograd graph (`orchrm.training.loss`); batches are
+drawn at random, optionally under a token budget per pass (`orchrm.training.batching`);
+gradients are accumulated over a step's passes with every pair weighing the same; bf16
+where the hardware runs it fast (frozen LoRA base in bf16, trained parameters in fp32);
+gradient checkpointing; linear warm-up and decay; early stopping on validation accuracy;
+tokens/s and MFU (`orchrm.training.throughput`). Multi-process data parallelism,
+DeepSpeed and FSDP (configs/accelerate/) come from `accelerate`
+(`orchrm.training.parallel`). Resumable checkpoints (`orchrm.training.checkpoint`:
+safetensors weights, optimizer state loaded with `weights_only`, JSON trainer state) are
+written atomically, and a resume passes over a damaged one to the newest intact one;
+before the steps of each checkpoint interval, the disk of OUT is checked for room for a
+checkpoint and the model (`orchrm.training.output`); because the batch order is a
+function of the seed and epoch and dropout is seeded per pass, a resumed run continues
+exactly where the interrupted one stopped, repeating and skipping nothing.
 """
 
 from __future__ import annotations
@@ -347,6 +347,8 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
     torch.manual_seed(config.seed * 1_000_003 + state.epoch * 100_003 + state.micro)
     sequences = [pairs.chosen[i] for i in micro.pairs] + [pairs.rejected[i] for i in micro.pairs]
     margins = [pairs.margins[i] for i in micro.pairs] if config.margin else None
+    soft = config.soft_labels and pairs.weights is not None
+    weights = [pairs.weights[i] for i in micro.pairs] if soft else None
     # Sharded runs gather weights in every forward pass, and DDP broadcasts buffers in
     # each: every process must run as many, so only a lone process joins passes.
     passes = 1 if run.placement.sharded else config.forward_passes
@@ -362,6 +364,7 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
             passes=passes,
             side=run.side,
             join=join,
+            weights=weights,
         )
     weight = 0.0 if micro.filler else 1.0 / step_pairs
     run.accelerator.backward(losses.sum() * weight)

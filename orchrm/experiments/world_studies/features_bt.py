@@ -80,12 +80,17 @@ def design(rows: list[dict[str, float]], keys: list[str]) -> np.ndarray:
     return np.array([[r.get(k, 0.0) for k in keys] for r in rows])
 
 
-def fit_bt(diffs: np.ndarray, l2: float = 0.01, steps: int = 3000) -> np.ndarray:
-    """Bradley-Terry weights by gradient ascent on the L2-penalized log-likelihood."""
+def fit_bt(
+    diffs: np.ndarray, l2: float = 0.01, steps: int = 3000, labels: np.ndarray | None = None
+) -> np.ndarray:
+    """Bradley-Terry weights by gradient ascent on the L2-penalized log-likelihood;
+    `labels` are soft labels, each pair's probability that its chosen side is the better
+    (None: 1, every pair sure)."""
+    target = 1 if labels is None else labels
     w = np.zeros(diffs.shape[1])
     for _ in range(steps):
         p = 1 / (1 + np.exp(-(diffs @ w)))
-        w += 0.5 * (diffs.T @ (1 - p) / len(diffs) - l2 * w)
+        w += 0.5 * (diffs.T @ (target - p) / len(diffs) - l2 * w)
     return w
 
 

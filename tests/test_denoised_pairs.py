@@ -16,7 +16,14 @@ from orchrm.jsonl import read_jsonl, write_jsonl
 from orchrm.orchestration import Agent, DoM, Orchestration, to_harmony
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
-from orchrm.store.pairs import MineConfig, chosen_beats_rejected, export, mine, preference_rows
+from orchrm.store.pairs import (
+    MineConfig,
+    NoPairs,
+    chosen_beats_rejected,
+    export,
+    mine,
+    preference_rows,
+)
 from orchrm.tasks.run import RUN_SCHEMA
 
 DENOISE = MineConfig(ratio={"coi": 1}, denoise=True, min_runs=2, min_gap=0.25, split=(1, 0, 0))
@@ -106,17 +113,17 @@ def test_a_wider_gap_keeps_only_the_clearer_pairs(store):
 
 
 def test_plans_with_fewer_runs_are_left_out_and_counted(store):
-    summary = mine(store, MineConfig(**{**DENOISE.__dict__, "min_runs": 5}))
+    with pytest.raises(NoPairs, match=r"denoised: 0 plans with 5\+ runs judged, 4 left out"):
+        mine(store, MineConfig(**{**DENOISE.__dict__, "min_runs": 5}))
     assert mined_pairs(store) == {}
-    assert (summary.plans_with_runs, summary.plans_few_runs) == (0, 4)
     summary = mine(store, MineConfig(**{**DENOISE.__dict__, "min_runs": 1}))
     assert ("D", "B") in mined_pairs(store) and summary.plans_few_runs == 0
 
 
 def test_without_denoise_no_plan_here_is_sure_enough_to_pair(store):
     """Default mining pairs only plans whose executions all agree: none of A, B, C."""
-    summary = mine(store, MineConfig(ratio={"coi": 1}))
-    assert summary.kept == {} and summary.denoised == 0
+    with pytest.raises(NoPairs, match="no pair"):
+        mine(store, MineConfig(ratio={"coi": 1}))
     assert mined_pairs(store) == {}
 
 

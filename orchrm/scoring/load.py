@@ -72,7 +72,10 @@ def load_scorer(
     if not rm:
         raise ConfigError("no reward model: give a model directory or a reward server's URL")
     from orchrm.rmodel.files import check_model_files, model_directory
+    from orchrm.rmodel.precision import bf16_forced
 
+    if dtype in (None, "", "auto"):
+        bf16_forced()  # a bad ORCHRM_BF16 is said before the model directory is read
     check_model_files(model_directory(rm))  # before torch loads: a wrong path fails at once
     from orchrm.scoring.local import OrchRM
 

@@ -166,7 +166,15 @@ def mine(store: Store, config: MineConfig | None = None) -> MineSummary:
         )
         kept = _grouped(db, config.dataset, "kind, count(*)")
         if not kept:  # raised inside the transaction: rolled back
-            raise NoPairs(_no_pairs(available))
+            reason = _no_pairs(available)
+            if config.denoise:
+                runs = _runs_sql(config)
+                judged, few = db.execute(runs, _used(params, runs)).fetchone()
+                reason += (
+                    f" (denoised: {judged} plans with {config.min_runs}+ runs judged, "
+                    f"{few} left out with fewer; see --min-runs and --min-gap)"
+                )
+            raise NoPairs(reason)
         by_split = _grouped(db, config.dataset, "split, count(*)")
         tasks_by_split = _grouped(db, config.dataset, "split, count(DISTINCT task_id)")
         summary = MineSummary(config.dataset, available, kept, by_split, tasks_by_split, left_out)

@@ -65,8 +65,11 @@ def evaluate_file(
     """`pairwise_accuracy` of a saved reward model on an exported pair file (e.g. the
     test split), scored in `dtype` (auto, bf16 or fp32); an ensemble's by `aggregate`
     (`orchrm.scoring.load.load_scorer`)."""
+    from orchrm.rmodel.precision import bf16_forced
     from orchrm.scoring.load import is_ensemble, load_scorer
 
+    if dtype in (None, "", "auto"):
+        bf16_forced()  # a bad ORCHRM_BF16 is said before the model directory is read
     if aggregate != "warm" and is_ensemble(model_dir):
         scorer = load_scorer(
             model_dir, dtype=dtype, batch_size=batch_size, aggregate=aggregate,

@@ -96,7 +96,7 @@ def chosen_beats_rejected(c_right: int, c_wrong: int, r_right: int, r_wrong: int
 @lru_cache(maxsize=65536)
 def _beats(a_c: int, b_c: int, a_r: int, b_r: int) -> Fraction:
     """sum_{i < a_c} B(a_r + i, b_c + b_r) / ((b_c + i) B(1 + i, b_c) B(a_r, b_r)), each
-    term from the one before by its ratio (B(a + 1, b) / B(a, b) = a / (a + b))."""
+    term the preceding one times their ratio (B(a + 1, b) / B(a, b) = a / (a + b))."""
     n = b_c + b_r
     term = Fraction(1)  # i = 0: B(a_r, n) / B(a_r, b_r)
     for j in range(b_r, n):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -54,17 +55,18 @@ def pairs_file(tmp_path_factory) -> Path:
     return folder / "pairs.jsonl"
 
 
+def ensemble_config(pairs_file: Path, out: Path) -> TrainConfig:
+    """3 steps a member, 3 members, 30% of the tasks held out for validation."""
+    return TrainConfig(
+        pairs=str(pairs_file), out=str(out), max_steps=3, ensemble=K, validation_share=0.3,
+        **FAST,
+    )  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def ensemble(pairs_file, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ens")
-    config = TrainConfig(
-        pairs=str(pairs_file),
-        out=str(out),
-        max_steps=3,
-        ensemble=K,
-        validation_share=0.3,
-        **FAST,
-    )
+    config = ensemble_config(pairs_file, out)
     summary = train(config, progress=False)
     assert summary.steps == 3 * K and summary.best_validation_accuracy is not None
     return out / "model"
@@ -142,14 +144,7 @@ def test_members_share_the_validation_split_and_draw_their_own_training_tasks(en
 def test_resume_keeps_the_finished_members(ensemble, pairs_file, capfd):
     out = ensemble.parent
     before = (ensemble / "members" / "1" / "model.safetensors").read_bytes()
-    config = TrainConfig(
-        pairs=str(pairs_file),
-        out=str(out),
-        max_steps=3,
-        ensemble=K,
-        validation_share=0.3,
-        **FAST,
-    )
+    config = ensemble_config(pairs_file, out)
     train(config, resume=True, progress=False)
     err = capfd.readouterr().err
     assert err.count("is finished in") == K
@@ -226,3 +221,17 @@ def test_verl_reward_reads_the_aggregate_from_its_kwargs(ensemble):
     low = compute_score("math", text, "", extra, aggregate="min", **kwargs)
     mean = compute_score("math", text, "", extra, aggregate="mean", **kwargs)
     assert low["rm_spread"] == mean["rm_spread"] > 0 and low["score"] < mean["score"]
+    # as verl's reward loop calls it: one sample a call, from many threads at once
+    plans = [t for _, t in world_plans()] * 4
+    alone = [compute_score("math", t, "", extra, aggregate="min", **kwargs) for t in plans]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(
+            pool.map(
+                lambda t: compute_score("math", t, "", extra, aggregate="min", **kwargs), plans
+            )
+        )
+    # the same rewards as one call at a time, up to what batching with other texts moves
+    # in fp32 (the bound tests/test_frameworks_verl.py holds a single model to)
+    for key in ("score", "rm_spread"):
+        assert [r[key] for r in together] == pytest.approx([r[key] for r in alone], abs=1e-4)
+    assert [r["rm_tokens"] for r in together] == [r["rm_tokens"] for r in alone]

@@ -115,6 +115,27 @@ def test_the_objective_weighs_cost_distance_and_the_ensembles_spread(world):
     assert found.tokens == 2 * 10 * (8 + found.scored)
 
 
+def test_the_worst_case_aggregate_scores_a_plan_by_its_lowest_member(world):
+    world_tasks, tasks = world
+    scorers = [WorldScorer(world_tasks, 0.5, shift=s) for s in (0.0, 1.0, -0.5)]
+    search = PlanSearch(
+        [RewardModelSelector(s) for s in scorers],
+        [s.info for s in scorers],
+        budget=6,
+        cost_weight=0.0,
+        aggregate="min",
+    )
+    found = search(tasks[0])
+    for node in (*found.history, *(n for n in found.candidates if n)):
+        raw = [s.score([(tasks[0].question, node.plan)])[0].score / 2 for s in scorers]
+        assert node.score == pytest.approx(min(raw)) and node.objective == node.score
+    assert found.best.objective == max(
+        n.objective for n in (*found.history, *found.candidates) if n
+    )
+    with pytest.raises(ConfigError, match="unknown aggregate 'max'"):
+        PlanSearch([RewardModelSelector(scorers[0])], [scorers[0].info], aggregate="max")
+
+
 def test_one_search_gives_every_smaller_budgets_result(world):
     world_tasks, tasks = world
     full = [_search(world_tasks, budget=40, seed=2)(t) for t in tasks[:6]]

@@ -9,17 +9,17 @@ plus seeded noise), `trained_preset` from the models an `orchrm demo` trained, t
 the ensemble's other members as it trained them. With the settings of a `SearchStudy`:
 
 1. `table`: expected accuracy and mean total tokens per task of `orchrm-search` (at the
-   study's budget, leash and cost weight; with the ensemble's mean and its conservative
-   mean minus spread; and at other cost weights) against argmax of the same candidates
-   (`orchrm`), the top-3 vote, majority and bayes (the best any selector of those plans
-   reaches), with paired 95% intervals against argmax and against bayes. An edited plan's
-   expected accuracy is its true success probability and its tokens one world execution
-   (`orchrm.evaluation.reruns.world_outcome`).
+   study's budget, leash and cost weight; with the ensemble's mean, its conservative
+   mean minus spread and its worst case; and at other cost weights) against argmax of
+   the same candidates (`orchrm`), the top-3 vote, majority and bayes (the best any
+   selector of those plans reaches), with paired 95% intervals against argmax and
+   against bayes. An edited plan's expected accuracy is its true success probability and
+   its tokens one world execution (`orchrm.evaluation.reruns.world_outcome`).
 2. `curves`: the reward model's score (in reward spreads) and the true success
    probability of the plan the search returns, averaged over tasks, as the budget grows
    (0 being the cost-aware argmax) and as the leash loosens (edits at most, then a
    penalty per edit at the loosest leash and the largest budget), for one model, the
-   ensemble's mean and the conservative score. Each search runs once per task at the
+   ensemble's mean, the conservative score and the worst case. Each search runs once per task at the
    largest budget: a smaller budget's result is a prefix of it
    (`orchrm.selection.search.SearchResult.best_within`). `curves_text` writes them and
    `plot` draws them.
@@ -194,6 +194,8 @@ def table(p: Preset, study: SearchStudy) -> tuple[dict, str]:
         chosen["search ensemble"] = SearchSelector(search(selectors, infos, study), outcome)
         conservative = search(selectors, infos, study, spread_weight=study.spread_weight)
         chosen["search conservative"] = SearchSelector(conservative, outcome)
+        worst = search(selectors, infos, study, aggregate="min")
+        chosen["search worst case"] = SearchSelector(worst, outcome)
     for weight in study.cost_weights:
         single = search(selectors[:1], infos[:1], study, cost_weight=weight)
         chosen[f"search cost weight {weight:g}"] = SearchSelector(single, outcome)
@@ -271,27 +273,27 @@ def _at_top(rows: list[dict]) -> dict:
 
 def curves(p: Preset, study: SearchStudy) -> dict:
     """The over-optimization curves: `budget` (per variant: one model, the ensemble's
-    mean, the conservative score), `leash` (per variant, at the largest budget) and
-    `penalty` (one model, at the loosest leash and the largest budget)."""
+    mean, the conservative score, its worst case), `leash` (per variant, at the largest
+    budget) and `penalty` (one model, at the loosest leash and the largest budget)."""
     budgets = [0, *study.budgets]
     top = budgets[-1]
     selectors = [RewardModelSelector(m) for m in p.members]
     infos = [m.info for m in p.members]
-    variants = {"one model": (selectors[:1], infos[:1], 0.0)}
+    variants = {"one model": (selectors[:1], infos[:1], {})}
     if len(p.members) > 1:
-        variants["ensemble mean"] = (selectors, infos, 0.0)
-        variants[f"mean - {study.spread_weight:g} spread"] = (selectors, infos, study.spread_weight)
+        variants["ensemble mean"] = (selectors, infos, {})
+        conservative = {"spread_weight": study.spread_weight}
+        variants[f"mean - {study.spread_weight:g} spread"] = (selectors, infos, conservative)
+        variants["worst case"] = (selectors, infos, {"aggregate": "min"})
     out = {"budget": {}, "leash": {}, "penalty": {}}
-    for name, (members, member_infos, spread) in variants.items():
-        found_by = search(members, member_infos, study, budget=top, spread_weight=spread)
+    for name, (members, member_infos, how) in variants.items():
+        found_by = search(members, member_infos, study, budget=top, **how)
         out["budget"][name] = _curve_of(p, found_by, budgets)
     leashes = list(study.leashes)
-    for name, (members, member_infos, spread) in variants.items():
+    for name, (members, member_infos, how) in variants.items():
         rows = [
             _curve_of(
-                p,
-                search(members, member_infos, study, budget=top, max_edits=m, spread_weight=spread),
-                [top],
+                p, search(members, member_infos, study, budget=top, max_edits=m, **how), [top]
             )
             for m in leashes
         ]
@@ -367,7 +369,7 @@ def plot(name: str, found: dict, precision: str, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    colours = ("#d62728", "#1f77b4", "#2ca02c")
+    colours = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd")
     for axis, key, x_key, x_label in (
         (left, "budget", "budgets", "edited plans scored per task (0: argmax of 8)"),
         (right, "leash", "max_edits", "leash: edits at most from a sampled plan"),

@@ -10,9 +10,10 @@ and keeps the plan with the best objective:
     objective = score - spread_weight x spread - cost_weight x log2(1 + predicted cost)
                 - distance_penalty x edits
 
-`score` is the reward model's score in units of its reward spread (`ModelInfo.normalize`),
-the mean over an ensemble of models when there are several, and `spread` their standard
-deviation (a conservative score: mean minus spread); the cost is predicted from the plan
+`score` is the reward model's score in units of its reward spread (`ModelInfo.normalize`);
+over an ensemble of models it is their mean (`aggregate="mean"`) or their worst case
+(`aggregate="min"`), and `spread` is their standard deviation (a conservative score: mean
+minus spread); the cost is predicted from the plan
 alone (`orchrm.selection.cost.predict_cost`). The search is a best-first beam: each round
 expands the `beam` best plans not yet expanded that lie fewer than `max_edits` edits from
 a sampled plan (the leash), and scores their new neighbours, in a seeded order, until
@@ -44,6 +45,9 @@ from orchrm.selection.selectors import (
     first_max,
 )
 
+SEARCH_AGGREGATES = ("mean", "min")
+"""How the search combines an ensemble's scores of a plan: their mean or their worst case."""
+
 PlanOutcome = Callable[[CandidateSet, Orchestration], Candidate]
 """What executing a plan none of a task's candidates is gives: a `Candidate` of the plan
 with its answer, correctness, execution tokens and, on the world, true success
@@ -60,7 +64,8 @@ class Node:
     edits: tuple[str, ...]
     """The edits that made it from the candidate, in order (empty: the candidate)."""
     score: float
-    """The reward model's score in units of its reward spread (the ensemble's mean)."""
+    """The reward model's score in units of its reward spread (over an ensemble, the
+    search's aggregate of its members' scores)."""
     spread: float
     """The ensemble's standard deviation of that score (0 with one model)."""
     cost: float
@@ -142,6 +147,7 @@ class PlanSearch:
         cost_weight: float = 0.1,
         measure: str = "tokens",
         spread_weight: float = 0.0,
+        aggregate: str = "mean",
         kinds: tuple[str, ...] | None = None,
         max_agents: int = 6,
         run_config=None,
@@ -161,6 +167,11 @@ class PlanSearch:
         ):
             if not value >= 0:
                 raise ConfigError(f"orchrm-search: {name} must be 0 or more, got {value}")
+        if aggregate not in SEARCH_AGGREGATES:
+            raise ConfigError(
+                f"orchrm-search: unknown aggregate {aggregate!r}: choose one of "
+                + ", ".join(SEARCH_AGGREGATES)
+            )
         if measure not in MEASURES:
             raise ConfigError(
                 f"orchrm-search: unknown cost measure {measure!r}: choose one of "
@@ -175,6 +186,7 @@ class PlanSearch:
         self.budget, self.max_edits, self.beam = budget, max_edits, beam
         self.distance_penalty, self.cost_weight = distance_penalty, cost_weight
         self.spread_weight, self.measure = spread_weight, measure
+        self.aggregate = aggregate
         self.kinds, self.max_agents = kinds, max_agents
         self.run_config, self.cost_model, self.seed = run_config, cost_model, seed
         self._costs: dict[Orchestration, float] = {}
@@ -208,7 +220,7 @@ class PlanSearch:
         nodes = []
         for n, (plan, origin, edits) in enumerate(made):
             values = [column[n] for column in columns]
-            score = statistics.fmean(values)
+            score = min(values) if self.aggregate == "min" else statistics.fmean(values)
             spread = statistics.pstdev(values) if len(values) > 1 else 0.0
             cost = self.cost(plan)
             objective = (

@@ -5,6 +5,8 @@
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py --tasks-only  # the split alone
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py               # the full run
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py --slots 1 --execution-seeds 2,3
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/real_exec.py --out runs/real-exec-ensemble \
+        --cache runs/real-exec/executions.jsonl --members 4 --train-runs 3
 
 `orchrm demo`'s pipeline (logs -> store -> pairs -> reward model -> best-of-N) with every
 sub-agent call answered by SmolLM2-135M-Instruct on llama.cpp and every plan written by a
@@ -84,6 +86,14 @@ class RealExecOptions:
     """Plans executed at once."""
     seed: int = DEFAULTS.seed
     """Seed of the tasks and plans."""
+    members: int = setting(DEFAULTS.members, min=1)
+    """Reward models trained as an ensemble, scored by its worst case (1: one model)."""
+    train_runs: int = setting(DEFAULTS.train_runs, min=1)
+    """Executions of each training plan; with 2 or more, correct-over-incorrect pairs
+    are judged on success rates over the runs and read as soft labels."""
+    cache: str = DEFAULTS.cache
+    """Executions cache ('': OUT/executions.jsonl): give another run's to compare reward
+    models on the same executions."""
 
     def settings(self) -> RealExecSettings:
         """The run's settings: the size's own, with what was given over it."""
@@ -102,6 +112,9 @@ class RealExecOptions:
             tasks_only=self.tasks_only,
             calibrate_tasks=self.calibrate_tasks,
             kinds=self.kinds,
+            members=self.members,
+            train_runs=self.train_runs,
+            cache=self.cache,
         )
 
 

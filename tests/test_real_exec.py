@@ -261,7 +261,8 @@ def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp
         assert lo <= gap <= hi and hi - lo < 2
         # by task kind: the kinds' orchrm rows, weighted by their tasks, give the whole
         table = (tmp_path / f"seed-{seed}" / "by_kind.txt").read_text().splitlines()
-        rows = [line.split() for line in table[2:]]
+        rows = [line.split() for line in table[2:] if not line.startswith("retrieval")]
+        assert all(r[-3].startswith("(") and r[-1].endswith(")") for r in rows)
         assert {r[0] for r in rows} == {t.kind for t in tasks if t.task.id.startswith("test")}
         weighted = sum(int(r[1]) * float(r[2]) for r in rows) / sum(int(r[1]) for r in rows)
         assert weighted == pytest.approx(100 * at_n["orchrm"]["expected_accuracy"], abs=0.06)
@@ -277,6 +278,48 @@ def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp
             right = [r["correct"] for r in records if (r["orchestrator"], r["kind"]) == (who, kind)]
             shown = first["train_success_by_structure"][f"orchestrator {who}"][kind]
             assert shown == pytest.approx(100 * statistics.fmean(right))
+
+
+def _lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_variant_shares_the_cache_and_trains_an_ensemble_on_denoised_pairs(tmp_path):
+    sizes = Sizes(train_tasks=8, test_tasks=4, samples=3, steps=2, reruns=2)
+    shared = tmp_path / "executions.jsonl"
+    base = RealExecSettings(out=str(tmp_path / "one"), sizes=sizes, execution_seeds=(4,))
+    base = replace(base, cache=str(shared))
+    server = LoopbackLLM(reply=stand_in_reply(truths(sizes)))
+    started = []
+
+    @contextmanager
+    def backend(s):
+        started.append(s)
+        yield OpenAIBackend(OpenAIConfig(base_url=server.base_url))
+
+    variant = replace(base, out=str(tmp_path / "variant"), train_runs=2, members=2)
+    with server:
+        one = run(base, say=lambda line: None, backend=backend)
+        calls = len(server.requests)
+        both = run(variant, say=lambda line: None, backend=backend)
+    # only the training plans' second runs were missing from the shared cache
+    assert both["executions"]["train"]["to run"] == one["executions"]["train"]["executions"]
+    assert both["executions"]["test seed 4"]["to run"] == 0 and len(started) == 2
+    assert len(server.requests) > calls and not (tmp_path / "variant" / "executions.jsonl").exists()
+    train = _lines(tmp_path / "variant" / "logs" / "train.jsonl")
+    assert Counter(r["execution_seed"] for r in train) == {
+        run_seed(4, 0): len(train) // 2,
+        run_seed(4, 1): len(train) // 2,
+    }
+    pairs = _lines(tmp_path / "variant" / "pairs" / "train.jsonl")
+    assert pairs and all(0.5 < p["weight"] < 1 for p in pairs if p["kind"] == "coi")
+    meta = json.loads((tmp_path / "variant" / "rm" / "model" / "orchrm.json").read_text())
+    assert meta["ensemble"]["members"] == 2
+    assert (tmp_path / "variant" / "rm" / "model" / "members" / "1" / "config.json").is_file()
+    config = json.loads((tmp_path / "variant" / "rm" / "stage.json").read_text())
+    assert '"soft_labels": true' in json.dumps(config)
+    with pytest.raises(ConfigError, match="train runs 0"):
+        run(replace(base, train_runs=0), say=lambda line: None, backend=backend)
 
 
 def test_plans_that_differ_for_real_correlate_across_draws(monkeypatch):

@@ -88,6 +88,12 @@ class WorldRMConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     """Training settings of every model; `pairs`, `out` and `max_steps` are set per
     dataset."""
+    denoise_runs: int = 0
+    """Mine correct-over-incorrect on each plan's success rate over this many executions
+    or more (`MineConfig.denoise` with `min_runs`; plans run fewer times are left out);
+    0: on single runs."""
+    min_gap: float = 0.25
+    """With `denoise_runs`: the least success-rate gap of a denoised pair."""
     calibration: str | None = "platt"
     """How each trained model's scores are mapped to P(correct), fitted on the executed
     samples of its validation tasks and stored with it (`orchrm.calibration.methods`);
@@ -160,6 +166,7 @@ def _mine_and_export(
                 specialized=("specialized",),
                 base=("base",),
                 split=config.split,
+                **_denoising(config),
             )
             mined = mine(store, mine_config)
             pairs = out / "pairs" / d.folder
@@ -184,7 +191,7 @@ def mine_pairs(config: WorldRMConfig) -> WorldRMResult:
         log.fingerprint if isinstance(log, WorldLog) else file_fingerprint(log)
         for log in config.logs
     ]
-    shared = {"split": config.split, "seed": config.seed, "cut": asdict(cut)}
+    shared = {"split": config.split, "seed": config.seed, "cut": asdict(cut), **_denoising(config)}
     datasets = {d.name: {**_pair_values(d), **shared} for d in config.datasets}
     values = {"datasets": datasets, "store": config.store}
 
@@ -206,6 +213,14 @@ def mine_pairs(config: WorldRMConfig) -> WorldRMResult:
             reused=run.reused,
         )
     return WorldRMResult(store_path, done)
+
+
+def _denoising(config: WorldRMConfig) -> dict:
+    """The `MineConfig` settings of denoised mining (none when `denoise_runs` is 0, so
+    single-run pairs keep their fingerprint)."""
+    if not config.denoise_runs:
+        return {}
+    return {"denoise": True, "min_runs": config.denoise_runs, "min_gap": config.min_gap}
 
 
 def _pair_values(d: PairDataset) -> dict:

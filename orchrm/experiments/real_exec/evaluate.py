@@ -30,7 +30,7 @@ from orchrm.evaluation.report import points
 from orchrm.experiments.real_exec.cache import ExecutionCache, Outcome, Plan, outcome, record
 from orchrm.jsonl import write_jsonl
 from orchrm.selection.selectors import CandidateSet
-from orchrm.tasks.benchmarks.generated import TASK_KINDS
+from orchrm.tasks.benchmarks.generated import RETRIEVAL_KINDS, TASK_KINDS
 
 RUNS_PER_SEED = 1000
 """Re-executions an execution seed holds: run k of seed E has seed E * 1000 + k."""
@@ -100,25 +100,34 @@ def kind_table(
     tasks: list[CandidateSet], selectors: Mapping, kind_of: Mapping[str, str], n: int, seed: int
 ) -> str:
     """Expected accuracy % at N = `n` of each of `KIND_SELECTORS` on the tasks of each
-    task kind (`kind_of`: task id -> kind), and Orch-RM minus majority there: where the
-    reward model's choice pays and where it does not."""
+    task kind (`kind_of`: task id -> kind) and of the retrieval kinds together, and
+    Orch-RM minus majority there with its paired 95% interval over the group's tasks:
+    where the reward model's choice pays and where it does not."""
     shown = {s: selectors[s] for s in KIND_SELECTORS if s in selectors}
     groups: dict[str, list[CandidateSet]] = {}
     for task in tasks:
         groups.setdefault(kind_of[task.task_id], []).append(task)
+    retrieval = [t for kind in RETRIEVAL_KINDS for t in groups.get(kind, [])]
+    rows = [k for k in TASK_KINDS if k in groups]
+    if retrieval and len(rows) > 1:
+        groups["retrieval"] = retrieval
+        rows.append("retrieval")
     lines = [
         f"expected accuracy % at N = {n} by task kind",
-        f"{'kind':<10}{'tasks':>6}" + "".join(f"{s:>10}" for s in shown) + f"{'rm - maj':>10}",
+        f"{'kind':<10}{'tasks':>6}"
+        + "".join(f"{s:>10}" for s in shown)
+        + f"{'rm - maj':>10}  (paired 95% CI)",
     ]
-    for kind in [k for k in TASK_KINDS if k in groups]:
-        ev = evaluate_selectors(groups[kind], shown, [n], domain=kind, bootstrap=200, seed=seed)
+    for kind in rows:
+        ev = evaluate_selectors(groups[kind], shown, [n], domain=kind, seed=seed)
         at = ev.at(n)
         acc = {s: 100 * (at[s].expected_accuracy or 0.0) for s in shown}
         gap = acc["orchrm"] - acc["majority"] if {"orchrm", "majority"} <= set(acc) else 0.0
+        low, high = at["orchrm"].expected_vs_baseline_ci if "majority" in shown else (0, 0)
         lines.append(
             f"{kind:<10}{len(groups[kind]):>6}"
             + "".join(f"{acc[s]:>10.1f}" for s in shown)
-            + f"{gap:>+10.1f}"
+            + f"{gap:>+10.1f}  ({100 * low:+.1f} to {100 * high:+.1f})"
         )
     return "\n".join(lines)
 

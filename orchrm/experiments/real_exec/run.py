@@ -69,7 +69,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from orchrm.evaluation.report import terminal_table, write_report
@@ -96,6 +96,7 @@ from orchrm.experiments.real_exec.settings import (
     Clock,
     RealExecSettings,
     Serve,
+    cache_path,
     check,
     execution_setup,
     llama,
@@ -140,15 +141,22 @@ def _execution_groups(
     settings: RealExecSettings, train_plans: list[Plan], test_plans: list[Plan]
 ) -> dict[str, tuple[list[Execution], Retriever]]:
     """The executions a run asks for, by group, each with the corpus web search reads:
-    `train` (each training plan once, with run 0 of the first execution seed) and `test
+    `train` (each training plan `train_runs` times, runs 0 to R - 1 of the first
+    execution seed) and `test
     seed E` (each held-out plan `sizes.reruns` times, with runs 0 to K - 1 of seed E)."""
     seeds, k = settings.execution_seeds, settings.sizes.reruns
-    train_seed = run_seed(seeds[0], 0)
-    groups = {"train": ([p.at(train_seed) for p in train_plans], world_corpus())}
+    train = [p.at(seed) for seed in train_seeds(settings) for p in train_plans]
+    groups = {"train": (train, world_corpus())}
     for e in seeds:
         runs = [p.at(run_seed(e, i)) for p in test_plans for i in range(k)]
         groups[f"test seed {e}"] = (runs, world_corpus())
     return groups
+
+
+def train_seeds(settings: RealExecSettings) -> list[int]:
+    """The seeds of the training plans' runs: runs 0 to `train_runs` - 1 of the first
+    execution seed."""
+    return [run_seed(settings.execution_seeds[0], r) for r in range(settings.train_runs)]
 
 
 def _keep_missing(
@@ -198,12 +206,11 @@ def _execute(
     say: Callable[[str], None],
 ) -> tuple[ExecutionCache, dict[str, dict]]:
     """The execution stage: the executions the run asks for (`_execution_groups`) that
-    OUT/executions.jsonl lacks, on `backend`, started only when some are missing; laps
+    cache (`cache_path`) lacks, on `backend`, started only when some are missing; laps
     `plans and cache`. Returns the cache and each group's counts (`_keep_missing`)."""
-    out = Path(settings.out)
     groups = _execution_groups(settings, train_plans, test_plans)
-    bind_setup(out / "executions.jsonl", execution_setup(settings))
-    cache = ExecutionCache(out / "executions.jsonl")
+    bind_setup(cache_path(settings), execution_setup(settings))
+    cache = ExecutionCache(cache_path(settings))
     counts = _keep_missing(groups, cache, say)
     clock.lap("plans and cache")
     if any(missing for missing, _ in groups.values()):
@@ -218,33 +225,44 @@ def _execute(
 def reward_model(
     settings: RealExecSettings,
     train_plans: list[Plan],
-    train_seed: int,
+    seeds: Sequence[int],
     cache: ExecutionCache,
     stage_done: Callable[[str], None] = lambda stage: None,
     say: Callable[[str], None] = print,
 ):
-    """The reward model of the training plans' runs with `train_seed` (`world_reward_models`,
-    dataset `real`): (the trained dataset, the success table by plan structure)."""
+    """The reward model of the training plans' runs with `seeds` (`world_reward_models`,
+    dataset `real`): (the trained dataset, the success table by plan structure). With
+    several seeds, correct-over-incorrect pairs are judged on each plan's success rate
+    over its runs and read as soft labels; with `settings.members` above 1 an ensemble
+    is trained."""
     from orchrm.experiments.world_models import PairDataset, WorldRMConfig, world_reward_models
     from orchrm.training.config import SMALL_DATA_LR, TrainConfig
 
     out, sizes = Path(settings.out), settings.sizes
     logs = out / "logs" / "train.jsonl"
-    train_records = [record(p, train_seed, cache) for p in train_plans]
+    train_records = [record(p, seed, cache) for seed in seeds for p in train_plans]
     write_jsonl(train_records, logs)
     text, by_structure = structure_table(train_records)
     say("training tasks, success by plan structure and orchestrator:\n" + text)
     evals = max(1, sizes.steps // 3)
+    denoise = len(seeds) > 1
     trained = world_reward_models(
         WorldRMConfig(
             out=str(out),
             logs=[str(logs)],
             datasets=(PairDataset("real", DOMAIN, steps=sizes.steps, eval_every=evals),),
             seed=settings.seed,
+            denoise_runs=len(seeds) if denoise else 0,
             # `steps` decide the length (epochs only bound it): a few hundred pairs are
             # read several times over, and the best of three validations is kept.
             train=TrainConfig(
-                max_length=128, lr=SMALL_DATA_LR, dtype="fp32", seed=settings.seed, epochs=1000.0
+                max_length=128,
+                lr=SMALL_DATA_LR,
+                dtype="fp32",
+                seed=settings.seed,
+                epochs=1000.0,
+                ensemble=settings.members,
+                soft_labels=denoise,
             ),
         ),
         stage_done=stage_done,
@@ -333,7 +351,7 @@ def run(
     train on the training records, evaluate each execution seed's draw; says the tables,
     writes OUT (module docstring) and returns the verdicts, whether the draws agree and
     the seconds of each stage."""
-    from orchrm.scoring.local import OrchRM
+    from orchrm.scoring.load import load_scorer
 
     check(settings)
     out, seeds = Path(settings.out), settings.execution_seeds
@@ -347,9 +365,9 @@ def run(
     check_validation(settings, tasks["train"])
     train_plans, test_plans = _plans(settings, tasks)
     cache, counts = _execute(settings, backend, train_plans, test_plans, clock, say)
-    train_seed = run_seed(seeds[0], 0)
-    t, by_structure = reward_model(settings, train_plans, train_seed, cache, clock.lap, say)
-    model = OrchRM.load(t.model, dtype="fp32")
+    seeds_of_training = train_seeds(settings)
+    t, by_structure = reward_model(settings, train_plans, seeds_of_training, cache, clock.lap, say)
+    model = load_scorer(str(t.model), dtype="fp32")
     evaluated = [_evaluate_seed(settings, e, test_plans, cache, model, clock, say) for e in seeds]
     draws = [draw for draw, _ in evaluated]
     comparison = _compare_draws(settings, test_plans, cache, draws, say)

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from orchrm.errors import ConfigError
 from orchrm.experiments.real_exec.evaluate import RUNS_PER_SEED
@@ -73,6 +74,16 @@ class RealExecSettings:
     """Write the training and held-out task files into OUT/logs and stop: nothing runs."""
     calibrate_tasks: int = 4
     """`calibrate`: tasks a (kind, level) cell."""
+    members: int = 1
+    """Reward models trained as an ensemble (`orchrm train --ensemble`), scored by its
+    default aggregate; 1: one model."""
+    train_runs: int = 1
+    """Executions of each training plan (runs 0 to R - 1 of the first execution seed).
+    With 2 or more, correct-over-incorrect pairs are judged on each plan's success rate
+    over its R runs (`orchrm pairs mine --denoise`) and read as soft labels."""
+    cache: str = ""
+    """The executions cache ('': OUT/executions.jsonl); runs that differ only in their
+    reward model can share one, one run at a time."""
     kinds: tuple[str, ...] = ()
     """`calibrate`: these task kinds only (empty: every kind)."""
 
@@ -84,6 +95,18 @@ def check(settings: RealExecSettings) -> None:
         raise ConfigError(f"execution seeds {seeds}: give one or more distinct seeds >= 0")
     if not 1 <= k < RUNS_PER_SEED:
         raise ConfigError(f"reruns {k}: give 1 to {RUNS_PER_SEED - 1} executions a plan")
+    if not 1 <= settings.train_runs < RUNS_PER_SEED:
+        raise ConfigError(
+            f"train runs {settings.train_runs}: give 1 to {RUNS_PER_SEED - 1} executions a "
+            "training plan"
+        )
+    if settings.members < 1:
+        raise ConfigError(f"members {settings.members}: give 1 or more reward models")
+
+
+def cache_path(settings: RealExecSettings) -> Path:
+    """The executions cache of a run: `cache`, else OUT/executions.jsonl."""
+    return Path(settings.cache) if settings.cache else Path(settings.out) / "executions.jsonl"
 
 
 def run_config(settings: RealExecSettings) -> RunConfig:

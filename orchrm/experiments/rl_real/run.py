@@ -86,7 +86,7 @@ def _reward_model(settings: RLRealSettings, executor: Executor, train, say) -> P
     real = settings.real_exec()
     plans = training_plans(real, train)
     executor.run([p.at(TRAIN_SEED) for p in plans], "executing the reward model's plans")
-    trained, _ = reward_model(real, plans, TRAIN_SEED, executor.cache, say=say)
+    trained, _ = reward_model(real, plans, [TRAIN_SEED], executor.cache, say=say)
     return trained.model
 
 

@@ -179,10 +179,12 @@ def test_an_error_longer_than_the_terminal_is_one_line_in_a_pipe_and_no_store_is
     ]
     assert len(lines(done.stderr)[0]) > 80
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.jsonl"]  # no store
+    assert "nothing ingested (no store made)" in done.stdout and "s.duckdb" not in done.stdout
     log = tmp_path / "math.jsonl"
     write_jsonl(generate("math", 2, 2, seed=0, progress=False).records, log)
     both = run("ingest", str(empty), str(log), "--store", str(store))
     assert both.returncode == 3 and store.is_file()  # made for the file it could add
+    assert f"ingested into {store}" in both.stdout
 
 
 # --------------------------------------------------------------------------- 3. checks first

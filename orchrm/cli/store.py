@@ -135,16 +135,18 @@ def ingest_command(
     if as_json:
         print(json.dumps([s.to_dict() for s in summaries], indent=2))
     else:
-        _print_ingest(summaries, store, details)
+        _print_ingest(summaries, store if db is not None else None, details)
     failed = [s for s in summaries if s.error]
     if failed:
         err_console.print(f"{len(failed)} file(s) not ingested", highlight=False)
         raise typer.Exit(UNREADABLE)
 
 
-def _print_ingest(summaries: list, store: Path, details: bool) -> None:
-    """The ingest table, malformed counts by reason, and the first (or every) problem."""
-    table = Table(title=f"ingested into {printable(store)}")
+def _print_ingest(summaries: list, store: Path | None, details: bool) -> None:
+    """The ingest table, malformed counts by reason, and the first (or every) problem;
+    `store` None: no store was opened, nothing was ingested."""
+    title = f"ingested into {printable(store)}" if store else "nothing ingested (no store made)"
+    table = Table(title=title)
     for column in ("file", "adapter", "records", "added", "duplicates", "malformed"):
         table.add_column(
             column, justify="left" if column in ("file", "adapter") else "right", overflow="fold"

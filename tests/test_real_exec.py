@@ -318,8 +318,10 @@ def test_a_variant_shares_the_cache_and_trains_an_ensemble_on_denoised_pairs(tmp
     assert (tmp_path / "variant" / "rm" / "model" / "members" / "1" / "config.json").is_file()
     config = json.loads((tmp_path / "variant" / "rm" / "stage.json").read_text())
     assert '"soft_labels": true' in json.dumps(config)
-    with pytest.raises(ConfigError, match="train runs 0"):
-        run(replace(base, train_runs=0), say=lambda line: None, backend=backend)
+    with pytest.raises(ConfigError, match="train_runs"):
+        replace(base, train_runs=0)
+    with pytest.raises(ConfigError, match="train runs 1000: give 1 to 999"):
+        run(replace(base, train_runs=1000), say=lambda line: None, backend=backend)
 
 
 def test_plans_that_differ_for_real_correlate_across_draws(monkeypatch):

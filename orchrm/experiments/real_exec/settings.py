@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
 from orchrm.experiments.real_exec.evaluate import RUNS_PER_SEED
 from orchrm.runtime.config import RunConfig
@@ -36,7 +37,7 @@ type on the retrieval questions one passage answers. `capital1`, the same one-pa
 question as `capital2` whose 6 tasks had none right, completes the retrieval cells."""
 
 
-@dataclass(frozen=True)
+@config(frozen=True)
 class Sizes:
     """How many tasks, plans a task (N), training steps and executions of each held-out
     plan a draw (K) a run has."""
@@ -52,7 +53,7 @@ QUICK = Sizes(train_tasks=6, test_tasks=6, samples=4, steps=20, reruns=2)
 FULL = Sizes(train_tasks=56, test_tasks=140, samples=4, steps=150, reruns=3)
 
 
-@dataclass(frozen=True)
+@config(frozen=True)
 class RealExecSettings:
     """One run's settings: the sizes, the server's and the executor's."""
 
@@ -61,23 +62,23 @@ class RealExecSettings:
     execution_seeds: tuple[int, ...] = (0, 1)
     """One draw each: held-out run k of seed E has seed E * 1000 + k; the training plans
     run once, with seed E * 1000 of the first."""
-    max_tokens: int = 96
+    max_tokens: int = setting(96, min=1)
     """Completion tokens a sub-agent call."""
-    slots: int = 8
+    slots: int = setting(8, min=1)
     """llama.cpp's parallel slots."""
-    threads: int = 0
+    threads: int = setting(0, min=0)
     """llama.cpp's threads (0: every core)."""
-    concurrency: int = 16
+    concurrency: int = setting(16, min=1)
     """Plans executed at once."""
     seed: int = 0
     tasks_only: bool = False
     """Write the training and held-out task files into OUT/logs and stop: nothing runs."""
-    calibrate_tasks: int = 4
+    calibrate_tasks: int = setting(4, min=1)
     """`calibrate`: tasks a (kind, level) cell."""
-    members: int = 1
+    members: int = setting(1, min=1)
     """Reward models trained as an ensemble (`orchrm train --ensemble`), scored by its
     default aggregate; 1: one model."""
-    train_runs: int = 1
+    train_runs: int = setting(1, min=1)
     """Executions of each training plan (runs 0 to R - 1 of the first execution seed).
     With 2 or more, correct-over-incorrect pairs are judged on each plan's success rate
     over its R runs (`orchrm pairs mine --denoise`) and read as soft labels."""
@@ -95,13 +96,11 @@ def check(settings: RealExecSettings) -> None:
         raise ConfigError(f"execution seeds {seeds}: give one or more distinct seeds >= 0")
     if not 1 <= k < RUNS_PER_SEED:
         raise ConfigError(f"reruns {k}: give 1 to {RUNS_PER_SEED - 1} executions a plan")
-    if not 1 <= settings.train_runs < RUNS_PER_SEED:
+    if settings.train_runs >= RUNS_PER_SEED:
         raise ConfigError(
             f"train runs {settings.train_runs}: give 1 to {RUNS_PER_SEED - 1} executions a "
             "training plan"
         )
-    if settings.members < 1:
-        raise ConfigError(f"members {settings.members}: give 1 or more reward models")
 
 
 def cache_path(settings: RealExecSettings) -> Path:

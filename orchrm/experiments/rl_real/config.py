@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
+from orchrm.configs import config
 from orchrm.errors import ConfigError
 from orchrm.experiments.real_exec.cache import Execution, ExecutionCache, parsed_plan
 from orchrm.experiments.real_exec.evaluate import run_seed
@@ -37,7 +38,7 @@ EVAL_DRAW = 1
 """Held-out run k of every policy's plans has seed `run_seed(EVAL_DRAW, k)`."""
 
 
-@dataclass(frozen=True)
+@config(frozen=True)
 class RLRealSizes:
     """Tasks, steps and samples of a run."""
 
@@ -103,7 +104,7 @@ FULL = RLRealSizes(
 )
 
 
-@dataclass(frozen=True)
+@config(frozen=True)
 class RLRealSettings:
     """One run's settings: sizes, the policy and its training, the server's."""
 

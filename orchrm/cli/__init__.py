@@ -21,7 +21,7 @@ from orchrm.cli.rm import (
     train_command,
 )
 from orchrm.cli.run import run_command
-from orchrm.cli.serve import serve_command
+from orchrm.cli.serve import serve_command, serve_llm_command
 from orchrm.cli.store import ingest_command, pairs_app, store_app
 from orchrm.cli.view import view_command
 from orchrm.cli.world import world_app
@@ -109,6 +109,7 @@ app.command("eval", cls=HelpCommand)(eval_command)
 app.command("cross-validate", cls=HelpCommand)(cross_validate_command)
 app.command("demo", cls=HelpCommand)(demo_command)
 app.command("serve", cls=HelpCommand)(serve_command)
+app.command("serve-llm", cls=HelpCommand)(serve_llm_command)
 app.command("rl", cls=HelpCommand)(rl_command)
 app.command("view", cls=HelpCommand)(view_command)
 

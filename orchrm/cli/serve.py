@@ -1,4 +1,5 @@
-"""`orchrm serve`: the HTTP scoring service (the command-line face of `orchrm.serve.app.serve`)."""
+"""`orchrm serve`: the HTTP scoring service (the command-line face of `orchrm.serve.app.serve`);
+`orchrm serve-llm`: a GGUF served by llama.cpp on loopback (`orchrm.runtime.local_llm`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import replace
 import typer
 
 from orchrm.cli.options import config_options
+from orchrm.runtime.local_llm import ServeLLMConfig
 from orchrm.serve.config import API_KEY_ENV, ServeConfig
 
 
@@ -38,3 +40,15 @@ def serve_command(config: ServeConfig) -> None:
         raise typer.Exit(1)
     if drain.exit_status:
         raise typer.Exit(drain.exit_status)
+
+
+@config_options(ServeLLMConfig, leave_out=["ready_timeout_s"])
+def serve_llm_command(config: ServeLLMConfig) -> None:
+    """Serve a GGUF model with llama.cpp on 127.0.0.1 (the bundled SmolLM2-135M-Instruct
+    without --gguf), with the OpenAI-compatible API at http://127.0.0.1:PORT/v1, until
+    Ctrl-C or SIGTERM. Nothing is downloaded. `orchrm run --local` starts one itself."""
+    from orchrm.runtime.local_llm import check_server_package, serve_forever
+
+    check_server_package()
+    config.model_path()  # a missing file is said before llama.cpp starts
+    serve_forever(config)

@@ -18,12 +18,12 @@ How llama.cpp serves, as `orchrm run` meets it (docs/run.md#a-local-model):
 - requests past the slots wait in the server's queue;
 - nothing is downloaded (`offline`), and only 127.0.0.1 is bound.
 
-`python -m orchrm.runtime.local_llm --gguf FILE --port P ...` is the child process.
+The child process is `orchrm serve-llm --gguf FILE --port P ...` (`ServeLLMConfig`), which
+a user can run too, to serve the model for other tools.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib.util
 import json
@@ -73,6 +73,14 @@ class LocalLLMConfig:
                 raise MissingInput(f"--gguf {self.gguf}: no such file")
             return path
         return bundled_gguf()
+
+
+@config
+class ServeLLMConfig(LocalLLMConfig):
+    """`orchrm serve-llm`: a GGUF served by llama.cpp on 127.0.0.1 until Ctrl-C."""
+
+    port: int = setting(8080, min=1, max=65535, panel="Local model")
+    """Port on 127.0.0.1 to serve the OpenAI-compatible API at."""
 
 
 def bundled_gguf() -> Path:
@@ -130,7 +138,7 @@ class LocalLLM:
         gguf = self.config.model_path()
         handle, name = tempfile.mkstemp(prefix="orchrm-llama-", suffix=".log")
         self.log = Path(name)
-        command = [sys.executable, "-m", "orchrm.runtime.local_llm", "--gguf", str(gguf)]
+        command = [sys.executable, "-m", "orchrm", "serve-llm", "--gguf", str(gguf)]
         command += ["--port", str(self.port), "--alias", self.config.alias]
         command += ["--ctx-size", str(self.config.ctx_size), "--slots", str(self.config.slots)]
         command += ["--threads", str(self.config.threads or os.cpu_count() or 1)]
@@ -197,17 +205,19 @@ class LocalLLM:
         self.stop()
 
 
-def serve_forever(gguf: str, port: int, alias: str, ctx_size: int, slots: int, threads: int):
-    """Serve `gguf` with llama.cpp on 127.0.0.1:`port` until SIGTERM or SIGINT."""
+def serve_forever(config: ServeLLMConfig) -> None:
+    """Serve `config`'s GGUF with llama.cpp on 127.0.0.1:`port` until SIGTERM or SIGINT."""
     import xllamacpp
 
     params = xllamacpp.CommonParams()
+    gguf = str(config.model_path())
+    threads = config.threads or os.cpu_count() or 1
     params.model.path = gguf
-    params.model_alias = {alias}
+    params.model_alias = {config.alias}
     params.hostnames = ["127.0.0.1"]
-    params.port = port
-    params.n_parallel = slots
-    params.n_ctx = ctx_size * slots
+    params.port = config.port
+    params.n_parallel = config.slots
+    params.n_ctx = config.ctx_size * config.slots
     params.ctx_shift = False  # past the context: an error, never a silent shift
     params.offline = True
     params.cpuparams.n_threads = threads
@@ -216,28 +226,5 @@ def serve_forever(gguf: str, port: int, alias: str, ctx_size: int, slots: int, t
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     server = xllamacpp.Server(params)
-    print(f"serving {gguf} as {alias!r} at {server.listening_address}", flush=True)
+    print(f"serving {gguf} as {config.alias!r} at {server.listening_address}", flush=True)
     stop.wait()
-
-
-def main(argv: list[str] | None = None) -> None:
-    """`python -m orchrm.runtime.local_llm [--gguf FILE] [--port 8080] ...`: serve until
-    Ctrl-C (the bundled SmolLM2 without --gguf)."""
-    parser = argparse.ArgumentParser(description="Serve a GGUF with llama.cpp on 127.0.0.1.")
-    parser.add_argument("--gguf", help="GGUF model file (default: the bundled SmolLM2-135M)")
-    parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--alias", default=LocalLLMConfig.alias)
-    parser.add_argument("--ctx-size", type=int, default=LocalLLMConfig.ctx_size)
-    parser.add_argument("--slots", type=int, default=LocalLLMConfig.slots)
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    args = parser.parse_args(argv)
-    try:
-        check_server_package()
-        gguf = LocalLLMConfig(gguf=args.gguf).model_path()
-    except OrchrmError as err:
-        parser.exit(err.exit_code, f"error: {err}\n")
-    serve_forever(str(gguf), args.port, args.alias, args.ctx_size, args.slots, args.threads)
-
-
-if __name__ == "__main__":
-    main()

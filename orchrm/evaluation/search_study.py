@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import statistics
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchrm.evaluation.lineup import build_lineup, read_world_tasks
@@ -91,6 +91,16 @@ class Preset:
     precision: str
     samples: int = SAMPLES
     """Candidates per task."""
+    scorers: list = field(default_factory=list)
+    """One `RewardModelSelector` per model, made once (`member_selectors`): every search
+    of the table and the curves shares their caches, so a plan is scored once per model."""
+
+
+def member_selectors(p: Preset) -> list[RewardModelSelector]:
+    """The preset's `RewardModelSelector` of each model, made on first use."""
+    if not p.scorers:
+        p.scorers.extend(RewardModelSelector(m) for m in p.members)
+    return p.scorers
 
 
 def stand_in_preset(name: str, tasks: int, noise: float, members: int, seed: int) -> Preset:
@@ -188,7 +198,7 @@ def table(p: Preset, study: SearchStudy) -> tuple[dict, str]:
     )
     chosen = {name: lineup.selectors[name] for name in (*COMPARED, "orchrm-search")}
     outcome = world_outcome(p.world)
-    selectors = [chosen["orchrm"], *(RewardModelSelector(m) for m in p.members[1:])]
+    selectors = member_selectors(p)
     infos = [m.info for m in p.members]
     if len(p.members) > 1:
         chosen["search ensemble"] = SearchSelector(search(selectors, infos, study), outcome)
@@ -277,7 +287,7 @@ def curves(p: Preset, study: SearchStudy) -> dict:
     budget) and `penalty` (one model, at the loosest leash and the largest budget)."""
     budgets = [0, *study.budgets]
     top = budgets[-1]
-    selectors = [RewardModelSelector(m) for m in p.members]
+    selectors = member_selectors(p)
     infos = [m.info for m in p.members]
     variants = {"one model": (selectors[:1], infos[:1], {})}
     if len(p.members) > 1:

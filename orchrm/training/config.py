@@ -10,6 +10,7 @@ from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
 from orchrm.rmodel.ensemble import AGGREGATES, DEFAULT_AGGREGATE, DEFAULT_SPREAD_WEIGHT
 from orchrm.rmodel.precision import DTYPES
+from orchrm.store.config import MAX_LENGTH
 from orchrm.training.tracking import REPORT_TO, check_report_to
 
 SMALL_DATA_STEPS = 180
@@ -34,7 +35,7 @@ class TrainConfig:
     locally, or a `.gguf` file of an architecture transformers reads from GGUF (Llama,
     Qwen2/3, Mistral, Gemma, ...; dequantized to the training precision; needs the `gguf`
     package); empty: the offline MiniLM (see `default_backbone`)."""
-    max_length: int = setting(256, min=2, panel="Data")
+    max_length: int = setting(MAX_LENGTH, min=2, panel="Data")
     """Tokens per orchestration text; longer ones are truncated from the end (the
     rendering puts the thinking last), never dropped. Count them in the export with
     `orchrm pairs export --tokenizer` to cut by the rendering budget instead."""
@@ -190,3 +191,4 @@ class TrainConfig:
         if self.bf16 is None:
             return self.dtype
         return "bf16" if self.bf16 else "fp32"
+

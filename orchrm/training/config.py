@@ -192,3 +192,22 @@ class TrainConfig:
             return self.dtype
         return "bf16" if self.bf16 else "fp32"
 
+
+@config
+class TrainRunConfig(TrainConfig):
+    """`TrainConfig`, and what `orchrm train` does with an OUT an earlier run left, or
+    whether it only plans the training (`orchrm plan-memory` with these settings)."""
+
+    resume: bool = False
+    """Continue from the last checkpoint."""
+    overwrite: bool = False
+    """Train again into an OUT that holds a model or checkpoints: this run starts at step
+    0, removes the earlier run's checkpoints once its pairs and model have loaded, and
+    replaces its model when it saves. Without it (or --resume) such an OUT is refused."""
+    plan: bool = False
+    """Print the memory and time plan of this training and exit (`orchrm plan-memory`
+    with these settings): nothing is loaded but the backbone's config."""
+    devices: int = setting(1, min=1)
+    """With --plan: devices to shard over."""
+    zero_stage: int = setting(0, min=0, max=3)
+    """With --plan: the ZeRO stage (0: none)."""

@@ -121,6 +121,12 @@ def config_dict(config: Any, *, leave_out: tuple[str, ...] = ()) -> dict[str, An
     return out
 
 
+def narrowed(config: Any, cls: type) -> Any:
+    """`config`, of a class that adds fields to `cls` (a command's options beside the
+    settings), as a `cls`: what a run writes to its config.yaml and the library reads."""
+    return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls) if f.init})
+
+
 def _merged(base: Any, values: Mapping, source: str, prefix: str, fixed=()) -> dict[str, Any]:
     """The fields of `base` with `values` (a nested mapping) over them, nested configs as
     mappings; ConfigError for an unknown key, or one the code sets."""

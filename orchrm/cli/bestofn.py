@@ -9,9 +9,10 @@ import typer
 
 from orchrm.cli.console import console, csv_values, err_console, fail
 from orchrm.cli.options import config_options, spelled_as
-from orchrm.cli.store import STORE_OPTION, open_store
-from orchrm.configs import dump_config
+from orchrm.cli.store import STORE, open_store
+from orchrm.configs import config, dump_config, narrowed
 from orchrm.evaluation.config import EvalConfig, LotoConfig
+from orchrm.store.config import OpenConfig
 
 
 @config_options(
@@ -47,16 +48,22 @@ def eval_command(
     console.print(f"report -> {config.out}")
 
 
+@config
+class LotoStore(LotoConfig, OpenConfig):
+    """`LotoConfig`, and the store `orchrm cross-validate` reads."""
+
+
 @config_options(
-    LotoConfig,
+    LotoStore,
     flags={"n": "--samples"},
     settings={
+        **STORE,
         "mine.specialized": {"parser": csv_values, "spell": ",".join},
         "mine.base": {"parser": csv_values, "spell": ",".join},
     },
 )
 @spelled_as({"--n": "--samples"})
-def cross_validate_command(config: LotoConfig, store: Path = STORE_OPTION) -> None:
+def cross_validate_command(config: LotoStore) -> None:
     """Best-of-N under leave-one-task-out (or k-fold) cross-validation, for logs too small
     to hold out tasks: each task is scored by a reward model trained on the others;
     OUT/config.yaml holds the settings, for `--config` to repeat the run."""
@@ -64,9 +71,11 @@ def cross_validate_command(config: LotoConfig, store: Path = STORE_OPTION) -> No
     from orchrm.evaluation.report import terminal_table, write_report
 
     out = Path(config.out)
-    with open_store(store) as db:
-        evaluations = cross_validate(db, config, say=lambda m: console.print(m))
-    dump_config(config, out / "config.yaml")  # a refused run writes nothing
+    with open_store(Path(config.store), wait_for_lock=config.wait_for_lock) as db:
+        evaluations = cross_validate(
+            db, narrowed(config, LotoConfig), say=lambda m: console.print(m)
+        )
+    dump_config(narrowed(config, LotoConfig), out / "config.yaml")  # a refused run writes nothing
     write_report(evaluations, out)
     for ev in evaluations:
         console.print(terminal_table(ev), highlight=False, markup=False, soft_wrap=True)

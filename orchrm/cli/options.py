@@ -16,7 +16,14 @@ from typing import Any, NamedTuple
 
 import typer
 
-from orchrm.configs import field_help, internal_inside, is_internal, load_config, with_values
+from orchrm.configs import (
+    config,
+    field_help,
+    internal_inside,
+    is_internal,
+    load_config,
+    with_values,
+)
 from orchrm.errors import ConfigError
 
 PANELS = ("Data", "Model", "Optimization", "Ensemble", "Scale", "Selectors", "Output")
@@ -25,6 +32,27 @@ CONFIG_HELP = (
     "Read the settings from this YAML file (a run's config.yaml, or a recipe under "
     "configs/); the options given here override it."
 )
+
+
+@config
+class JsonOutput:
+    """What a command prints: its tables, or JSON for a program to read."""
+
+    json: bool = False
+    """Print machine-readable JSON."""
+
+
+def assignments(option: str, form: str) -> Callable[[list[str]], dict[str, str]]:
+    """The `collect` of an option given once per `KEY=VALUE` item (`form` names them, e.g.
+    `FIELD=COLUMN`): the mapping of the items; a `ConfigError` for an item without `=`."""
+
+    def read(texts: list[str]) -> dict[str, str]:
+        pairs = [text.split("=", 1) for text in texts]
+        if any(len(p) != 2 for p in pairs):
+            raise ConfigError(f"{option} takes {form}")
+        return dict(pairs)
+
+    return read
 
 
 class ConfigOptions(NamedTuple):
@@ -77,7 +105,7 @@ def _entries(base, skip, parsed, path=(), panel=None, fixed=()) -> Iterable[Entr
             yield Entry(key, f, hints[f.name], getattr(base, f.name), helps[f.name], own)
 
 
-def _flags(keys: list[str], renames: Mapping[str, str]) -> dict[str, str]:
+def _flags(keys: list[str], renames: Mapping[str, Any]) -> dict[str, Any]:
     """`--name`, prefixed by its configs' names where two fields share a name (a
     top-level field keeps its plain name), unless `renames` says otherwise."""
     last = [k.split(".")[-1] for k in keys]
@@ -121,7 +149,7 @@ LOW, HIGH = ("ge", "gt"), ("le", "lt")
 """A field's lower and upper bounds, as `setting` stores them (pydantic's names)."""
 
 
-def _option(e: Entry, flag: str, extra: Mapping[str, Any]) -> inspect.Parameter:
+def _option(e: Entry, flag: str | tuple[str, ...], extra: Mapping[str, Any]) -> inspect.Parameter:
     """The typer parameter that sets the field of `e`."""
     (kind, repeated), extra, default = _kind(e.hint), dict(extra), e.default
     bounds = {k: v for k, v in e.field.metadata.items() if k in (*LOW, *HIGH)}
@@ -129,17 +157,21 @@ def _option(e: Entry, flag: str, extra: Mapping[str, Any]) -> inspect.Parameter:
     if kind in (int, float) and not strict:
         extra.update({k: bounds[b] for k, b in (("min", "ge"), ("max", "le")) if b in bounds})
     extra.update({"rich_help_panel": e.panel} if e.panel else {})
-    if "parser" in extra:  # a collection given as one text that its parser reads
+    if extra.pop("collect", None):  # given once per item, the texts read together (`run`)
+        extra.setdefault("show_default", False)
+        kind, default = list[str], None
+    elif "parser" in extra:  # a collection given as one text that its parser reads
         extra.setdefault("show_default", extra.pop("spell", str)(default) or False)
         kind, default = str, None
     elif repeated:  # given once per item; left out, the config's value stays
         extra.setdefault("show_default", ", ".join(map(str, default)) or False)
         kind, default = list[kind], None
+    names = (flag,) if isinstance(flag, str) else tuple(flag)  # the first, then aliases
     if kind is bool and default is not False:  # a flag off by default is only switched on
-        flag = f"{flag}/--no-{flag[2:]}"
+        names = (f"{names[0]}/--no-{names[0][2:]}",)
     if strict:  # typer's ranges are closed: the field's own bounds check it
         extra["parser"] = Bounded(kind, bounds)
-    option = typer.Option(default, flag, help=e.help, **extra)
+    option = typer.Option(default, *names, help=e.help, **extra)
     return _param(e.key.replace(".", "__"), option, kind | None)
 
 
@@ -160,7 +192,7 @@ def config_options(
     config: Any,
     *,
     into: str = "config",
-    flags: Mapping[str, str] | None = None,
+    flags: Mapping[str, str | tuple[str, ...]] | None = None,
     required: Iterable[str] = (),
     settings: Mapping[str, Mapping[str, Any]] | None = None,
     leave_out: Iterable[str] = (),
@@ -170,13 +202,16 @@ def config_options(
     built from them as its argument `into`: the defaults, then `--config FILE.yaml`,
     then the options given on the command line, each over the last.
 
-    Per field (name or dotted path): `flags` renames its option, `required` fields must
-    end up set, `leave_out` fields are set by the command itself, `settings` adds
-    typer.Option arguments, among them a `parser` (and `spell`, its inverse for the help)
-    that reads the field from one text."""
+    Per field (name or dotted path): `flags` renames its option (a tuple: the name, then
+    aliases), `required` fields must end up set, `leave_out` fields are set by the command
+    itself, `settings` adds typer.Option arguments, among them a `parser` (and `spell`, its
+    inverse for the help) that reads the field from one text, or a `collect` that makes
+    the field's value of the texts of an option given once per item (`KEY=VALUE` pairs
+    into a mapping, say; a `ConfigError` for a text it cannot read)."""
     base = config() if isinstance(config, type) else config
     settings = dict(settings or {})
-    parsed = {k for k, s in settings.items() if "parser" in s}
+    collect = {k: s["collect"] for k, s in settings.items() if "collect" in s}
+    parsed = {k for k, s in settings.items() if "parser" in s} | set(collect)
     rank = {p: i for i, p in enumerate(PANELS)}
     entries = sorted(_entries(base, set(leave_out), parsed), key=lambda e: rank.get(e.panel, 9))
     flag_of = _flags([e.key for e in entries], flags or {})
@@ -194,10 +229,13 @@ def config_options(
                 if source not in ("DEFAULT", "DEFAULT_MAP") and value is not None:
                     listed = isinstance(value, list) and key not in parsed
                     given[key] = tuple(value) if listed else value
+                    if key in collect:
+                        given[key] = collect[key](value)
             built = with_values(load_config(base, path) if path else base, given)
             for key in sorted(required):
                 if not functools.reduce(getattr, key.split("."), built):
-                    raise ConfigError(f"give {flag_of[key]} (or {key}: in the --config file)")
+                    flag = flag_of[key] if isinstance(flag_of[key], str) else flag_of[key][0]
+                    raise ConfigError(f"give {flag} (or {key}: in the --config file)")
             return command(**{into: built}, **values)
 
         run = _with_parameters(command, run, made, drop=into)

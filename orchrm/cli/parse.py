@@ -18,17 +18,25 @@ from orchrm.cli.console import (
     report_unreadable,
     warn,
 )
+from orchrm.cli.options import JsonOutput, config_options
+from orchrm.configs import config
 from orchrm.parse import ParseSummary, summarize_file
 from orchrm.parse.records import location
 
 
+@config
+class ParseOutput(JsonOutput):
+    """What `orchrm parse` prints."""
+
+    details: bool = False
+    """List every invalid or unparseable record with its line."""
+
+
+@config_options(ParseOutput, into="output")
 def parse_command(
+    output: ParseOutput,
     files: list[Path] = typer.Argument(
         ..., help="JSONL/JSON record files, or plain text files holding one harmony output."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
-    details: bool = typer.Option(
-        False, "--details", help="List every invalid or unparseable record with its line."
     ),
 ) -> None:
     """Parse and validate orchestrations in FILES and count the outcomes.
@@ -44,11 +52,11 @@ def parse_command(
         except OSError as err:
             unreadable.append(report_unreadable(f, err))
     total = ParseSummary.total(summaries)
-    if as_json:
+    if output.json:
         out = {"files": [s.to_dict() for s in summaries], "total": total.to_dict()}
         print(json.dumps({**out, "unreadable": unreadable}, indent=2))
     elif total.records:
-        _print_summaries(summaries, total, details)
+        _print_summaries(summaries, total, output.details)
     empty = [s.path for s in summaries if not s.records]
     if empty:  # nothing parsed is an error; an empty file beside others, a warning
         (warn if total.records else error)(f"no record in {', '.join(empty)}: {NO_RECORD}")

@@ -6,12 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import typer
-
 from orchrm.cli.console import console, csv_values
 from orchrm.cli.options import config_options
-from orchrm.configs import dump_config
-from orchrm.experiments.rl_world.config import RLExperimentConfig
+from orchrm.configs import dump_config, narrowed
+from orchrm.experiments.rl_world.config import RLCommandConfig, RLExperimentConfig
 
 FLAGS = {
     "policy.model": "--policy",
@@ -28,17 +26,8 @@ FLAGS = {
 """Flags of `RLExperimentConfig` fields whose names alone would not say what they set."""
 
 
-@config_options(RLExperimentConfig, flags=FLAGS, leave_out=["policy.progress"])
-def rl_command(
-    config: RLExperimentConfig,
-    compare: bool = typer.Option(
-        False, "--compare", help="Train every run in --runs from the same start; one table."
-    ),
-    runs: str = typer.Option(
-        "grpo-orchrm,grpo-execution,rft,dpo", "--runs", help="Runs for --compare."
-    ),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
-) -> None:
+@config_options(RLCommandConfig, into="options", flags=FLAGS, leave_out=["policy.progress"])
+def rl_command(options: RLCommandConfig) -> None:
     """Train the orchestrator: GRPO with Orch-RM (no sub-agent runs) or execution as the
     reward, or the RFT and DPO baselines; evaluate on held-out world tasks; write
     OUT/<run>/report.md (or OUT/report.md with --compare), report.json and curve.png;
@@ -47,13 +36,14 @@ def rl_command(
     from orchrm.experiments.rl_world.pipeline import compare as run_compare
     from orchrm.experiments.rl_world.pipeline import grpo_on_tasks, run
 
-    config = replace(config, policy=replace(config.policy, progress=not quiet))
+    config = narrowed(options, RLExperimentConfig)
+    config = replace(config, policy=replace(config.policy, progress=not options.quiet))
     dump_config(config, Path(config.out) / "config.yaml")
     say = lambda m: console.print(m, highlight=False, markup=False)  # noqa: E731
     if config.tasks:
         report = grpo_on_tasks(config, say)
-    elif compare:
-        report = run_compare(config, list(csv_values(runs)), say)
+    elif options.compare:
+        report = run_compare(config, list(csv_values(options.runs)), say)
     else:
         report = run(config, say)
     console.print(terminal_report(report), highlight=False, markup=False, soft_wrap=True)

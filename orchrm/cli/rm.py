@@ -27,50 +27,56 @@ from orchrm.cli.console import (
     report_unreadable,
     warn,
 )
-from orchrm.cli.options import config_options
+from orchrm.cli.options import JsonOutput, config_options
+from orchrm.configs import config, narrowed
 from orchrm.jsonl import printable
+from orchrm.memplan.config import PlanMemoryConfig
 from orchrm.scoring.config import EvaluateConfig, ScoreConfig
-from orchrm.training.config import TrainConfig
+from orchrm.training.config import TrainConfig, TrainRunConfig
 from orchrm.training.summary import TrainSummary
 
 SERVER_ONLY = ["rm_url", "protocol", "tokenizer", "max_length", "batch_size", "out", "question"]
 """ScoreConfig's fields for `orchrm score` alone (a server, the output file, the question
 of records without one)."""
-PEAK_HELP = "FLOP/s per device, or a GPU by name (H100, A100, ...); default: this machine's."
 
 
-@config_options(TrainConfig)
-def train_command(
-    config: TrainConfig,
-    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
-    overwrite: bool = typer.Option(
-        False,
-        "--overwrite",
-        help="Train again into an OUT that holds a model or checkpoints: this run starts at "
-        "step 0, removes the earlier run's checkpoints once its pairs and model have loaded, "
-        "and replaces its model when it saves. Without it (or --resume) such an OUT is "
-        "refused.",
-    ),
-    plan: bool = typer.Option(
-        False,
-        "--plan",
-        help="Print the memory and time plan of this training and exit (`orchrm "
-        "plan-memory` with these settings): nothing is loaded but the backbone's config.",
-    ),
-    devices: int = typer.Option(1, "--devices", min=1, help="With --plan: devices to shard over."),
-    zero_stage: int = typer.Option(
-        0, "--zero-stage", min=0, max=3, help="With --plan: the ZeRO stage (0: none)."
-    ),
-    as_json: bool = typer.Option(
-        False, "--json", help="Print the run's summary as JSON (with --plan: the plan)."
-    ),
-) -> None:
+@config
+class TrainOutput(TrainRunConfig):
+    """`TrainRunConfig`, and what `orchrm train` prints."""
+
+    json: bool = False
+    """Print the run's summary as JSON (with --plan: the plan)."""
+
+
+@config
+class PlanOutput(PlanMemoryConfig):
+    """`PlanMemoryConfig`, and what `orchrm plan-memory` prints."""
+
+    json: bool = False
+    """Print the plan as JSON."""
+
+
+@config
+class EvaluateOutput(JsonOutput, EvaluateConfig):
+    """`EvaluateConfig`, and what `orchrm evaluate-rm` prints."""
+
+
+@config
+class CalibrateOutput(JsonOutput, CalibrateConfig):
+    """`CalibrateConfig`, and what `orchrm calibrate` prints."""
+
+
+@config_options(TrainOutput)
+def train_command(config: TrainOutput) -> None:
     """Train a Bradley-Terry reward model on exported pairs (progress bar with live loss,
     accuracy and ETA); OUT/config.yaml holds the settings, for `--config` to repeat the
     run, written once the pairs and the model have loaded (a refused run writes nothing).
     Multi-process: `accelerate launch ... -m orchrm train ...`."""
-    if plan:
-        return _print_plan(config, as_json, num_devices=devices, zero_stage=zero_stage)
+    as_json = config.json
+    if config.plan:
+        return _print_plan(
+            config, as_json, num_devices=config.devices, zero_stage=config.zero_stage
+        )
     from orchrm.training.output import earlier_run
 
     if not config.pairs:
@@ -80,7 +86,7 @@ def train_command(
             f"no pairs at {config.pairs}: give `orchrm pairs export`'s folder or a pair file",
             UNREADABLE,
         )
-    left = None if resume or overwrite else earlier_run(Path(config.out))
+    left = None if config.resume or config.overwrite else earlier_run(Path(config.out))
     if left:
         fail(
             f"{printable(config.out)} holds {left}: give --overwrite to train again into it, "
@@ -90,7 +96,7 @@ def train_command(
     from orchrm.training.train import train
 
     main = os.environ.get("RANK", "0") == "0"  # one of `accelerate launch`'s processes
-    summary = train(config, resume=resume)
+    summary = train(narrowed(config, TrainConfig), resume=config.resume)
     if not main:
         return
     if as_json:
@@ -115,41 +121,38 @@ def train_command(
     console.print(f"model -> {Path(config.out) / 'model'}", highlight=False)
 
 
-@config_options(TrainConfig, into="train", leave_out=["peak_flops"])
+@config_options(
+    PlanOutput,
+    into="train",
+    leave_out=["peak_flops"],  # TrainConfig's number: the plan's own reads a GPU's name too
+    flags={"plan.num_devices": ("--num-devices", "--devices")},
+)
 def plan_memory_command(
-    train: TrainConfig,
+    train: PlanOutput,
     model: str = typer.Argument(
         None,
         help="Model directory, config.json or a known shape (llama-3.1-8b, ...); "
         "default: --backbone, else the offline MiniLM.",
     ),
-    micro_batch_pairs: int = typer.Option(
-        None, "--micro-batch-pairs", min=1, help="Pairs per forward pass (default: the batch's)."
-    ),
-    num_devices: int = typer.Option(1, "--num-devices", "--devices", min=1, help="Devices."),
-    zero_stage: int = typer.Option(0, "--zero-stage", min=0, max=3, help="The ZeRO stage."),
-    mfu: float = typer.Option(0.35, "--mfu", min=0.0, max=1.0, help="Model FLOPs utilization."),
-    peak_flops: str = typer.Option(None, "--peak-flops", help=PEAK_HELP),
-    device_memory_gib: float = typer.Option(None, "--device-memory-gib", help="GiB a device."),
-    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
     """Plan a reward model's training: parameters, bytes per device for weights,
     gradients, optimizer state and activations, and a step time, for any `orchrm train`
     settings or recipe (`--config`); nothing is loaded but the backbone's config."""
     if model:
         train = replace(train, backbone=model)
+    plan = train.plan
     try:
-        peak = float(peak_flops) if peak_flops is not None else None
+        peak = float(plan.peak_flops) if plan.peak_flops is not None else None
     except ValueError:
-        peak = peak_flops
-    memory = int(device_memory_gib * 2**30) if device_memory_gib else None
+        peak = plan.peak_flops
+    memory = int(plan.device_memory_gib * 2**30) if plan.device_memory_gib else None
     _print_plan(
         train,
-        as_json=as_json,
-        micro_batch_pairs=micro_batch_pairs,
-        num_devices=num_devices,
-        zero_stage=zero_stage,
-        mfu=mfu,
+        as_json=train.json,
+        micro_batch_pairs=plan.micro_batch_pairs,
+        num_devices=plan.num_devices,
+        zero_stage=plan.zero_stage,
+        mfu=plan.mfu,
         peak_flops=peak,
         device_memory=memory,
     )
@@ -179,13 +182,12 @@ def validation_line(summary: TrainSummary) -> str:
     )
 
 
-@config_options(EvaluateConfig, required=["rm"], leave_out=SERVER_ONLY)
+@config_options(EvaluateOutput, required=["rm"], leave_out=SERVER_ONLY)
 def evaluate_rm_command(
-    config: EvaluateConfig,
+    config: EvaluateOutput,
     pairs: Path = typer.Argument(
         None, help="An exported pair file, e.g. runs/pairs/test.jsonl (or give --fit-logs)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Pairwise accuracy of a reward model on held-out pairs (overall, per kind, per
     domain); with --fit-logs, whether it reads the fit of plan to task: per task kind and
@@ -195,6 +197,7 @@ def evaluate_rm_command(
 
     if pairs is None and not config.fit_logs:
         fail("give a pair file, or --fit-logs with executed logs of held-out tasks")
+    as_json = config.json
     if config.fit_logs:
         _print_fit(config, as_json)
     if pairs is None:
@@ -313,13 +316,12 @@ def _nothing_to_score(result, files: list[Path], unreadable: list) -> None:
     raise typer.Exit(UNREADABLE if unreadable else USAGE)
 
 
-@config_options(CalibrateConfig, required=["rm"], leave_out=["logs"])
+@config_options(CalibrateOutput, required=["rm"], leave_out=["logs"])
 def calibrate_command(
-    config: CalibrateConfig,
+    config: CalibrateOutput,
     logs: list[Path] = typer.Argument(
         None, help="orchrm.run/1 logs with executed records (default: the --config file's)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Fit a reward model's calibration (raw score -> P(correct)) on executed records of
     tasks it did not train on, and store it in its orchrm.json, where orchrm serve's
@@ -331,7 +333,7 @@ def calibrate_command(
     if not config.logs:
         fail("give the logs to fit on (or logs: in the --config file)")
     result = calibrate(config)
-    if as_json:
+    if config.json:
         print(json.dumps(result.to_dict(), indent=2))
         return
     text = result.to_text(max(60, console.width))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -22,22 +21,34 @@ from orchrm.cli.console import (
     warn,
 )
 from orchrm.cli.help import HelpCommand
-from orchrm.cli.options import config_options
-from orchrm.configs import field_help
+from orchrm.cli.options import JsonOutput, assignments, config_options
+from orchrm.configs import config
 from orchrm.jsonl import printable
-from orchrm.store.config import MineConfig, OpenConfig
-from orchrm.training.config import TrainConfig
+from orchrm.store.config import ExportConfig, IngestConfig, MineConfig, OpenConfig
 
-STORE_OPTION = typer.Option(
-    Path("orchrm.duckdb"), "--store", envvar="ORCHRM_STORE", help="The DuckDB store file."
-)
-WAIT_OPTION = typer.Option(
-    OpenConfig.wait_for_lock,
-    "--wait-for-lock",
-    min=0,
-    metavar="SECONDS",
-    help=field_help(OpenConfig)["wait_for_lock"],
-)
+STORE = {"store": {"envvar": "ORCHRM_STORE", "metavar": "<path>"},
+         "wait_for_lock": {"metavar": "SECONDS"}}  # fmt: skip
+"""How the options of `OpenConfig`'s fields read, the same in every command that opens
+the store: the store's path also from the environment."""
+
+
+@config
+class StoreOutput(JsonOutput, OpenConfig):
+    """`orchrm store stats`: the store, and what the command prints."""
+
+
+@config
+class IngestOutput(JsonOutput, IngestConfig):
+    """`IngestConfig`, and what `orchrm ingest` prints."""
+
+    details: bool = False
+    """List every malformed record."""
+
+
+@config
+class MineOutput(JsonOutput, MineConfig, OpenConfig):
+    """`MineConfig`, the store it mines, and what `orchrm pairs mine` prints (MineConfig's
+    checks run: it comes before OpenConfig)."""
 
 
 def open_store(
@@ -75,26 +86,12 @@ def _say(message: str) -> None:
     err_console.print(message, markup=False, highlight=False, soft_wrap=True)
 
 
+@config_options(
+    IngestOutput, settings={**STORE, "map": {"collect": assignments("--map", "FIELD=COLUMN")}}
+)
 def ingest_command(
+    config: IngestOutput,
     files: list[Path] = typer.Argument(..., help="Log files, or MAS-Orchestra step folders."),
-    store: Path = STORE_OPTION,
-    adapter: str = typer.Option(
-        "auto", "--adapter", help="auto, orchrm, diagram, steps, preference or generic."
-    ),
-    strict: bool = typer.Option(False, "--strict", help="A malformed record keeps a file out."),
-    domain: str = typer.Option(
-        None,
-        "--domain",
-        help="Domain of records that name none (diagram: pages whose name says none; "
-        "else masbench).",
-    ),
-    orchestrator: str = typer.Option(None, "--orchestrator", help="Orchestrator id (steps)."),
-    mapping: list[str] = typer.Option(
-        None, "--map", help="generic: FIELD=COLUMN, e.g. question=prompt (repeatable)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
-    details: bool = typer.Option(False, "--details", help="List every malformed record."),
-    wait_for_lock: float = WAIT_OPTION,
 ) -> None:
     """Ingest logs into the store. Every record is counted: added, already there
     (duplicate) or malformed (with file, line and reason). A file that cannot be read
@@ -103,11 +100,9 @@ def ingest_command(
     can be ingested."""
     from orchrm.store.ingest import IngestError, IngestSummary, read_log, write_log
 
-    pairs = [m.split("=", 1) for m in mapping or []]
-    if any(len(p) != 2 for p in pairs):
-        fail("--map takes FIELD=COLUMN")
-    given = {"domain": domain, "orchestrator": orchestrator, "map": dict(pairs) or None}
+    given = {"domain": config.domain, "orchestrator": config.orchestrator, "map": config.map}
     options = {k: v for k, v in given.items() if v}
+    store, adapter, as_json = Path(config.store), config.adapter, config.json
     if not any(f.exists() for f in files):
         # Nothing to ingest: a store is not created for it. With some files there, the
         # missing ones are reported each in its row and the others still ingested.
@@ -116,13 +111,15 @@ def ingest_command(
             UNREADABLE,
         )
     summaries, db = [], None
-    opening = {"create": True, "wait_for_lock": wait_for_lock, "as_json": as_json}
+    opening = {"create": True, "wait_for_lock": config.wait_for_lock, "as_json": as_json}
     try:
         if store.exists():  # a store that is busy or not a store is said before any reading
             db = open_store(store, **opening)
         for path in files:
             try:
-                read = read_log(path, adapter, strict=strict, options=options, progress=not as_json)
+                read = read_log(
+                    path, adapter, strict=config.strict, options=options, progress=not as_json
+                )
                 db = db or open_store(store, **opening)  # created for a file that can be added
                 summary = write_log(db, read)
             except IngestError as err:
@@ -135,7 +132,7 @@ def ingest_command(
     if as_json:
         print(json.dumps([s.to_dict() for s in summaries], indent=2))
     else:
-        _print_ingest(summaries, store if db is not None else None, details)
+        _print_ingest(summaries, store if db is not None else None, config.details)
     failed = [s for s in summaries if s.error]
     if failed:
         err_console.print(f"{len(failed)} file(s) not ingested", highlight=False)
@@ -174,16 +171,16 @@ store_app = typer.Typer(
 
 
 @store_app.command("stats", cls=HelpCommand)
-def store_stats(
-    store: Path = STORE_OPTION,
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
-    wait_for_lock: float = WAIT_OPTION,
-) -> None:
+@config_options(StoreOutput, settings=STORE)
+def store_stats(config: StoreOutput) -> None:
     """What the store holds: rows per table, orchestrations per orchestrator and their
     outcomes, pairs per dataset, kind and split."""
     from orchrm.store.db import store_summary
 
-    with open_store(store, read_only=True, wait_for_lock=wait_for_lock, as_json=as_json) as db:
+    store, as_json = Path(config.store), config.json
+    with open_store(
+        store, read_only=True, wait_for_lock=config.wait_for_lock, as_json=as_json
+    ) as db:
         summary = store_summary(db)
     if as_json:
         print(json.dumps(summary, indent=2, default=str))
@@ -254,28 +251,21 @@ def _spell_list(values: tuple) -> str:
 
 @pairs_app.command("mine", cls=HelpCommand)
 @config_options(
-    MineConfig,
+    MineOutput,
     flags={"cap_per_task": "--cap", "allow_invalid_rejected": "--invalid-rejected"},
-    leave_out=["specialized_for"],
     settings={
+        **STORE,
         "ratio": {"parser": _ratio, "spell": _spell_ratio},
         "specialized": {"parser": csv_values, "spell": _spell_list},
         "base": {"parser": csv_values, "spell": _spell_list},
         "split": {"parser": _shares, "spell": _spell_list},
+        "specialized_for": {
+            "collect": assignments("--specialized-for", "ORCHESTRATOR=DOMAIN"),
+            "metavar": "ORCHESTRATOR=DOMAIN",
+        },
     },
 )
-def pairs_mine(
-    config: MineConfig,
-    store: Path = STORE_OPTION,
-    specialized_for: list[str] = typer.Option(
-        None,
-        "--specialized-for",
-        help="ORCHESTRATOR=DOMAIN: the domain an orchestrator is specialized for, for SoO "
-        "pairs (repeatable).",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
-    wait_for_lock: float = WAIT_OPTION,
-) -> None:
+def pairs_mine(config: MineOutput) -> None:
     """Mine correct-over-incorrect, specialized-over-base and specialized-over-other-domain
     pairs, cap them per task, mix them, and split them by task. When no pair is kept the
     store is left as it was and the exit status is 2."""
@@ -283,12 +273,8 @@ def pairs_mine(
 
     from orchrm.store.pairs import mine
 
-    targets = [x.split("=", 1) for x in specialized_for or []]
-    if any(len(t) != 2 for t in targets):
-        fail("--specialized-for takes ORCHESTRATOR=DOMAIN")
-    if targets:
-        config = replace(config, specialized_for=dict(targets))
-    with open_store(store, wait_for_lock=wait_for_lock, as_json=as_json) as db:
+    store, as_json = Path(config.store), config.json
+    with open_store(store, wait_for_lock=config.wait_for_lock, as_json=as_json) as db:
         summary = mine(db, config)
     if as_json:
         print(json.dumps(asdict(summary), indent=2))
@@ -339,39 +325,20 @@ def _print_mined(summary, config: MineConfig) -> None:
 
 
 @pairs_app.command("export", cls=HelpCommand)
-def pairs_export(
-    out: Path = typer.Option(
-        ..., "--out", help="Folder (jsonl, parquet) or file (orchrm-datasets)."
-    ),
-    store: Path = STORE_OPTION,
-    dataset: str = typer.Option("default", "--dataset", help="The mined dataset to export."),
-    fmt: str = typer.Option("jsonl", "--format", help="jsonl, parquet or orchrm-datasets."),
-    max_length: int = typer.Option(
-        TrainConfig.max_length,
-        "--max-length",
-        min=16,
-        help="Tokens per reward-model text, special tokens included: what `orchrm train "
-        "--max-length` reads, so exported texts are never cut again by the trainer.",
-    ),
-    tokenizer: str = typer.Option(
-        "",
-        "--tokenizer",
-        help="Count tokens with this model's tokenizer (dir or id); default: the default "
-        "backbone's, as `orchrm train` uses; 'approx' for a word-based estimate.",
-    ),
-    domain_in_text: bool = typer.Option(
-        False,
-        "--domain-in-text",
-        help="Start each text with its task's domain line, to train one reward model "
-        "for every domain (it then reads the domain at scoring time too).",
-    ),
-    wait_for_lock: float = WAIT_OPTION,
-) -> None:
+@config_options(ExportConfig, required=["out"], settings={**STORE, "out": {"metavar": "<path>"}})
+def pairs_export(config: ExportConfig) -> None:
     """Export a dataset as preference data (prompt/chosen/rejected, one file per split) or
     in the OrchRM-datasets format (input/chosen/rejected/source)."""
     from orchrm.store.pairs import export, export_orchrm_datasets
 
-    with open_store(store, read_only=True, wait_for_lock=wait_for_lock) as db:
+    out, dataset, fmt, max_length = (
+        Path(config.out),
+        config.dataset,
+        config.format,
+        config.max_length,
+    )
+    store, tokenizer = Path(config.store), config.tokenizer
+    with open_store(store, read_only=True, wait_for_lock=config.wait_for_lock) as db:
         if fmt == "orchrm-datasets":
             n = export_orchrm_datasets(db, out, dataset)
             console.print(f"{n} pairs -> {out}")
@@ -381,7 +348,7 @@ def pairs_export(
             from orchrm.rmodel.backbone import backbone_budget
 
             max_tokens, count = backbone_budget(tokenizer, max_length)
-        written = export(db, out, dataset, fmt, max_tokens, count, domain_in_text)
+        written = export(db, out, dataset, fmt, max_tokens, count, config.domain_in_text)
     for part, path in written.items():
         console.print(f"{part}: {path}")
     if "validation" not in written:

@@ -8,31 +8,21 @@ import typer
 
 from orchrm.cli.console import console, warn
 from orchrm.cli.options import config_options
-from orchrm.scoring.config import ScoreConfig
+from orchrm.viewer.config import ViewConfig
 
 
 @config_options(
-    ScoreConfig,
+    ViewConfig,
     into="scoring",
-    leave_out=["protocol", "tokenizer", "max_length", "batch_size", "out", "question"],
+    leave_out=["protocol", "tokenizer", "max_length", "batch_size", "question"],
+    settings={"out": {"metavar": "<path>"}},
 )
 def view_command(
-    scoring: ScoreConfig,
+    scoring: ViewConfig,
     files: list[Path] = typer.Argument(
         ...,
         help="orchrm.run/1 logs (.jsonl), stores (.duckdb), report folders or their view.json.",
     ),
-    out: Path = typer.Option(Path("view.html"), "--out", help="The HTML page to write."),
-    orchestrator: str = typer.Option(
-        None, "--orchestrator", help="Whose samples are the candidates (default: everyone's)."
-    ),
-    samples: int = typer.Option(
-        None, "--samples", min=1, help="N: the first N candidates of each task (default: all)."
-    ),
-    max_tasks: int = typer.Option(
-        None, "--max-tasks", min=1, help="Show only the first tasks (default: all)."
-    ),
-    title: str = typer.Option(None, "--title", help="The page's title (default: the files)."),
 ) -> None:
     """Write one HTML page (it loads nothing from the network): per task, its candidate
     orchestrations drawn as graphs, each with its reward-model score, answer and whether
@@ -50,8 +40,10 @@ def view_command(
             spread_weight=scoring.spread_weight,
         )  # fmt: skip
     page = build_view(
-        files, scorer, orchestrator=orchestrator, n=samples, max_tasks=max_tasks, title=title
-    )
+        files, scorer, orchestrator=scoring.orchestrator, n=scoring.samples,
+        max_tasks=scoring.max_tasks, title=scoring.title,
+    )  # fmt: skip
+    out = Path(scoring.out)
     if not scorer and any(f.suffix in (".jsonl", ".duckdb") for f in files):
         warn("no --rm or --rm-url: the logs and stores get no reward-model scores or orchrm picks")
     out.parent.mkdir(parents=True, exist_ok=True)

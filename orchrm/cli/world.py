@@ -11,7 +11,9 @@ from typer.core import TyperGroup
 
 from orchrm.cli.console import console, fail
 from orchrm.cli.help import HelpCommand
-from orchrm.cli.options import spelled_as
+from orchrm.cli.options import JsonOutput, config_options, spelled_as
+from orchrm.configs import config
+from orchrm.world.config import GenerateConfig, WorldStatsConfig
 
 world_app = typer.Typer(
     cls=TyperGroup,
@@ -21,21 +23,22 @@ world_app = typer.Typer(
 )
 
 
+@config
+class WorldStatsOutput(JsonOutput, WorldStatsConfig):
+    """`WorldStatsConfig`, and what `orchrm world stats` prints."""
+
+
 @world_app.command("generate", cls=HelpCommand)
+@config_options(GenerateConfig, settings={"out": {"metavar": "<path>"}})
 @spelled_as({"--tasks": "--num-tasks (--tasks is a task file in `orchrm run`)"})
-def world_generate(
-    preset: str = typer.Option("math", "--preset", help="math, search, multihop or science."),
-    tasks: int = typer.Option(300, "--num-tasks", min=1, help="World tasks to generate."),
-    samples: int = typer.Option(8, "--samples", min=1, help="Samples per task per orchestrator."),
-    seed: int = typer.Option(0, "--seed", help="Seeds the tasks and every sample."),
-    out: Path = typer.Option(Path("runs/world"), "--out", help="Folder for the logs."),
-) -> None:
+def world_generate(config: GenerateConfig) -> None:
     """Write world logs (the schema of `orchrm run`, plus true success probabilities):
     OUT/PRESET.jsonl, and the tasks with their hidden attributes in OUT/PRESET.tasks.jsonl."""
     from orchrm.jsonl import write_jsonl
     from orchrm.world.generate import generate
 
-    generated = generate(preset, tasks, samples, seed)
+    preset, out = config.preset, Path(config.out)
+    generated = generate(preset, config.num_tasks, config.samples, config.seed)
     log, truth = out / f"{preset}.jsonl", out / f"{preset}.tasks.jsonl"
     write_jsonl(generated.records, log)
     write_jsonl([t.to_dict() for t in generated.tasks], truth)
@@ -46,16 +49,9 @@ def world_generate(
 
 
 @world_app.command("stats", cls=HelpCommand)
+@config_options(WorldStatsOutput)
 @spelled_as({"--tasks": "--num-tasks", "--n": "--samples"})
-def world_stats_command(
-    presets: str = typer.Option(
-        "math,search,multihop,science", "--presets", help="Comma-separated world presets."
-    ),
-    tasks: int = typer.Option(300, "--num-tasks", min=1, help="World tasks per preset."),
-    samples: int = typer.Option(8, "--samples", min=2, help="N: samples per task."),
-    seed: int = typer.Option(0, "--seed", help="Seeds the tasks and every sample."),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
-) -> None:
+def world_stats_command(config: WorldStatsOutput) -> None:
     """Per preset: success of both orchestrators, pass@N, majority@N, Bayes-optimal@N,
     random@N, diversity, and the best single surface feature's pairwise accuracy."""
     from dataclasses import asdict
@@ -63,7 +59,8 @@ def world_stats_command(
     from orchrm.world.generate import LOGPROB_FEATURE, generate, world_stats
     from orchrm.world.tasks import PRESETS
 
-    names = [p.strip() for p in presets.split(",") if p.strip()]
+    names = [p.strip() for p in config.presets.split(",") if p.strip()]
+    tasks, samples, seed, as_json = config.num_tasks, config.samples, config.seed, config.json
     unknown = [p for p in names if p not in PRESETS]
     if unknown:
         fail(f"unknown preset(s) {', '.join(unknown)}: choose from {', '.join(PRESETS)}")

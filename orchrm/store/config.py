@@ -1,5 +1,6 @@
-"""`MineConfig`, what `orchrm pairs mine` can set, and `OpenConfig`, how every store
-command opens the store (kept apart from the store's code so the command line reads them
+"""`MineConfig`, what `orchrm pairs mine` can set, `IngestConfig` and `ExportConfig`, what
+`orchrm ingest` and `orchrm pairs export` can, and `OpenConfig`, which store every store
+command opens and how (kept apart from the store's code so the command line reads them
 without loading DuckDB)."""
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class MineConfig:
     step_threshold: int | None = None
     """Checkpoints at or past this step count as specialized, earlier ones as base."""
     specialized_for: dict[str, str] = field(default_factory=dict)
-    """Orchestrator id -> the domain it is specialized for (SoO)."""
+    """Orchestrator id -> the domain it is specialized for, for SoO pairs (on the command
+    line ORCHESTRATOR=DOMAIN, repeatable)."""
     allow_invalid_rejected: bool = True
     """Whether an orchestration that breaks a graph rule may be the rejected side (it is
     never the chosen one; unparseable ones are never paired: they cannot be rendered)."""
@@ -77,10 +79,17 @@ class MineConfig:
             )
 
 
+MAX_LENGTH = 256
+"""Tokens per reward-model text unless told otherwise: what `orchrm pairs export` renders
+to and `orchrm train` reads (`TrainConfig.max_length`), the same so no text is cut twice."""
+
+
 @config
 class OpenConfig:
-    """How a command opens the store when another process holds it."""
+    """Which store a command opens, and how when another process holds it."""
 
+    store: str = "orchrm.duckdb"
+    """The DuckDB store file."""
     wait_for_lock: float = setting(0.0, min=0)
     """Seconds to wait for a store another process holds (an ingest writing to it),
     trying again with a growing pause of at most half a second; 0 fails at once."""
@@ -90,3 +99,41 @@ class OpenConfig:
             raise ConfigError(
                 f"wait_for_lock must be a finite number of seconds; got {self.wait_for_lock}"
             )
+
+
+@config
+class IngestConfig(OpenConfig):
+    """How `orchrm ingest` reads log files into the store."""
+
+    adapter: str = "auto"
+    """auto, orchrm, diagram, steps, preference or generic."""
+    strict: bool = False
+    """A malformed record keeps a file out."""
+    domain: str | None = None
+    """Domain of records that name none (diagram: pages whose name says none; else
+    masbench)."""
+    orchestrator: str | None = None
+    """Orchestrator id (steps)."""
+    map: dict[str, str] = field(default_factory=dict)
+    """generic: FIELD=COLUMN, e.g. question=prompt (repeatable)."""
+
+
+@config
+class ExportConfig(OpenConfig):
+    """Which mined dataset `orchrm pairs export` writes, where, and how its texts are cut."""
+
+    out: str | None = None
+    """Folder (jsonl, parquet) or file (orchrm-datasets)."""
+    dataset: str = "default"
+    """The mined dataset to export."""
+    format: str = "jsonl"
+    """jsonl, parquet or orchrm-datasets."""
+    max_length: int = setting(MAX_LENGTH, min=16)
+    """Tokens per reward-model text, special tokens included: what `orchrm train
+    --max-length` reads, so exported texts are never cut again by the trainer."""
+    tokenizer: str = ""
+    """Count tokens with this model's tokenizer (dir or id); default: the default
+    backbone's, as `orchrm train` uses; 'approx' for a word-based estimate."""
+    domain_in_text: bool = False
+    """Start each text with its task's domain line, to train one reward model for every
+    domain (it then reads the domain at scoring time too)."""

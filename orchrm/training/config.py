@@ -10,6 +10,7 @@ from orchrm.configs import config, setting
 from orchrm.errors import ConfigError
 from orchrm.rmodel.ensemble import AGGREGATES, DEFAULT_AGGREGATE, DEFAULT_SPREAD_WEIGHT
 from orchrm.rmodel.precision import DTYPES
+from orchrm.store.config import MAX_LENGTH
 from orchrm.training.tracking import REPORT_TO, check_report_to
 
 SMALL_DATA_STEPS = 180
@@ -34,7 +35,7 @@ class TrainConfig:
     locally, or a `.gguf` file of an architecture transformers reads from GGUF (Llama,
     Qwen2/3, Mistral, Gemma, ...; dequantized to the training precision; needs the `gguf`
     package); empty: the offline MiniLM (see `default_backbone`)."""
-    max_length: int = setting(256, min=2, panel="Data")
+    max_length: int = setting(MAX_LENGTH, min=2, panel="Data")
     """Tokens per orchestration text; longer ones are truncated from the end (the
     rendering puts the thinking last), never dropped. Count them in the export with
     `orchrm pairs export --tokenizer` to cut by the rendering budget instead."""
@@ -190,3 +191,23 @@ class TrainConfig:
         if self.bf16 is None:
             return self.dtype
         return "bf16" if self.bf16 else "fp32"
+
+
+@config
+class TrainRunConfig(TrainConfig):
+    """`TrainConfig`, and what `orchrm train` does with an OUT an earlier run left, or
+    whether it only plans the training (`orchrm plan-memory` with these settings)."""
+
+    resume: bool = False
+    """Continue from the last checkpoint."""
+    overwrite: bool = False
+    """Train again into an OUT that holds a model or checkpoints: this run starts at step
+    0, removes the earlier run's checkpoints once its pairs and model have loaded, and
+    replaces its model when it saves. Without it (or --resume) such an OUT is refused."""
+    plan: bool = False
+    """Print the memory and time plan of this training and exit (`orchrm plan-memory`
+    with these settings): nothing is loaded but the backbone's config."""
+    devices: int = setting(1, min=1)
+    """With --plan: devices to shard over."""
+    zero_stage: int = setting(0, min=0, max=3)
+    """With --plan: the ZeRO stage (0: none)."""

@@ -137,3 +137,15 @@ class RLExperimentConfig:
         curve point unless `policy.save_steps` is set."""
         every = self.policy.save_steps or max(1, self.policy.steps // max(1, self.curve_points))
         return replace(self.policy, model=model, save_steps=every)
+
+
+@config
+class RLCommandConfig(RLExperimentConfig):
+    """`RLExperimentConfig`, and whether `orchrm rl` compares runs and shows progress."""
+
+    compare: bool = False
+    """Train every run in --runs from the same start; one table."""
+    runs: str = ",".join(RUNS)
+    """Runs for --compare."""
+    quiet: bool = False
+    """No progress bars."""

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 import orchrm.evaluation.lineup
+import orchrm.experiments.world_models as world_models
 import orchrm.store.pairs
 import orchrm.training.train
 import orchrm.world.generate
@@ -71,7 +72,9 @@ def test_a_stage_runs_once_for_the_same_inputs_and_again_when_one_changes(tmp_pa
     assert not manifest.exists()  # an interrupted run is never taken for a complete one
 
 
-def test_world_log_pairs_and_model_are_reused_and_rerun_from_a_changed_seed(tmp_path, calls):
+def test_world_log_pairs_and_model_are_reused_and_rerun_from_a_changed_seed(
+    tmp_path, calls, monkeypatch
+):
     def pipeline(seed: int, steps: int = 1):
         log = world_log(tmp_path / "logs", "math", "math", 10, 2, seed, progress=False)
         config = WorldRMConfig(
@@ -97,8 +100,13 @@ def test_world_log_pairs_and_model_are_reused_and_rerun_from_a_changed_seed(tmp_
     assert (again.model / "model.safetensors").read_bytes() == weights
     pipeline(seed=3, steps=2)  # the model's own setting: only the model trains again
     assert calls == {"generate": 1, "mine": 1, "train": 2}
+    # a new version of mining (other ids or draws from the same logs): mined and trained
+    # again, never the cached pairs of the old code
+    monkeypatch.setattr(world_models, "MINING_VERSION", world_models.MINING_VERSION + 1)
+    pipeline(seed=3, steps=2)
+    assert calls == {"generate": 1, "mine": 2, "train": 3}
     _, changed = pipeline(seed=4, steps=2)  # the world's seed: every stage runs again
-    assert calls == {"generate": 2, "mine": 2, "train": 3} and not changed.reused
+    assert calls == {"generate": 2, "mine": 3, "train": 4} and not changed.reused
     manifest = json.loads((tmp_path / "logs" / f"math.{STAGE_JSON}").read_text())
     assert manifest["values"]["seed"] == 4 and manifest["info"]["records"] == 40
 

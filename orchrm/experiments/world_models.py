@@ -20,7 +20,7 @@ from orchrm.experiments.stages import (
     fingerprint,
     run_stage,
 )
-from orchrm.store.pairs import MineSummary
+from orchrm.store.pairs import MINING_VERSION, MineSummary
 from orchrm.training.config import TrainConfig
 
 PAIR_SPLIT = (0.85, 0.15, 0.0)
@@ -191,7 +191,8 @@ def mine_pairs(config: WorldRMConfig) -> WorldRMResult:
         log.fingerprint if isinstance(log, WorldLog) else file_fingerprint(log)
         for log in config.logs
     ]
-    shared = {"split": config.split, "seed": config.seed, "cut": asdict(cut), **_denoising(config)}
+    shared = {"split": config.split, "seed": config.seed, "cut": asdict(cut)}
+    shared |= {"mining": MINING_VERSION, **_denoising(config)}
     datasets = {d.name: {**_pair_values(d), **shared} for d in config.datasets}
     values = {"datasets": datasets, "store": config.store}
 

@@ -48,9 +48,8 @@ _TASK_DRAW = "(md5_number({task} || ':split:' || {seed}) % 1000000) / 1e6"
 """A task's draw in [0, 1) that decides its split: below the train share, train; below
 train + validation, validation; else test. Every pair of a task goes where its task does."""
 MINING_VERSION = 2
-"""The version of what `mine` makes of a store: raised whenever the same logs would give
-other pairs (record ids, the draw, the weights), so that a cached pairs stage is mined
-again (`orchrm.experiments.world_models.mine_pairs` fingerprints it)."""
+"""Raised whenever the same logs would give other pairs (ids, draw, weights): cached pairs
+stages (`orchrm.experiments.world_models.mine_pairs`) are then mined again."""
 
 _SPLIT_CASE = "CASE WHEN u < ? THEN 'train' WHEN u < ? THEN 'validation' ELSE 'test' END"
 

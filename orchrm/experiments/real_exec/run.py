@@ -142,8 +142,8 @@ def _execution_groups(
 ) -> dict[str, tuple[list[Execution], Retriever]]:
     """The executions a run asks for, by group, each with the corpus web search reads:
     `train` (each training plan `train_runs` times, runs 0 to R - 1 of the first
-    execution seed) and `test
-    seed E` (each held-out plan `sizes.reruns` times, with runs 0 to K - 1 of seed E)."""
+    execution seed) and `test seed E` (each held-out plan `sizes.reruns` times, with runs
+    0 to K - 1 of seed E)."""
     seeds, k = settings.execution_seeds, settings.sizes.reruns
     train = [p.at(seed) for seed in train_seeds(settings) for p in train_plans]
     groups = {"train": (train, world_corpus())}

@@ -268,6 +268,13 @@ def reward_model(
         stage_done=stage_done,
     )
     t = trained.datasets["real"]
+    say(trained_summary(t))
+    return t, by_structure
+
+
+def trained_summary(t) -> str:
+    """One line on a trained dataset (`world_reward_models`' entry): its pairs by kind
+    and split, and its model's validation, precision, steps and speed."""
     mined = ", ".join(f"{c} {kind}" for kind, c in sorted(t.mined.kept.items()))
     splits = ", ".join(f"{c} {split}" for split, c in sorted(t.mined.by_split.items()))
     summary = t.summary
@@ -278,11 +285,10 @@ def reward_model(
         else "no validation pair (none of the validation tasks gave a pair), so not "
         "validated: the model is the last step's"
     )
-    say(
+    return (
         f"pairs: {mined} ({splits}); reward model: {validated} ({summary.dtype}, "
         f"{summary.steps} steps, {summary.pairs_per_second:.1f} pairs/s)"
     )
-    return t, by_structure
 
 
 def _evaluate_seed(

@@ -11,7 +11,7 @@ taken away here, before orchrm, typer or torch is imported:
   defaults; tests that need a width give it;
 - parallel: the suite runs on pytest-xdist workers, one per core up to four, each
   test file on one worker and the files that keep other processes busy (`SHARE_CORES`)
-  on one together (`-n 0` runs it in one process);
+  on one together, the larger groups first (`-n 0` runs it in one process);
 - threads: the cores shared among the workers, at most two OpenMP/PyTorch threads a
   worker (one on CI's 2 cores with its 2 workers), unless the run says (OMP_NUM_THREADS);
   `THREADS` gives the same count to what a test starts (a llama.cpp server);
@@ -106,12 +106,19 @@ SHARE_CORES = {
 no two of them share the cores at once."""
 
 
-def pytest_collection_modifyitems(config, items) -> None:
-    """Each test file runs on one xdist worker (`--dist loadgroup`, its module fixtures
-    built once); the files of `SHARE_CORES` all on the same one."""
-    for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group("share-cores" if name in SHARE_CORES else name))
+def pytest_xdist_make_scheduler(config, log):
+    """Each test file runs on one xdist worker, its module fixtures built once; the files
+    of `SHARE_CORES` all on the same one, one after the other. Groups are given to the
+    scheduler here rather than through `xdist_group` marks: xdist writes those into the
+    test ids, which pytest 9.2 no longer reads back (pytest-xdist issue 1386)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "share-cores" if Path(path).name in SHARE_CORES else path
+
+    return ByFile(config, log)
 
 
 @pytest.fixture

@@ -285,7 +285,7 @@ def _lines(path) -> list[dict]:
 
 
 def test_a_variant_shares_the_cache_and_trains_an_ensemble_on_denoised_pairs(tmp_path):
-    sizes = Sizes(train_tasks=8, test_tasks=4, samples=3, steps=2, reruns=2)
+    sizes = Sizes(train_tasks=8, test_tasks=4, samples=3, steps=1, reruns=2)
     shared = tmp_path / "executions.jsonl"
     base = RealExecSettings(out=str(tmp_path / "one"), sizes=sizes, execution_seeds=(4,))
     base = replace(base, cache=str(shared))

@@ -159,6 +159,7 @@ def test_every_sub_agent_type_runs_on_the_real_model(real_llm):
     assert isinstance(result.answer, str)
 
 
+@pytest.mark.slow  # make test-slow: two samples through a server (the --local test runs one)
 def test_orchrm_run_end_to_end_then_ingest(real_llm, orchrm_cli, tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"id": "t1", "question": "What is 12 + 7?", "answer": "19"}\n')
@@ -312,8 +313,23 @@ def test_the_local_option_serves_the_bundled_model_for_one_run(orchrm_cli, tmp_p
         "--debate-rounds", "1", "--reflexion-rounds", "1", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert "orchestration samples" in done.stdout and "correct / graded" in done.stdout
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["schema"] == RUN_SCHEMA and record["raw"]
     assert record["orchestrator"] == "smollm2-135m" and record["orchestrator_logprob"] < 0
+    assert 0 < record["orchestrator_tokens"]["completion"] <= 96
+    executed = record["execution"]["total_tokens"] if record["execution"] else 0
+    asked = sum(record["orchestrator_tokens"].values())
+    assert record["tokens"] == {
+        "orchestrator": asked,
+        "execution": executed,
+        "total": asked + executed,
+    }
+    assert isinstance(record["correct"], bool)  # graded, whether the plan ran or not
+    store = tmp_path / "store.duckdb"
+    done = orchrm_cli("ingest", str(out), "--store", str(store), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["added"] == 1
     done = orchrm_cli("run", "--local", "--base-url", "http://127.0.0.1:9/v1",
                       "--tasks", str(tasks), "--out", str(out))  # fmt: skip
     assert done.returncode == 2 and "--local serves its own model" in done.stderr

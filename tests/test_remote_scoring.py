@@ -429,6 +429,7 @@ def test_orchrm_serves_get_reward_for_orchestrator_output_not_rendered_text(serv
 # --------------------------------------------------------------------------- commands
 
 
+@pytest.mark.slow  # make test-slow: the commands' run of what test_every_consumer_... checks
 def test_score_and_eval_commands_read_a_reward_server_as_the_local_model(
     rm, rm_dir, tmp_path, orchrm_cli
 ):

@@ -120,24 +120,39 @@ def _peak_memory_resettable() -> bool:
         return False
 
 
+PROBES = {
+    "llama": Probe(PROBE_LLAMA, max_length=512, micro_batch_pairs=2),
+    "llama-lora-eager": Probe(
+        PROBE_LLAMA, max_length=512, micro_batch_pairs=2, lora=True, attn_implementation="eager"
+    ),
+    "llama-checkpointed": Probe(
+        PROBE_LLAMA, max_length=1024, micro_batch_pairs=1, gradient_checkpointing=True
+    ),
+    "bert": Probe(PROBE_BERT, max_length=512, micro_batch_pairs=2),
+    "bert-lora-checkpointed": Probe(
+        PROBE_BERT, max_length=1024, micro_batch_pairs=2, lora=True, gradient_checkpointing=True
+    ),
+}
+"""Full fine-tune and LoRA, SDPA and eager attention, with and without gradient
+checkpointing, on both families; `make test` measures three that cover each of these."""
+SLOW = pytest.mark.slow  # make test-slow: the other two settings
+
+
 @pytest.mark.skipif(
     not _peak_memory_resettable(), reason="needs /proc/self/clear_refs and VmHWM (Linux)"
 )
-def test_planned_peak_memory_is_within_a_quarter_of_a_measured_training_step():
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("llama-lora-eager", "llama-checkpointed", "bert"),
+        pytest.param(("llama", "bert-lora-checkpointed"), marks=SLOW),
+    ],
+    ids=["main", "more"],
+)
+def test_planned_peak_memory_is_within_a_quarter_of_a_measured_training_step(names):
     """Real steps (forward, backward, fused AdamW) of random fp32 models in a fresh
-    process: full fine-tune and LoRA, SDPA and eager attention, with and without
-    gradient checkpointing. Each peak is a few hundred MB, far above the noise."""
-    probes = [
-        Probe(PROBE_LLAMA, max_length=512, micro_batch_pairs=2),
-        Probe(
-            PROBE_LLAMA, max_length=512, micro_batch_pairs=2, lora=True, attn_implementation="eager"
-        ),
-        Probe(PROBE_LLAMA, max_length=1024, micro_batch_pairs=1, gradient_checkpointing=True),
-        Probe(PROBE_BERT, max_length=512, micro_batch_pairs=2),
-        Probe(
-            PROBE_BERT, max_length=1024, micro_batch_pairs=2, lora=True, gradient_checkpointing=True
-        ),
-    ]
+    process (`PROBES`). Each peak is a few hundred MB, far above the noise."""
+    probes = [PROBES[name] for name in names]
     measured = measure_all(probes, timeout=300)
     report = []
     for probe, got in zip(probes, measured, strict=True):

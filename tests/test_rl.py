@@ -17,7 +17,7 @@ import torch
 from typer.testing import CliRunner
 
 from orchrm.cli import app
-from orchrm.errors import ConfigError
+from orchrm.errors import ConfigError, InputError
 from orchrm.experiments.rl_world.config import RLExperimentConfig
 from orchrm.experiments.rl_world.data import prompt_rows
 from orchrm.experiments.rl_world.evaluate import PolicyEval, curve_callback, evaluate_policy
@@ -135,6 +135,35 @@ def test_orchrm_reward_scores_valid_plans_and_penalizes_the_rest(rm_dir, world):
     assert chat == [out[0]]
 
 
+def test_the_centred_reward_is_the_sigmoid_of_the_gap_to_the_reference_plans(rm_dir, world):
+    tasks, examples = world
+    rm = OrchRM.load(rm_dir, device="cpu")
+    plans = list(dict.fromkeys(c for _, c in examples if runnable(c)))[:3]
+    q = tasks[0].question
+    value = {p: rm.info.normalize([s.score])[0] for p, s in zip(plans, rm.score_texts(
+        [rm.render(q, runnable(p)) for p in plans]), strict=True)}  # fmt: skip
+    ledger = TokenLedger()
+    reward = OrchRMReward(rm, penalty=-7.0, ledger=ledger, centre=True)
+    reference = [plans[1], BROKEN, plans[2]]  # the broken one is left out of the mean
+    out = reward([""] * 2, [plans[0], BROKEN], question=[q, q], reference=[reference] * 2)
+    centre = (value[plans[1]] + value[plans[2]]) / 2
+    assert out[0] == pytest.approx(1 / (1 + math.exp(centre - value[plans[0]])), abs=1e-6)
+    assert 0 < out[0] < 1 and out[1] == -7.0
+    # The references of a question are scored and counted once, then read from the cache.
+    tokens = lambda p: len(rm.tokenizer(rm.render(q, runnable(p)))["input_ids"])  # noqa: E731
+    first = ledger.rows[-1]["rm"]
+    assert first == tokens(plans[0]) + tokens(plans[1]) + tokens(plans[2])
+    assert reward([""], [plans[0]], question=[q], reference=[reference]) == [out[0]]
+    assert ledger.rows[-1]["rm"] == tokens(plans[0])
+    # A plan level with its references earns one half, whatever the model scores both.
+    level = OrchRMReward(rm, centre=True)([""], [plans[1]], question=[q], reference=[[plans[1]]])
+    assert level == [0.5]
+    with pytest.raises(InputError, match="`reference` column"):
+        OrchRMReward(rm, centre=True)([""], [plans[0]], question=[q])
+    with pytest.raises(InputError, match=r"row 0 .* none of its 1 reference plans parses"):
+        OrchRMReward(rm, centre=True)([""], [plans[0]], question=[q], reference=[[BROKEN]])
+
+
 def test_execution_reward_runs_plans_and_counts_sub_agent_tokens(world):
     tasks, examples = world
     config = world_config()
@@ -197,6 +226,26 @@ def test_grpo_steps_through_trl_move_the_weights(policy_dir, rm_dir, world, tmp_
     assert len(ledger.rows) == 2 and ledger.totals["policy"] > 0 and ledger.totals["rm"] > 0
     assert (tmp_path / "model" / "model.safetensors").exists()
     assert any((tmp_path / "checkpoints").glob("checkpoint-*"))
+
+
+def test_grpo_with_a_kl_penalty_and_the_centred_reward_through_trl(
+    policy_dir, rm_dir, world, tmp_path
+):
+    from orchrm.rl.grpo import train_grpo
+
+    tasks, examples = world
+    by_question: dict[str, list[str]] = {}
+    for t in tasks:  # the base orchestrator's plans of each question, as `orchrm rl` gives
+        by_question[t.question] = [c for p, c in examples if p == policy_prompt(t.question)]
+    rows = [{**r, "reference": by_question[r["question"]]} for r in prompt_rows(tasks)]
+    ledger = TokenLedger()
+    reward = OrchRMReward(OrchRM.load(rm_dir, device="cpu"), ledger=ledger, centre=True)
+    config = GRPOConfig(num_generations=4, prompts_per_step=2, beta=0.04, centre=True)
+    _, _, history = train_grpo(_policy(policy_dir, lr=1e-2), config, reward, rows, tmp_path)
+    kl = [h["kl"] for h in history if "kl" in h]  # TRL logs the KL to its reference
+    assert kl and all(k >= 0 for k in kl) and len(ledger.rows) == 2
+    rewards = [r["reward"] for r in ledger.rows]
+    assert all(-3.0 <= r < 1 for r in rewards)  # in (0, 1), or the penalty of a bad plan
 
 
 def test_rft_keeps_right_samples_and_fine_tunes(policy_dir, world, tmp_path):

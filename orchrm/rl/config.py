@@ -115,7 +115,8 @@ class GRPOConfig:
     """Prompts per optimizer step (so num_generations x prompts_per_step samples)."""
     beta: float = 0.0
     """KL coefficient against the starting policy (0: no reference model, as TRL's
-    default and Dr. GRPO)."""
+    default and Dr. GRPO). Above 0, TRL keeps the starting policy as the reference and
+    adds beta times its per-token KL estimate to the loss."""
     scale_rewards: Literal["none", "group", "batch"] = setting("none")
     """`none`: advantage r(x, z_n) - mean_j r(x, z_j), the paper's; `group`: also divided
     by the group's standard deviation; `batch`: by the batch's."""
@@ -126,6 +127,17 @@ class GRPOConfig:
     normalize_rm: bool = True
     """Orch-RM reward: (score - mean) / std with the model's training-time statistics,
     so learning rates transfer between reward models."""
+    centre: bool = False
+    """Orch-RM reward centred on reference plans and bounded (PAR, arXiv 2502.18770):
+    sigmoid(r - the mean r of the task's reference plans), in (0, 1). A plan the model
+    scores far above the reference earns little more than one a little above it, so a
+    structure the model overrates cannot pull the policy without limit. Reads a
+    `reference` column (plan texts of the reference policy for the row's question);
+    `orchrm rl` fills it from the world log's plans of the orchestrator the starting
+    policy imitates."""
+    aggregate: str = ""
+    """An ensemble reward model's aggregate for the reward (`mean`, `min`,
+    `mean_minus_std`, `warm`); empty: the ensemble's own (`orchrm.rmodel.ensemble`)."""
     lora_r: int = setting(0, min=0)
     """LoRA rank of the policy's adapter (0: train every weight, as the tiny policy does;
     the paper's setting for a 7B orchestrator is a LoRA)."""
@@ -133,6 +145,16 @@ class GRPOConfig:
     """LoRA scaling numerator."""
     vllm: bool = False
     """Generate the samples with vLLM (TRL's colocate mode; a GPU with vllm installed)."""
+
+    def __post_init__(self) -> None:
+        from orchrm.rmodel.ensemble import AGGREGATES
+
+        if self.aggregate and self.aggregate not in AGGREGATES:
+            raise ConfigError(
+                f"aggregate {self.aggregate!r}: choose one of {', '.join(AGGREGATES)}"
+            )
+        if self.beta < 0 or not math.isfinite(self.beta):
+            raise ConfigError(f"beta {self.beta}: give a KL coefficient >= 0")
 
     @property
     def reward_penalty(self) -> float:

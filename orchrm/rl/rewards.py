@@ -20,6 +20,7 @@ scored, sub-agent tokens executed, per training step and in total.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -105,39 +106,101 @@ def _policy_tokens(completions: list[str], completion_ids) -> int:
     return 0
 
 
+def _sigmoid(x: float) -> float:
+    """1 / (1 + e^-x), without overflow for any finite x."""
+    if x >= 0:
+        return 1 / (1 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1 + z)
+
+
 class OrchRMReward:
     """Orch-RM as the GRPO reward: the model's score of (question, orchestration),
     normalized by its training-time statistics when `normalize`; `penalty` for what does
     not parse or breaks a graph rule. Scores are cached by (question, orchestration) (the
     model is deterministic), but every request's tokens are counted, as if each were
-    scored."""
+    scored.
+
+    `centre` (PAR, arXiv 2502.18770): the reward is sigmoid(r - r_ref), r_ref the mean
+    score of the row's `reference` plans (texts the reference policy wrote for the same
+    question; the unparseable ones are left out), in (0, 1). The references of a question
+    are scored once and their tokens counted once."""
 
     __name__ = "orchrm_reward"
 
-    def __init__(self, rm: Scorer, penalty: float = -3.0, normalize: bool = True, ledger=None):
+    def __init__(
+        self,
+        rm: Scorer,
+        penalty: float = -3.0,
+        normalize: bool = True,
+        ledger=None,
+        centre: bool = False,
+    ):
         self.rm = rm
         self.penalty = penalty
         self.normalize = normalize
+        self.centre = centre
         self.ledger = ledger if ledger is not None else TokenLedger()
         self._cache: dict[tuple[str, Orchestration], tuple[float, int]] = {}
+        self._references: dict[str, float] = {}
 
-    def __call__(self, prompts, completions, completion_ids=None, question=None, **kwargs):
+    def _value(self, score: float) -> float:
+        return self.rm.info.normalize([score])[0] if self.normalize else score
+
+    def _score_new(self, keys) -> int:
+        """Score the (question, plan) keys not cached yet; returns their tokens."""
+        new = [key for key in dict.fromkeys(keys) if key not in self._cache]
+        if new:
+            for key, result in zip(new, self.rm.score(new), strict=True):
+                self._cache[key] = (result.score, result.tokens)
+        return sum(self._cache[key][1] for key in new)
+
+    def _reference_values(self, question: Sequence[str], reference) -> tuple[list[float], int]:
+        """Each row's reference value (the mean of its reference plans' values) and the
+        tokens of the references scored for the first time."""
+        if reference is None:
+            raise InputError(
+                "the centred Orch-RM reward needs a `reference` column in the dataset "
+                "(plan texts of the reference policy for each question)"
+            )
+        todo: dict[str, list[tuple[str, Orchestration]]] = {}
+        for n, (q, texts) in enumerate(zip(question, reference, strict=True)):
+            if q in self._references or q in todo:
+                continue
+            plans = [runnable(completion_text(t)) for t in texts or ()]
+            keys = [(q, o) for o in plans if o is not None]
+            if not keys:
+                raise InputError(
+                    f"row {n} (question {q[:60]!r}): none of its {len(texts or ())} reference "
+                    "plans parses into a valid orchestration"
+                )
+            todo[q] = keys
+        tokens = self._score_new([key for keys in todo.values() for key in keys])
+        for q, keys in todo.items():
+            values = [self._value(self._cache[key][0]) for key in keys]
+            self._references[q] = sum(values) / len(values)
+        return [self._references[q] for q in question], tokens
+
+    def __call__(
+        self, prompts, completions, completion_ids=None, question=None, reference=None, **kwargs
+    ):
         if question is None:
             raise InputError("the Orch-RM reward needs a `question` column in the dataset")
         plans = [runnable(completion_text(c)) for c in completions]
         keys = {n: (q, o) for n, (q, o) in enumerate(zip(question, plans, strict=True)) if o}
-        new = [key for key in dict.fromkeys(keys.values()) if key not in self._cache]
-        if new:
-            for key, result in zip(new, self.rm.score(new), strict=True):
-                self._cache[key] = (result.score, result.tokens)
-        rewards, rm_tokens = [], 0
+        self._score_new(keys.values())
+        centres, rm_tokens = (
+            self._reference_values(question, reference) if self.centre else (None, 0)
+        )
+        rewards = []
         for n in range(len(completions)):
             if n not in keys:
                 rewards.append(self.penalty)
                 continue
             score, tokens = self._cache[keys[n]]
             rm_tokens += tokens
-            rewards.append(self.rm.info.normalize([score])[0] if self.normalize else score)
+            value = self._value(score)
+            rewards.append(_sigmoid(value - centres[n]) if self.centre else value)
         self.ledger.add(
             _step(kwargs),
             policy=_policy_tokens(completions, completion_ids),

@@ -4,6 +4,7 @@ tasks, the reward model it builds, the evaluation), holding one config per train
 
 from __future__ import annotations
 
+import re
 from dataclasses import field, replace
 from typing import Literal
 
@@ -61,6 +62,15 @@ class RLExperimentConfig:
     """Reward-model learning rate when one is built here (the demo's)."""
     rm_max_length: int = 128
     """Reward-model tokens per text when one is built here."""
+    rm_members: int = setting(1, min=1)
+    """Reward models trained when one is built here: above 1, an ensemble (`orchrm train
+    --ensemble`) whose aggregate the reward takes from `grpo.aggregate`."""
+    reference_plans: int = setting(4, min=1)
+    """Reference plans per training question for the centred reward (`grpo.centre`): the
+    world log's plans of the base orchestrator, the one the starting policy imitates."""
+    tag: str = ""
+    """A suffix of the run's folder name (`grpo-orchrm-TAG`): runs of one method with
+    other settings side by side in OUT."""
     preset: str = "math"
     """World preset of the training and held-out tasks."""
     tasks: str = ""
@@ -98,11 +108,20 @@ class RLExperimentConfig:
 
     def check(self) -> None:
         """Raise ConfigError on a setting that cannot work (run at construction)."""
+        if self.tag and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.tag):
+            raise ConfigError(
+                f"tag {self.tag!r}: letters, digits, '.', '_' and '-' only (it names a folder)"
+            )
         if self.tasks:
             if self.method != "grpo" or self.grpo.reward != "orchrm":
                 raise ConfigError(
                     "training on --tasks is Orch-RM-reward GRPO only (--method grpo --reward "
                     "orchrm): the execution reward, RFT and DPO run on the offline world"
+                )
+            if self.grpo.centre:
+                raise ConfigError(
+                    "the centred reward (--centre) reads reference plans from the world log: "
+                    "it runs on the offline world, not on --tasks"
                 )
             if not self.rm and not self.rm_url:
                 raise ConfigError(
@@ -121,8 +140,15 @@ class RLExperimentConfig:
 
     @property
     def run_name(self) -> str:
-        """The run's folder name under OUT: `grpo-orchrm`, `grpo-execution`, `rft`, `dpo`."""
-        return f"grpo-{self.grpo.reward}" if self.method == "grpo" else self.method
+        """The run's folder name under OUT: `grpo-orchrm`, `grpo-execution`, `rft`, `dpo`,
+        with `-TAG` when `tag` is set."""
+        name = f"grpo-{self.grpo.reward}" if self.method == "grpo" else self.method
+        return f"{name}-{self.tag}" if self.tag else name
+
+    @property
+    def needs_rm(self) -> bool:
+        """Whether the run reads a reward model (Orch-RM-reward GRPO)."""
+        return self.method == "grpo" and self.grpo.reward == "orchrm"
 
     def for_run(self, name: str) -> RLExperimentConfig:
         """This config with the method (and GRPO's reward) of the run `name` in `RUNS`."""

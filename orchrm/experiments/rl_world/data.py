@@ -62,6 +62,19 @@ def prompt_rows(tasks, chat: bool = False, dom: str = "high") -> list[dict]:
     ]
 
 
+def with_references(rows: list[dict], logs: WorldLog, k: int) -> list[dict]:
+    """`rows` with a `reference` column for the centred reward (`GRPOConfig.centre`): up
+    to `k` plan texts the base orchestrator wrote for the row's question in the world log
+    (the starting policy is fine-tuned on them), in the log's order."""
+    by_question: dict[str, list[str]] = {}
+    for r in logs.records():
+        if r["orchestrator"] == "base" and r["raw"]:
+            plans = by_question.setdefault(r["question"], [])
+            if len(plans) < k:
+                plans.append(r["raw"])
+    return [{**row, "reference": by_question.get(row["question"], [])} for row in rows]
+
+
 def world_logs(config: RLExperimentConfig, say=print) -> WorldLog:
     """The training log in OUT/world (both world orchestrators, executed): the world-log
     stage."""
@@ -145,6 +158,7 @@ def _world_rm_config(
             eval_every=max(1, config.rm_steps // 2),
             seed=config.seed,
             num_threads=config.num_threads,
+            ensemble=config.rm_members,
         ),
         progress=config.progress,
     )

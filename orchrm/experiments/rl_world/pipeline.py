@@ -113,21 +113,31 @@ def _train_method(
     if config.method == "grpo":
         from orchrm.rl.grpo import train_grpo
 
-        grpo = config.grpo
+        grpo, rows = config.grpo, prep.rows
         if grpo.reward == "orchrm":
             from orchrm.scoring.load import load_scorer
 
             # Forward passes of 8: on a CPU, padding a bigger batch to its longest text costs
             # more than batching saves (docs/results.md#why-the-defaults).
-            rm = load_scorer(prep.rm_dir, config.rm_url or None, device="cpu", batch_size=8)
-            reward = OrchRMReward(rm, grpo.reward_penalty, grpo.normalize_rm, ledger)
+            rm = load_scorer(
+                prep.rm_dir,
+                config.rm_url or None,
+                device="cpu",
+                batch_size=8,
+                aggregate=grpo.aggregate or None,
+            )
+            reward = OrchRMReward(
+                rm, grpo.reward_penalty, grpo.normalize_rm, ledger, centre=grpo.centre
+            )
+            if grpo.centre:
+                rows = data.with_references(prep.rows, prep.logs, config.reference_plans)
             data_tokens = prep.logs.execution_tokens if not config.rm else 0
             notes["reward model"] = str(prep.rm_dir)
         else:
             run_config = world_config()
             backend = WorldBackend(prep.train, config.seed, None, run_config)
             reward = ExecutionReward(backend, run_config, grpo.reward_penalty, ledger)
-        model, tokenizer, _ = train_grpo(policy, grpo, reward, prep.rows, out, [callback])
+        model, tokenizer, _ = train_grpo(policy, grpo, reward, rows, out, [callback])
     elif config.method == "rft":
         from orchrm.rl.rft import train_rft
 
@@ -207,7 +217,7 @@ def run(config: RLExperimentConfig, say=print) -> Path:
     """Train one method and report it against the starting policy."""
     config.check()
     started = time.perf_counter()
-    prep = prepare(config, config.run_name == "grpo-orchrm", say)
+    prep = prepare(config, config.needs_rm, say)
     report = train_run(config, prep, say)
     seconds = time.perf_counter() - started
     return write_report(
@@ -226,7 +236,7 @@ def compare(config: RLExperimentConfig, runs: list[str] | None = None, say=print
     if unknown:
         raise ConfigError(f"unknown runs {unknown}: choose from {', '.join(RUNS)}")
     started = time.perf_counter()
-    prep = prepare(config, "grpo-orchrm" in runs, say)
+    prep = prepare(config, any(config.for_run(r).needs_rm for r in runs), say)
     reports = [prep.start]
     for name in runs:
         reports.append(train_run(config.for_run(name), prep, say))

@@ -12,8 +12,10 @@ models in OUT are reused when their settings match.
 
 from __future__ import annotations
 
+from orchrm.cli import quiet_third_party
 from orchrm.cli.script import run_script
 from orchrm.experiments.rl_world.mitigations import MitigationSettings, run
 
 if __name__ == "__main__":
+    quiet_third_party()  # transformers' load reports would bury the progress
     run_script(MitigationSettings, run, doc=__doc__)

@@ -11,7 +11,10 @@ literal assignments are read, with `ast.literal_eval`. Code over
 from __future__ import annotations
 
 import ast
+import gc
 import warnings
+from collections import deque
+from contextlib import contextmanager
 
 from orchrm.orchestration import (
     LOW_DOM_DEFAULT_ID,
@@ -44,15 +47,15 @@ def parse_mas_code(code: str) -> Orchestration:
     """
     check_text(code, "mas_code", "mas_code is empty")
     try:
-        with warnings.catch_warnings():  # e.g. invalid escapes in data, not our code
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(), _collection_paused():
+            warnings.simplefilter("ignore")  # e.g. invalid escapes in data, not our code
             # Python cannot parse lone surrogates; U+FFFD keeps every offset in place.
             tree = ast.parse(replace_surrogates(code))
     except (SyntaxError, ValueError, MemoryError, RecursionError) as err:
         offset = _line_offset(code, getattr(err, "lineno", None))
         raise ParseError("mas_code_syntax", f"not Python: {err}", offset, "mas_code") from None
     found: dict[str, tuple[object, int]] = {}
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
             wanted = isinstance(target, ast.Name) and target.id in _MAS_CODE_NAMES
@@ -70,6 +73,35 @@ def parse_mas_code(code: str) -> Orchestration:
         0,
         "mas_code",
     )
+
+
+@contextmanager
+def _collection_paused():
+    """The cyclic garbage collector paused while `ast.parse` builds a tree: the tree's
+    nodes hold no cycles, and the collections its allocations trigger would each walk the
+    whole heap (half of a long text's parse time)."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _statements(tree: ast.AST):
+    """The statements of `tree` in `ast.walk`'s order (breadth first), without walking
+    into expressions, which hold no statement: on code of many short lines most nodes are
+    expressions."""
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, _BLOCKS))
+        yield node
 
 
 def _check_depth(node: ast.AST, name: str, offset: int) -> None:

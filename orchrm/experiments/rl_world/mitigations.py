@@ -205,10 +205,8 @@ def plot(rows: list[dict], proxies: dict[str, list], path: Path) -> Path:
 
 def run(settings: MitigationSettings) -> Path:
     """Train every run from one start; write OUT/mitigations.{md,json,png}."""
-    from orchrm.cli import quiet_third_party
     from orchrm.experiments.rl_world.pipeline import prepare, train_run
 
-    quiet_third_party()  # transformers' load reports would bury the progress
     if settings.quick:
         settings = replace(settings, **QUICK, **QUICK_TASKS)
     unknown = [r for r in settings.runs if r not in RUNS]

@@ -50,7 +50,7 @@ from orchrm.tasks.grading import grade
 from orchrm.world.templates import SINGLE, TemplateOrchestrator, single_plan
 from tests.conftest import THREADS
 from tests.loopback_llm import LoopbackLLM
-from tests.samples import candidate_set, plan
+from tests.samples import candidate_set, plan, tiny_decoder
 
 SMALL = RunConfig(sc_samples=3, debate_rounds=2, reflexion_rounds=2, search_iterations=2)
 
@@ -181,8 +181,19 @@ def truths(sizes: Sizes, seed: int = 0) -> dict[str, str]:
     return {t.task.question: t.task.answer for part in split.parts.values() for t in part}
 
 
-def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp_path):
-    settings = RealExecSettings(out=str(tmp_path), sizes=SIZES, execution_seeds=(4, 9))
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory) -> str:
+    """A tiny random decoder (tests/samples.py) as the reward model's backbone: the
+    pipeline's stages, caches and reports are under test here, not MiniLM's training,
+    which tests/test_rm.py covers."""
+    questions = [q for seed in (0, 3, 5) for q in truths(SIZES, seed)]
+    return str(tiny_decoder(tmp_path_factory.mktemp("backbone") / "tiny", questions))
+
+
+def test_the_pipeline_reuses_its_cache_resumes_and_reports_expected_accuracy(tmp_path, backbone):
+    settings = RealExecSettings(
+        out=str(tmp_path), sizes=SIZES, execution_seeds=(4, 9), backbone=backbone
+    )
     split = draw_tasks(settings, say=lambda line: None)
     tasks = split["train"] + split["test"]
     server = LoopbackLLM(reply=stand_in_reply({t.task.question: t.task.answer for t in tasks}))
@@ -284,10 +295,12 @@ def _lines(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_a_variant_shares_the_cache_and_trains_an_ensemble_on_denoised_pairs(tmp_path):
-    sizes = Sizes(train_tasks=8, test_tasks=4, samples=3, steps=1, reruns=2)
+def test_a_variant_shares_the_cache_and_trains_an_ensemble_on_denoised_pairs(tmp_path, backbone):
+    sizes = Sizes(train_tasks=8, test_tasks=4, samples=3, steps=2, reruns=2)
     shared = tmp_path / "executions.jsonl"
-    base = RealExecSettings(out=str(tmp_path / "one"), sizes=sizes, execution_seeds=(4,))
+    base = RealExecSettings(
+        out=str(tmp_path / "one"), sizes=sizes, execution_seeds=(4,), backbone=backbone
+    )
     base = replace(base, cache=str(shared))
     server = LoopbackLLM(reply=stand_in_reply(truths(sizes)))
     started = []
@@ -419,11 +432,13 @@ def _asked(settings: RealExecSettings) -> set:
     return {e.key for e in train + test if e.runnable}
 
 
-def test_other_task_seeds_into_one_out_execute_only_what_was_not_asked(tmp_path):
+def test_other_task_seeds_into_one_out_execute_only_what_was_not_asked(tmp_path, backbone):
     """And a seed whose training tasks leave none to validate on is refused first."""
     sizes = replace(SIZES, reruns=1)
     first, second, bare = (
-        RealExecSettings(out=str(tmp_path), sizes=sizes, execution_seeds=(0,), seed=seed)
+        RealExecSettings(
+            out=str(tmp_path), sizes=sizes, execution_seeds=(0,), seed=seed, backbone=backbone
+        )
         for seed in (3, 5, 11)
     )
     server = LoopbackLLM(reply=stand_in_reply(truths(sizes, 3) | truths(sizes, 5)))

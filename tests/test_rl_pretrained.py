@@ -45,6 +45,7 @@ from orchrm.tasks.benchmarks.generated import make_tasks
 from orchrm.world.orchestrators import Choices
 from orchrm.world.templates import STRUCTURES, THINKING, single_plan
 from tests.loopback_llm import LoopbackLLM
+from tests.samples import tiny_decoder
 from tests.test_real_exec import stand_in_reply
 
 
@@ -287,7 +288,9 @@ def one_agent_share(policy: str, adapter, question: str) -> float:
     return float(p[one].sum())
 
 
-def test_the_comparison_learns_at_a_tiny_size_and_reuses_its_stages(tmp_path, plan_writer_dir):
+def test_the_comparison_learns_at_a_tiny_size_and_reuses_its_stages(
+    tmp_path, tmp_path_factory, plan_writer_dir
+):
     # A one-agent plan (~55 tokens) fits in 80; a two-agent one is cut short, does not parse
     # and gets the penalty, below any valid plan's reward: both rewards ask for a one-agent
     # plan, which the plan writer chooses half the time. Its warm-up's data, every template
@@ -302,10 +305,15 @@ def test_the_comparison_learns_at_a_tiny_size_and_reuses_its_stages(tmp_path, pl
         prompts_per_step=4,
         num_generations=8,
     )
+    # The reward model on a tiny random decoder: an invalid plan's penalty is below any
+    # valid plan's score whatever the backbone; MiniLM's training is tests/test_rm.py's.
+    questions = [t.task.question for t in make_tasks(MIX, 4, 9, "train")]
+    backbone = tiny_decoder(tmp_path_factory.mktemp("backbone") / "tiny", questions)
     settings = RLRealSettings(
         out=str(tmp_path),
         sizes=sizes,
         policy=plan_writer_dir,
+        rm_backbone=str(backbone),
         lora_r=4,
         lora_alpha=8,
         warmup_lr=1e-5,
@@ -359,3 +367,20 @@ def test_the_comparison_learns_at_a_tiny_size_and_reuses_its_stages(tmp_path, pl
     assert set(saved["pairs"]) == {"orchrm - execution", "execution / orchrm training tokens"}
     assert (tmp_path / "reward.png").stat().st_size > 0
     assert "| warmup |" in (tmp_path / "report.md").read_text()
+
+
+def test_a_grpo_run_is_keyed_by_the_reward_model_it_reads(tmp_path):
+    from orchrm.experiments.rl_real.train import Rewarder, _grpo_key
+
+    (tmp_path / "warmup").mkdir()
+    (tmp_path / "warmup" / "warmup.json").write_text(json.dumps({"key": {"steps": 1}}))
+    model = tmp_path / "rm" / "model"
+    model.mkdir(parents=True)
+    settings = RLRealSettings(out=str(tmp_path), policy="p")
+    rm, execution = Rewarder("execution", -1.0), Rewarder("execution", -1.0)
+    rm.method = "orchrm"  # the key only reads the method and the penalty
+    (model / "orchrm.json").write_text(json.dumps({"steps": 150}))
+    first = _grpo_key(settings, rm), _grpo_key(settings, execution)
+    (model / "orchrm.json").write_text(json.dumps({"steps": 300}))  # trained again
+    second = _grpo_key(settings, rm), _grpo_key(settings, execution)
+    assert first[0] != second[0] and first[1] == second[1] and "rm" not in first[1]

@@ -256,6 +256,7 @@ def reward_model(
             # `steps` decide the length (epochs only bound it): a few hundred pairs are
             # read several times over, and the best of three validations is kept.
             train=TrainConfig(
+                backbone=settings.backbone,
                 max_length=128,
                 lr=SMALL_DATA_LR,
                 dtype="fp32",

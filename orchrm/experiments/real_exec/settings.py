@@ -85,6 +85,9 @@ class RealExecSettings:
     cache: str = ""
     """The executions cache ('': OUT/executions.jsonl); runs that differ only in their
     reward model can share one, one run at a time."""
+    backbone: str = ""
+    """The reward model's backbone (a Hugging Face model directory or name; '': the
+    default, MiniLM)."""
     kinds: tuple[str, ...] = ()
     """`calibrate`: these task kinds only (empty: every kind)."""
 

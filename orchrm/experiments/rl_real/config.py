@@ -115,6 +115,8 @@ class RLRealSettings:
     """The orchestrator: `smollm2` (the bundled GGUF), a causal-LM directory or a GGUF."""
     rm: str = ""
     """A reward model directory; empty: train one into OUT (stage 1)."""
+    rm_backbone: str = ""
+    """The backbone of the reward model trained here ('': the default, MiniLM)."""
     lora_r: int = 16
     lora_alpha: int = 32
     warmup_lr: float = 1e-3
@@ -152,6 +154,7 @@ class RLRealSettings:
             concurrency=self.concurrency,
             seed=self.seed,
             tasks_only=self.tasks_only,
+            backbone=self.rm_backbone,
         )
 
     def check(self) -> None:

@@ -4,6 +4,7 @@ execution reward, each kept in OUT and reused while its settings hold."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import statistics
@@ -203,9 +204,20 @@ class Rewarder:
         return rewards, {"rm": 0, "execution": tokens}
 
 
-def _grpo_key(settings: RLRealSettings, penalty: float) -> dict:
-    """The settings a GRPO run's adapter depends on, the warm-up's key among them."""
+def _rm_identity(settings: RLRealSettings) -> str:
+    """The reward model a GRPO run reads, by content: the SHA-256 of its orchrm.json
+    (its training data's hash, steps, seeds and statistics), so a model trained again
+    with other settings trains the policy again."""
+    rm = Path(settings.rm) if settings.rm else Path(settings.out) / "rm" / "model"
+    meta = rm / "orchrm.json"
+    return hashlib.sha256(meta.read_bytes()).hexdigest() if meta.is_file() else "none"
+
+
+def _grpo_key(settings: RLRealSettings, rewarder: Rewarder) -> dict:
+    """The settings a GRPO run's adapter depends on, the warm-up's key among them, and
+    for the Orch-RM reward the reward model."""
     s = settings.sizes
+    rm = {"rm": _rm_identity(settings)} if rewarder.method == "orchrm" else {}
     return {
         "warmup": json.loads((Path(settings.out) / "warmup" / "warmup.json").read_text())["key"],
         "lr": settings.lr,
@@ -213,8 +225,8 @@ def _grpo_key(settings: RLRealSettings, penalty: float) -> dict:
         "group": [s.prompts_per_step, s.num_generations, s.max_new_tokens],
         "temperature": settings.temperature,
         "prompt_grad": settings.prompt_grad,
-        "penalty": penalty,
-        "rm": settings.rm or "built",
+        "penalty": rewarder.penalty,
+        **rm,
     }
 
 
@@ -315,7 +327,7 @@ def grpo(
     summary). A run whose summary matches its settings is reloaded, not trained again."""
     out = Path(settings.out) / f"grpo-{method}"
     s = settings.sizes
-    key = _grpo_key(settings, rewarder.penalty)
+    key = _grpo_key(settings, rewarder)
     held = _held(out, "summary.json", key)
     if held is not None:
         say(f"grpo-{method}: reused {out / 'adapter'}")

@@ -74,3 +74,13 @@ def test_settings_that_cannot_work_are_refused():
         RLExperimentConfig(tag="a/b")
     with pytest.raises(ConfigError, match=r"centred reward .* not on --tasks"):
         RLExperimentConfig(tasks="t.jsonl", rm="m", grpo=GRPOConfig(centre=True))
+
+
+def test_the_curve_and_final_tasks_are_held_out_from_training():
+    from orchrm.experiments.rl_world.data import eval_tasks, train_tasks
+
+    config = experiment(MitigationSettings(train_tasks=60, eval_tasks=60))
+    train, held = train_tasks(config), eval_tasks(config)
+    assert {t.id for t in train}.isdisjoint(t.id for t in held)
+    assert {t.question for t in train}.isdisjoint(t.question for t in held)
+    assert config.curve_tasks <= len(held)  # the curve reads the first held-out tasks

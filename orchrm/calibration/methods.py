@@ -39,7 +39,8 @@ FIT_KEY = "calibration_fit"
 calibrated (what the model card says)."""
 
 
-def _sigmoid(z: float) -> float:
+def sigmoid(z: float) -> float:
+    """1 / (1 + e^-z), without overflow at either end."""
     if z >= 0:
         return 1.0 / (1.0 + math.exp(-z))
     e = math.exp(z)
@@ -56,7 +57,7 @@ class PlattCalibration:
 
     def probability(self, scores: Sequence[float]) -> list[float]:
         """P(correct) of each raw score."""
-        return [_sigmoid(self.a * s + self.b) for s in scores]
+        return [sigmoid(self.a * s + self.b) for s in scores]
 
     def to_dict(self) -> dict:
         return {"method": self.method, "a": self.a, "b": self.b}
@@ -298,7 +299,7 @@ def calibrate_model_dir(
     summary = CalibrationSummary(
         calibration,
         len(scores),
-        expected_calibration_error([_sigmoid(s) for s in scores], outcomes),
+        expected_calibration_error([sigmoid(s) for s in scores], outcomes),
         expected_calibration_error(calibration.probability(scores), outcomes),
     )
     meta_file = folder / METADATA

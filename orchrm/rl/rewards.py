@@ -20,12 +20,12 @@ scored, sub-agent tokens executed, per training step and in total.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchrm.calibration.methods import sigmoid
 from orchrm.errors import InputError
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import Orchestration, validate
@@ -104,14 +104,6 @@ def _policy_tokens(completions: list[str], completion_ids) -> int:
     if completion_ids is not None:
         return sum(len(ids) for ids in completion_ids)
     return 0
-
-
-def _sigmoid(x: float) -> float:
-    """1 / (1 + e^-x), without overflow for any finite x."""
-    if x >= 0:
-        return 1 / (1 + math.exp(-x))
-    z = math.exp(x)
-    return z / (1 + z)
 
 
 class OrchRMReward:
@@ -200,7 +192,7 @@ class OrchRMReward:
             score, tokens = self._cache[keys[n]]
             rm_tokens += tokens
             value = self._value(score)
-            rewards.append(_sigmoid(value - centres[n]) if self.centre else value)
+            rewards.append(sigmoid(value - centres[n]) if self.centre else value)
         self.ledger.add(
             _step(kwargs),
             policy=_policy_tokens(completions, completion_ids),

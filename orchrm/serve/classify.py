@@ -24,11 +24,11 @@ with `"usage": {"prompt_tokens", "total_tokens", "completion_tokens": 0}`.
 
 from __future__ import annotations
 
-import math
 import secrets
 import time
 from dataclasses import dataclass
 
+from orchrm.calibration.methods import sigmoid
 from orchrm.serve.prepare import ApiError, Limits, Rendered, Scored, decode, kind, strings
 
 REMOVED_TASKS = {"score": "classify", "encode": "token_embed or token_classify"}
@@ -105,14 +105,6 @@ def _refuse_removed(value: dict) -> None:
             f"task {task} was removed from vLLM's protocol; use {REMOVED_TASKS[task]} instead",
             "task",
         )
-
-
-def sigmoid(x: float) -> float:
-    """1 / (1 + e^-x), without overflow at either end."""
-    if x >= 0:
-        return 1 / (1 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1 + e)
 
 
 def classify_answer(results: list[Scored], activation: bool, *, model: str, label: str) -> dict:

@@ -216,16 +216,14 @@ def run(settings: MitigationSettings) -> Path:
     prep = prepare(base, True)
     single = replace(prep, rm_dir=prep.rm_dir / "members" / "0")
     reports: dict[str, RunReport] = {}
+    proxies: dict[str, list] = {}
     for name in settings.runs:
         config, ensemble = run_config(base, name, settings.beta)
         reports[name] = train_run(config, prep if ensemble else single)
+        proxies[name] = proxy_rewards(Path(settings.out) / config.run_name)
     execution = reports.get("execution")
     execution_tokens = execution.training_tokens if execution else None
     rows = [row(name, reports[name], execution_tokens) for name in settings.runs]
-    proxies = {
-        name: proxy_rewards(Path(settings.out) / run_config(base, name, settings.beta)[0].run_name)
-        for name in settings.runs
-    }
     out = Path(settings.out)
     text = markdown(rows, prep.start, settings)
     (out / "mitigations.md").write_text(text, encoding="utf-8")

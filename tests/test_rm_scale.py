@@ -209,9 +209,12 @@ def _growing_batch(pairs_dir, folder: Path) -> list[dict]:
     return records
 
 
-def _one_sgd_step(monkeypatch, pairs_dir, backbone, out, budget, passes=4, dtype="fp32"):
+def _one_sgd_step(
+    monkeypatch, pairs_dir, backbone, out, budget, passes=4, dtype="fp32", packing=False
+):
     """The score head and a first-layer weight after one plain-SGD step (AdamW's first
-    step is sign-like and would hide how the passes were weighed), computed in `dtype`."""
+    step is sign-like and would hide how the passes were weighed), computed in `dtype`,
+    in padded passes or (`packing`) packed rows."""
     monkeypatch.setattr(
         rm_train.torch.optim,
         "AdamW",
@@ -219,7 +222,7 @@ def _one_sgd_step(monkeypatch, pairs_dir, backbone, out, budget, passes=4, dtype
     )
     config = TrainConfig(
         pairs=str(pairs_dir), out=str(out), backbone=str(backbone), lr=1.0, warmup_ratio=0,
-        max_tokens_per_batch=budget, forward_passes=passes, dtype=dtype,
+        max_tokens_per_batch=budget, forward_passes=passes, dtype=dtype, packing=packing,
         **{**TINY, "batch_size": 8, "max_length": 192},
     )  # fmt: skip
     train(config, progress=False)
@@ -268,15 +271,20 @@ def test_a_batch_run_in_passes_moves_the_weights_as_one_pass(
     backbone = decoders["llama"]
     one = _one_sgd_step(monkeypatch, data, backbone, tmp_path / "one", None, 1, dtype)
     four = _one_sgd_step(monkeypatch, data, backbone, tmp_path / "four", None, 4, dtype)
+    packed = _one_sgd_step(monkeypatch, data, backbone, tmp_path / "packed", None, 1, dtype,
+                           packing=True)  # fmt: skip
     before = load_file(backbone / "model.safetensors")
     before = [before["score.weight"], before["model.layers.0.mlp.up_proj.weight"]]
     assert not torch.allclose(one[0], before[0])
     _same_step(one, four, before, dtype)
-    # The same real tokens, read with less padding: what the summary's throughput counts.
+    _same_step(one, packed, before, dtype)
+    # The same real tokens, read with less padding (none packed): what the summary's
+    # throughput counts.
     meta = {k: json.loads((tmp_path / k / "model" / "orchrm.json").read_text())["training"]
-            for k in ("one", "four")}  # fmt: skip
-    assert meta["one"]["tokens"] == meta["four"]["tokens"]
+            for k in ("one", "four", "packed")}  # fmt: skip
+    assert meta["one"]["tokens"] == meta["four"]["tokens"] == meta["packed"]["tokens"]
     assert meta["four"]["padded_tokens"] < meta["one"]["padded_tokens"]
+    assert meta["packed"]["padded_tokens"] == meta["packed"]["tokens"]
 
 
 def test_gradients_are_clipped_to_max_grad_norm(monkeypatch, pairs_dir, decoders, tmp_path):
@@ -376,10 +384,12 @@ def test_gradient_checkpointing_recomputes_layers_and_lora_still_learns(decoders
 
 
 def test_attention_implementation_reaches_the_model(decoders):
-    for kind in ("eager", "sdpa"):
-        config = TrainConfig(attn_implementation=kind)
+    # sdpa packing texts runs as `orchrm_packed`: sdpa once per text (tests/test_packed.py)
+    for kind, packing, runs in (("eager", True, "eager"), ("sdpa", False, "sdpa"),
+                                ("sdpa", True, "orchrm_packed")):  # fmt: skip
+        config = TrainConfig(attn_implementation=kind, packing=packing)
         model, _, _ = load_for_training(config, str(decoders["qwen2"]), bf16=False, cuda=False)
-        assert model.config._attn_implementation == kind
+        assert model.config._attn_implementation == runs
 
 
 @pytest.mark.parametrize(

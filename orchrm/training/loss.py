@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from orchrm.rmodel.backbone import collate
+from orchrm.rmodel.packed import packed_rewards, packs
 from orchrm.training.batching import text_passes
 
 
@@ -18,9 +19,12 @@ def _scores(
     side: str = "right",
     join: bool = True,
 ):
-    """One reward per text, in `sequences`' order, computed in the forward passes of
-    `text_passes` (each padded on `side` to its own longest text; `join` as there)
-    within one autograd graph."""
+    """One reward per text, in `sequences`' order: in one packed row for a model that
+    packs (`orchrm.rmodel.packed`), else in the forward passes of `text_passes` (each
+    padded on `side` to its own longest text; `join` as there) within one autograd
+    graph."""
+    if packs(model):
+        return packed_rewards(model, sequences, device)
     cuts = text_passes([len(s) for s in sequences], passes, join)
     parts = []
     for cut in cuts:

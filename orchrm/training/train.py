@@ -45,6 +45,7 @@ from orchrm.configs import dump_config
 from orchrm.errors import ConfigError, InputError, OutputError
 from orchrm.progress import progress_bar
 from orchrm.rmodel.backbone import default_backbone, load_backbone, padding_side
+from orchrm.rmodel.packed import packs
 from orchrm.rmodel.precision import resolve_dtype
 from orchrm.training.batching import (
     MicroBatch,
@@ -375,7 +376,8 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
     if run.tracker.active:
         run.stats.add(diff.detach().float().tolist(), [pairs.kinds[i] for i in micro.pairs])
     lengths = [len(s) for s in sequences]
-    run.meter.add(sum(lengths), passes_padded_tokens(lengths, passes, join))
+    read = sum(lengths) if packs(run.model) else passes_padded_tokens(lengths, passes, join)
+    run.meter.add(sum(lengths), read)
     return losses.sum().item(), int((diff > 0).sum().item())
 
 

@@ -1,8 +1,9 @@
 """orchrm's reward-model training loop against TRL's `RewardTrainer`, same everything
-(what `benchmarks/rm_train.py` measures): the same pairs as the same token ids, steps,
-batch size, learning rate, warm-up, max length and dropout (off), both clipping gradients
-to norm 1.0 and drawing batches at random; both models then scored by the same code on
-the same held-out pairs. Each run is meant for a process of its own, so that its peak
+(what `benchmarks/rm_train.py` measures): the same pairs as the same token ids, read in
+the same random batches in the same order, from the same initial weights, with the same
+steps, batch size, learning rate, warm-up, max length, precision, LoRA and dropout (off),
+both clipping gradients to norm 1.0; both models then scored by the same code on the
+same held-out pairs. Each run is meant for a process of its own, so that its peak
 memory is its own: this module imports what a run needs when it runs.
 """
 
@@ -10,7 +11,18 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+WHOLE = 10**9
+"""A max length nothing reaches: token ids as they are."""
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MB."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def make_pairs(folder: Path, tasks: int) -> Path:
@@ -32,12 +44,13 @@ def make_pairs(folder: Path, tasks: int) -> Path:
     return mine_pairs(config).datasets["default"].pairs
 
 
-def subset(pairs: Path, n: int, out: Path) -> Path:
-    """The first n training pairs and the whole validation split, in a new folder."""
+def subset(pairs: Path, n: int, out: Path, validation: int | None = None) -> Path:
+    """The first n training pairs and the first `validation` pairs of the validation split
+    (None: all of it), in a new folder."""
     out.mkdir(parents=True, exist_ok=True)
-    train = (pairs / "train.jsonl").read_text().splitlines()[:n]
-    (out / "train.jsonl").write_text("\n".join(train) + "\n")
-    (out / "validation.jsonl").write_text((pairs / "validation.jsonl").read_text())
+    for split, count in (("train", n), ("validation", validation)):
+        rows = (pairs / f"{split}.jsonl").read_text().splitlines()[:count]
+        (out / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
     return out
 
 
@@ -72,41 +85,76 @@ def padding_shares(pairs: Path, batch: int, max_length: int) -> tuple[int, list]
     return len(data), shares
 
 
-def run_orchrm(
-    pairs: Path, out: Path, *, train_pairs: int, batch: int, lr: float, max_length: int,
-    sort_batches: int,
-) -> dict:  # fmt: skip
-    """Train with orchrm's loop in fp32 (the precision TRL runs in here); returns
-    pairs/s, seconds, CPU seconds of the optimizer steps and the model folder."""
+@dataclass(frozen=True)
+class Run:
+    """What both trainers are given alike."""
+
+    steps: int
+    batch: int
+    """Pairs a micro-batch (one forward and backward pass)."""
+    lr: float
+    max_length: int
+    accumulation: int = 1
+    """Micro-batches a step."""
+    backbone: str = ""
+    """'' : the offline MiniLM."""
+    lora: int = 0
+    """LoRA rank (alpha twice it, dropout 0); 0: full fine-tuning."""
+    dtype: str = "fp32"
+    checkpointing: bool = False
+    """Gradient checkpointing (TRL's default is on, orchrm's off on a CPU)."""
+
+
+def orchrm_order(pairs: Path, run: Run) -> list[int]:
+    """The training pairs' indices in the order orchrm's loop reads them for `run`
+    (seed 0, first epoch, random batches): what TRL is given to read in turn."""
+    from orchrm.training.batching import epoch_steps
+    from orchrm.training.data import read_pair_file
+
+    n = len(read_pair_file(pairs / "train.jsonl"))
+    steps = epoch_steps([1] * n, batch_size=run.batch, grad_accumulation=run.accumulation,
+                        max_tokens=None, seed=0, epoch=0)  # fmt: skip
+    return [i for s in steps for m in s.micro_batches for i in m.pairs]
+
+
+def run_orchrm(pairs: Path, out: Path, run: Run, *, sort_batches: int = 1) -> dict:
+    """Train with orchrm's loop; returns pairs/s, seconds and CPU seconds of the
+    optimizer steps, the model folder and the texts it cut for length."""
     import orchrm.training.train as loop
     from orchrm.training.config import TrainConfig
 
     # CPU seconds of the optimizer steps, the span `train_seconds` times (validation and
-    # checkpoints excluded); on shared cores they vary less than wall time.
-    cpu, step = [0.0], loop._train_step
+    # checkpoints excluded); on shared cores they vary less than wall time. Peak memory
+    # after the last step: what training held, before validation and the save.
+    cpu, peak, step = [0.0], [0.0], loop._train_step
 
-    def timed_step(run, batch):
+    def timed_step(state, batch):
         start = time.process_time()
         try:
-            return step(run, batch)
+            return step(state, batch)
         finally:
             cpu[0] += time.process_time() - start
+            peak[0] = peak_rss_mb()
 
     loop._train_step = timed_step
-    steps = train_pairs // batch
+    lora = {"lora": True, "lora_r": run.lora, "lora_alpha": 2 * run.lora, "lora_dropout": 0.0}
     summary = loop.train(
         TrainConfig(
             pairs=str(pairs),
             out=str(out),
-            max_steps=steps,
-            batch_size=batch,
-            lr=lr,
-            max_length=max_length,
+            backbone=run.backbone,
+            max_steps=run.steps,
+            batch_size=run.batch,
+            grad_accumulation=run.accumulation,
+            lr=run.lr,
+            max_length=run.max_length,
             warmup_ratio=0.1,
-            eval_every=steps,
+            eval_every=run.steps,
             sort_batches=sort_batches,
             seed=0,
-            dtype="fp32",
+            dtype=run.dtype,
+            gradient_checkpointing=run.checkpointing,
+            **(lora if run.lora else {}),
         ),
         progress=False,
     )
@@ -115,64 +163,90 @@ def run_orchrm(
         "seconds": summary.train_seconds,
         "cpu_seconds": cpu[0],
         "model": str(out / "model"),
+        "cut": summary.truncated_texts,
+        "peak_rss_mb": peak[0],
     }
 
 
-def run_trl(
-    pairs: Path, out: Path, *, train_pairs: int, batch: int, lr: float, max_length: int
-) -> dict:
-    """Train with TRL's `RewardTrainer` on orchrm's token ids (TRL's own preprocessing
-    drops a pair with a text over max_length instead of truncating it); returns pairs/s,
-    seconds, CPU seconds and the model folder."""
+def run_trl(pairs: Path, out: Path, run: Run) -> dict:
+    """Train with TRL's `RewardTrainer` on orchrm's token ids, reading the pairs in
+    orchrm's order (`orchrm_order`), from the same initial weights (the backbone loaded
+    and its LoRA adapters made as orchrm makes them, from the same seed); returns
+    pairs/s, seconds, CPU seconds, the model folder and the pairs TRL's preprocessing
+    dropped for a text over max_length (it drops, where orchrm cuts)."""
     import datasets
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    import torch
     from trl import RewardConfig, RewardTrainer
 
-    from orchrm.rmodel.backbone import default_backbone
+    from orchrm.rmodel.backbone import default_backbone, load_backbone
+    from orchrm.training.build import add_lora
     from orchrm.training.data import load_splits, tokenize
 
-    backbone = default_backbone()
-    tokenizer = AutoTokenizer.from_pretrained(backbone)
-    model = AutoModelForSequenceClassification.from_pretrained(backbone, num_labels=1)
+    class InOrder(RewardTrainer):
+        """TRL's trainer reading its dataset in the order given."""
+
+        def _get_train_sampler(self, *args, **kwargs):
+            return torch.utils.data.SequentialSampler(self.train_dataset)
+
+    bf16 = run.dtype == "bf16"
+    torch.manual_seed(0)  # the score head's and the adapters' initialization, as orchrm's
+    model, tokenizer = load_backbone(
+        run.backbone or default_backbone(),
+        dtype=torch.bfloat16 if bf16 and run.lora else torch.float32,
+        packing=False,
+    )
+    if run.lora:
+        model = add_lora(model, run.lora, 2 * run.lora, 0.0)
     records, _ = load_splits(pairs)
-    ids = tokenize(records, tokenizer, max_length)
+    order = orchrm_order(pairs, run)
+    records = [records[i] for i in order]
+    whole = tokenize(records, tokenizer, WHOLE)
+    dropped = sum(n > run.max_length for n in whole.widths())
+    ids = tokenize(records, tokenizer, run.max_length)  # cut as orchrm cuts them
     data = datasets.Dataset.from_dict({"chosen_ids": ids.chosen, "rejected_ids": ids.rejected})
     config = RewardConfig(
         output_dir=str(out),
-        max_steps=train_pairs // batch,
-        per_device_train_batch_size=batch,
-        learning_rate=lr,
+        max_steps=run.steps,
+        per_device_train_batch_size=run.batch,
+        gradient_accumulation_steps=run.accumulation,
+        learning_rate=run.lr,
         warmup_steps=0.1,  # a float below 1 is a ratio of the steps
-        max_length=max_length,
-        bf16=False,
+        max_length=run.max_length,
+        bf16=bf16,
+        use_cpu=not torch.cuda.is_available(),
+        gradient_checkpointing=run.checkpointing,
         report_to=[],
         save_strategy="no",
         logging_steps=10,
         seed=0,
     )
-    trainer = RewardTrainer(
-        model=model, args=config, train_dataset=data, processing_class=tokenizer
-    )
+    trainer = InOrder(model=model, args=config, train_dataset=data, processing_class=tokenizer)
     start, cpu = time.perf_counter(), time.process_time()
     metrics = trainer.train().metrics
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    trainer.save_model(str(out / "model"))
+    peak = peak_rss_mb()
+    if run.lora:
+        model = model.merge_and_unload()
+    model.save_pretrained(str(out / "model"))
     tokenizer.save_pretrained(str(out / "model"))
-    pairs_done = config.max_steps * batch
+    pairs_done = run.steps * run.batch * run.accumulation
     return {
         "pairs_per_s": pairs_done / metrics.get("train_runtime", seconds),
         "seconds": metrics.get("train_runtime", seconds),
         "cpu_seconds": cpu,
         "model": str(out / "model"),
+        "dropped": dropped,
+        "peak_rss_mb": peak,
     }
 
 
-def held_out_accuracy(model_dir: str, pairs: Path, max_length: int) -> float:
-    """Pairwise accuracy on the validation split, both models scored by the same code."""
+def held_out_accuracy(model_dir: str, pairs: Path, max_length: int, dtype: str = "fp32") -> float:
+    """Pairwise accuracy on the validation split, both models scored by the same code
+    in `dtype`."""
     from orchrm.scoring.local import OrchRM
 
     rows = [json.loads(x) for x in (pairs / "validation.jsonl").read_text().splitlines()]
-    rm = OrchRM.load(model_dir, check_version=False)
+    rm = OrchRM.load(model_dir, check_version=False, dtype=dtype)
     rm.metadata["max_length"] = max_length
     chosen = rm.score_texts([r["prompt"] + r["chosen"] for r in rows])
     rejected = rm.score_texts([r["prompt"] + r["rejected"] for r in rows])

@@ -1,0 +1,88 @@
+"""Pairs at the lengths of real orchestrations, for the training-speed comparison at the
+paper's lengths (`benchmarks/rm_train.py --lengths mas`).
+
+Real orchestrations of one batch differ in length several times over, and that spread
+decides what padding costs. The lengths come from the published MAS-Orchestra records
+(`mas_lengths`): each parsed record rendered whole as the reward model reads it
+(`render_for_rm`, question then plan then thinking), counted by the backbone's own
+tokenizer. Each text of a world pair is then given a length drawn from them, scaled so
+that the longest record is `max_length` tokens (`stretch`): its own rendering first (the
+part that tells chosen from rejected, cut to the drawn length when longer), then real
+gpt-oss reasoning from the same records' thinking, from a random place, up to the
+drawn length. Lengths, draws and places are pure functions of the seed.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from orchrm.errors import MissingInput
+from orchrm.orchestration import render_for_rm
+from orchrm.parse import ParseError, parse_record, read_records
+
+WHOLE = 10**9
+"""A rendering budget nothing reaches: a record rendered whole."""
+
+
+def _records(data: Path) -> list[tuple[dict, object]]:
+    """(record, orchestration) of every record of `data/*.jsonl` that parses."""
+    files = sorted(Path(data).glob("*.jsonl"))
+    if not files:
+        raise MissingInput(f"{data}: no MAS-Orchestra record files (*.jsonl)")
+    found = []
+    for path in files:
+        for _, record in read_records(path):
+            try:
+                found.append((record, parse_record(record)))
+            except ParseError:
+                continue
+    return found
+
+
+def mas_lengths(data: Path, tokenizer) -> list[int]:
+    """Tokens of each parsed record of `data` rendered whole as the reward model reads
+    it, by `tokenizer` (its special tokens included), sorted."""
+    texts = [render_for_rm(r.get("question") or "", o, WHOLE) for r, o in _records(data)]
+    return sorted(len(ids) for ids in tokenizer(texts)["input_ids"])
+
+
+def filler(data: Path) -> str:
+    """The records' reasoning traces, one after another: what lengthens a text."""
+    traces = [(r.get("thinking") or "").strip() for r, _ in _records(data)]
+    return "\n\n".join(t for t in traces if t)
+
+
+def scaled(lengths: list[int], max_length: int) -> list[int]:
+    """`lengths` scaled so that the longest is `max_length` (each at least 2)."""
+    top = max(lengths)
+    return [max(2, round(n * max_length / top)) for n in lengths]
+
+
+def stretch(records: list[dict], tokenizer, lengths: list[int], text: str, seed: int) -> list[dict]:
+    """Each pair of `records` (export records: prompt, chosen, rejected) with each side
+    made a text of a length drawn from `lengths`: its own rendering, then `text` from a
+    random place, cut at a token end (`prompt` left empty, the text whole in `chosen`
+    and `rejected`). A side is drawn independently of which side it is."""
+    rng = random.Random(f"stretch:{seed}")
+    ends = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ends = [end for _, end in ends["offset_mapping"]]
+    special = tokenizer.num_special_tokens_to_add()
+    out = []
+    for r in records:
+        sides = {}
+        for side in ("chosen", "rejected"):
+            target = rng.choice(lengths) - special
+            own = r["prompt"] + r[side]
+            marks = tokenizer(own, add_special_tokens=False, return_offsets_mapping=True)
+            marks = [end for _, end in marks["offset_mapping"]]
+            if len(marks) >= target:
+                sides[side] = own[: marks[target - 1]]
+                continue
+            own += "\nthinking: "
+            need = target - len(marks) - 4  # (the joint tokenizes into a few tokens)
+            start = rng.randrange(max(1, len(ends) - need))
+            begin = ends[start - 1] if start else 0
+            sides[side] = own + text[begin : ends[min(len(ends), start + need) - 1]]
+        out.append({**r, "prompt": "", **sides})
+    return out

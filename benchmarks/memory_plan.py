@@ -6,7 +6,9 @@ for real on this machine's CPU, each point in a fresh process.
 
 For each point: `orchrm.memplan.plan.plan_training`'s peak (and its total), the peak resident
 memory one probe measured above what the process held before the model was built
-(`orchrm.memplan.probe`), and their ratio. The full grid takes several minutes on 2 cores.
+(`orchrm.memplan.probe`), and their ratio; `packed` rows train a decoder's texts packed
+into one row (`orchrm.rmodel.packed`), their tokens the texts' own. The full grid takes
+several minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def main(args: PlanCheckSettings) -> None:
     """Plan and measure every point, one table row each."""
     points = [p for p in grid(args.grid) if not args.only or p.shape in args.only]
     print(
-        f"{'shape':<11}{'L':>5}{'pairs':>6} {'lora':<5}{'gc':<4}{'attn':<6}"
+        f"{'shape':<13}{'L':>5}{'pairs':>6} {'lora':<5}{'gc':<4}{'attn':<7}"
         f"{'plan peak':>10}{'total':>8}{'measured':>10}{'ratio':>7}{'s/step':>8}"
     )
     rows = []
@@ -66,9 +68,10 @@ def main(args: PlanCheckSettings) -> None:
         row = run_point(point, args.dtype, args.steps)
         rows.append(row)
         print(
-            f"{point.shape:<11}{point.max_length:>5}{point.micro_batch_pairs:>6} "
+            f"{point.shape:<13}{point.max_length:>5}{point.micro_batch_pairs:>6} "
             f"{_yes(point.lora):<5}{_yes(point.gradient_checkpointing):<4}"
-            f"{point.attn_implementation:<6}{row['plan_peak_mib']:>10.0f}"
+            f"{'packed' if point.packing else point.attn_implementation:<7}"
+            f"{row['plan_peak_mib']:>10.0f}"
             f"{row['plan_total_mib']:>8.0f}{row['measured_mib']:>10.0f}{row['ratio']:>7.2f}"
             f"{row['seconds_per_step']:>8.1f}",
             flush=True,

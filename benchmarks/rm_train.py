@@ -25,7 +25,9 @@ text. Both models are then scored by the same code on the same held-out pairs.
 tokenizer) scaled so the longest is --max-length tokens
 (`orchrm.experiments.train_speed.long`). Prints the lengths, pairs/s, CPU seconds of
 training, peak RSS and held-out accuracy of each, and the ratios; `--padding` prints only
-the share of real tokens the forward passes read, with and without orchrm's passes.
+the share of real tokens the forward passes read, with and without orchrm's passes;
+`--profile` only where one step of a decoder's first batch spends its time, packed and
+padded (`orchrm.experiments.train_speed.profile`).
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ class RMTrainSettings:
     """orchrm's TrainConfig.sort_batches."""
     padding: bool = False
     """Only print the share of real tokens per pass."""
+    profile: bool = False
+    """Only profile one orchrm step of a decoder, packed and padded, by part."""
     child: Literal["orchrm", "trl"] | None = None
     """Run this trainer in this process (how the comparison runs each)."""
     out: str | None = None
@@ -148,6 +152,22 @@ def at_mas_lengths(args: RMTrainSettings, pairs: Path) -> list[int]:
     return sizes
 
 
+def print_profile(pairs: Path, args: RMTrainSettings) -> None:
+    """One step of the first batch, packed and padded, by part; the profiler's table."""
+    from orchrm.experiments.train_speed.profile import profile_step
+
+    packed, padded, table = profile_step(pairs, run_of(args))
+    parts = ("data", "forward", "backward", "optimizer", "step")
+    print(f"  one step of {args.batch} pairs, seconds:  " + "".join(f"{p:>10}" for p in parts))
+    for name, row in (("packed", packed), ("padded", padded)):
+        cells = "".join(f"{row[p]:10.2f}" for p in parts)
+        print(f"  {name:7s} ({row['tokens']:,} tokens, {row['read']:,} read) {cells}")
+    print(f"  padded / packed: step {padded['step'] / packed['step']:.2f}x, tokens read "
+          f"{padded['read'] / packed['read']:.2f}x")  # fmt: skip
+    print("  one packed step, heaviest operators by own CPU time:")
+    print(table)
+
+
 def main(args: RMTrainSettings) -> None:
     """Train with both in turn, each in its own process, and print their figures."""
     if args.pairs and not Path(args.pairs).is_dir():
@@ -178,6 +198,9 @@ def main(args: RMTrainSettings) -> None:
         mean, median = statistics.mean(sizes), statistics.median(sizes)
         print(f"  text lengths (MAS-Orchestra's, scaled): mean {mean:.0f}, median "
               f"{median:.0f}, min {min(sizes)}, max {max(sizes)}")  # fmt: skip
+    if args.profile:
+        print_profile(pairs, args)
+        return
     results = {}
     settings = dump_config(with_values(args, {"pairs": str(pairs)}), work / "settings.yaml")
     for which in ("orchrm", "trl"):

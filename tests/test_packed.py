@@ -251,3 +251,30 @@ def test_smollm2_packed_gives_its_padded_rewards_and_gradients(smollm2_backbone)
     assert tokenizer.pad_token_id == sequences[0][-1]  # texts end in the pad token
     for side in ("right", "left"):
         assert_same(model, sequences, side, pad_id=tokenizer.pad_token_id)
+
+
+def test_a_bf16_base_feeds_its_adapters_bf16_with_the_same_results():
+    """Under bf16 autocast, fp32 LoRA adapters compute in bf16 whatever their input: the
+    adapters of a bf16 base read their input as it is (no fp32 copy of every linear
+    layer's input), with the very rewards and gradients of PEFT's cast."""
+    from orchrm.training.build import add_lora
+
+    sequences = texts()
+    found = []
+    for cast in (True, False):
+        model = tiny("llama").to(torch.bfloat16)
+        model = add_lora(model, r=4, alpha=8, dropout=0.0)
+        layers = [m for m in model.modules() if hasattr(m, "cast_input_dtype_enabled")]
+        assert layers and not any(m.cast_input_dtype_enabled for m in layers)
+        for m in layers:
+            m.cast_input_dtype_enabled = cast
+        torch.manual_seed(2)  # LoRA's B starts at zero: give the adapters a say
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.data.normal_(0, 0.1)
+        enable_packing(model)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            found.append(rewards_and_grads(model, packed(sequences)))
+    (want, want_grads), (got, got_grads) = found
+    assert torch.equal(got, want)
+    assert all(torch.equal(got_grads[n], g) for n, g in want_grads.items())

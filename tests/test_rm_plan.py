@@ -128,13 +128,15 @@ PROBES = {
     "llama-checkpointed": Probe(
         PROBE_LLAMA, max_length=1024, micro_batch_pairs=1, gradient_checkpointing=True
     ),
+    "llama-packed": Probe(PROBE_LLAMA, max_length=1024, micro_batch_pairs=2, packing=True),
     "bert": Probe(PROBE_BERT, max_length=512, micro_batch_pairs=2),
     "bert-lora-checkpointed": Probe(
         PROBE_BERT, max_length=1024, micro_batch_pairs=2, lora=True, gradient_checkpointing=True
     ),
 }
-"""Full fine-tune and LoRA, SDPA and eager attention, with and without gradient
-checkpointing, on both families; `make test` measures three that cover each of these."""
+"""Full fine-tune and LoRA, SDPA and eager attention, padded and packed, with and
+without gradient checkpointing, on both families; `make test` measures three that cover
+each of these but packing."""
 SLOW = pytest.mark.slow  # make test-slow: the other two settings
 
 
@@ -145,7 +147,7 @@ SLOW = pytest.mark.slow  # make test-slow: the other two settings
     "names",
     [
         ("llama-lora-eager", "llama-checkpointed", "bert"),
-        pytest.param(("llama", "bert-lora-checkpointed"), marks=SLOW),
+        pytest.param(("llama", "llama-packed", "bert-lora-checkpointed"), marks=SLOW),
     ],
     ids=["main", "more"],
 )
@@ -165,6 +167,7 @@ def test_planned_peak_memory_is_within_a_quarter_of_a_measured_training_step(nam
             lora_r=probe.lora_r,
             gradient_checkpointing=probe.gradient_checkpointing,
             attn_implementation=probe.attn_implementation,
+            packing=probe.packing,
             peak_flops=1e12,
         )
         # PEFT's model holds the adapters and the head's trained copy beside the base.
@@ -180,6 +183,28 @@ def test_planned_peak_memory_is_within_a_quarter_of_a_measured_training_step(nam
         report.append((setting, got.peak_bytes // 2**20, round(ratio, 2)))
     assert all(mib > 150 for _, mib, _ in report), report
     assert all(0.75 <= ratio <= 1.25 for _, _, ratio in report), report
+
+
+def test_a_packed_plan_counts_the_texts_own_tokens_and_no_mask():
+    padded = plan_training(PROBE_LLAMA, max_length=2048, micro_batch_pairs=4, lora=True)
+    packed = plan_training(PROBE_LLAMA, max_length=2048, micro_batch_pairs=4, lora=True,
+                           packing=True)  # fmt: skip
+    half = plan_training(PROBE_LLAMA, max_length=2048, micro_batch_pairs=4, lora=True,
+                         packing=True, mean_length=1024)  # fmt: skip
+    assert packed.tokens_per_step == padded.tokens_per_step == 8 * 2048
+    assert half.tokens_per_step == 8 * 1024
+    # no L x L mask: every layer's copy of it and the shared one are gone
+    assert packed.memory.activations_saved < padded.memory.activations_saved
+    assert half.memory.activations_saved < 0.55 * packed.memory.activations_saved
+    assert any(note.startswith("packed") for note in packed.notes)
+    # an encoder is never packed; neither is eager attention
+    bert = plan_training(PROBE_BERT, max_length=512, micro_batch_pairs=2, packing=True,
+                         mean_length=100)  # fmt: skip
+    assert bert.tokens_per_step == 4 * 512
+    eager = plan_training(PROBE_LLAMA, max_length=512, micro_batch_pairs=2, packing=True,
+                          attn_implementation="eager")  # fmt: skip
+    assert eager.memory.peak == plan_training(PROBE_LLAMA, max_length=512, micro_batch_pairs=2,
+                                              attn_implementation="eager").memory.peak  # fmt: skip
 
 
 def test_zero_stages_shard_optimizer_then_gradients_then_weights():
@@ -215,9 +240,12 @@ def test_zero_stages_shard_optimizer_then_gradients_then_weights():
 
 
 def test_checkpointing_left_open_turns_on_only_when_needed():
-    ask = {"max_length": 4096, "micro_batch_pairs": 1, "lora": True, "peak_flops": "H100"}
+    ask = {"max_length": 4096, "micro_batch_pairs": 2, "lora": True, "peak_flops": "H100"}
     small = plan_training("llama-3.1-8b", **ask)
     assert small.gradient_checkpointing and small.fits  # 80 GiB: without it, no
+    assert not plan_training(
+        "llama-3.1-8b", **{**ask, "micro_batch_pairs": 1}
+    ).gradient_checkpointing
     roomy = plan_training("llama-3.1-8b", **ask, device_memory=1024**4)
     assert not roomy.gradient_checkpointing
     unknown = plan_training("llama-3.1-8b", max_length=4096, micro_batch_pairs=1, peak_flops=1e15)

@@ -155,6 +155,7 @@ def plan_memory_command(
         mfu=plan.mfu,
         peak_flops=peak,
         device_memory=memory,
+        mean_length=plan.mean_length,
     )
 
 

@@ -27,6 +27,9 @@ class PlanOptions:
     """FLOP/s per device, or a GPU by name (H100, A100, ...); default: this machine's."""
     device_memory_gib: float | None = None
     """GiB a device."""
+    mean_length: int | None = setting(None, min=1)
+    """Packed texts' mean tokens (`packing`, on by default for decoders); default:
+    max_length, the most a pass can hold."""
 
 
 @config

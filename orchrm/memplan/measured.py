@@ -32,6 +32,17 @@ SHAPES = {
         "num_key_value_heads": 4,
         "max_position_embeddings": 4096,
     },
+    "smollm2-135m": {  # SmolLM2-135M-Instruct's shape
+        "model_type": "llama",
+        "vocab_size": 49152,
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": True,
+    },
     "bert-22m": {  # all-MiniLM-L6-v2's shape
         "model_type": "bert",
         "vocab_size": 30522,
@@ -63,6 +74,8 @@ class Point:
     lora: bool = False
     gradient_checkpointing: bool = False
     attn_implementation: str = "sdpa"
+    packing: bool = False
+    """A decoder's texts packed into one row (`orchrm.rmodel.packed`)."""
 
 
 def grid(name: str) -> list[Point]:
@@ -77,6 +90,8 @@ def grid(name: str) -> list[Point]:
             Point(shape, 512, 2, lora=True),
             Point(shape, 1024, 1, lora=True, gradient_checkpointing=True),
         ]
+    small += [Point("llama-20m", 1024, 2, packing=True),
+              Point("llama-20m", 1024, 2, lora=True, packing=True)]  # fmt: skip
     if name == "quick":
         return small
     large = []
@@ -88,6 +103,9 @@ def grid(name: str) -> list[Point]:
             Point(shape, 1024, 1, gradient_checkpointing=True),
             Point(shape, 512, 2, attn_implementation="eager", lora=True),
         ]
+    # SmolLM2-135M as orchrm trains it at 2,048 tokens: 4 pairs of about 1,100 tokens
+    # (MAS-Orchestra's lengths scaled), packed, with LoRA
+    large.append(Point("smollm2-135m", 1152, 4, lora=True, packing=True))
     return small + large
 
 
@@ -101,6 +119,7 @@ def run_point(point: Point, dtype: str, steps: int) -> dict:
         "lora": point.lora,
         "gradient_checkpointing": point.gradient_checkpointing,
         "attn_implementation": point.attn_implementation,
+        "packing": point.packing,
     }
     plan = plan_training(config, **settings, peak_flops=1e12)
     measured = measure(Probe(config=config, steps=steps, **settings))

@@ -82,6 +82,11 @@ class PlanSettings:
     """None: on only when the peak without it would not fit `device_memory`."""
     attn_implementation: Literal[ATTENTION] = "sdpa"
     """The attention kernel."""
+    packing: bool = False
+    """A decoder's texts packed into one row without padding (`orchrm.rmodel.packed`):
+    no L x L tensor, and the tokens are the texts' own (`mean_length`)."""
+    mean_length: int | None = setting(None, min=1)
+    """Packed texts' mean tokens (None: max_length, the most a pass can hold)."""
     zero_stage: int = setting(0, min=0, max=3)
     """0: nothing sharded; 1: optimizer state; 2: and gradients; 3: and weights."""
     num_devices: int = setting(1, min=1)
@@ -207,7 +212,10 @@ def plan_training(
     memory_limit = s.device_memory if s.device_memory is not None else gpu_memory
     a = 2 if s.dtype == "bf16" else 4
     attention = "flash" if s.attn_implementation.startswith("flash") else s.attn_implementation
-    step = Step(2 * s.micro_batch_pairs, s.max_length, a, s.lora, s.lora_r, attention)
+    packed = s.packing and not backbone.encoder and attention != "eager"
+    length = (s.mean_length or s.max_length) if packed else s.max_length
+    attention = "packed" if packed else attention
+    step = Step(2 * s.micro_batch_pairs, length, a, s.lora, s.lora_r, attention)
     table = [
         memory_plan(
             backbone, step, dtype=s.dtype, zero_stage=z, num_devices=s.num_devices, checkpointing=c
@@ -224,7 +232,11 @@ def plan_training(
     flops = step_flops(backbone, step, counts, checkpointing)
     seconds = flops / (s.mfu * peak) if peak else None
     resolved = replace(
-        s, gradient_checkpointing=checkpointing, peak_flops=peak, device_memory=memory_limit
+        s,
+        gradient_checkpointing=checkpointing,
+        peak_flops=peak,
+        device_memory=memory_limit,
+        packing=packed,
     )
     return TrainingPlan(
         **asdict(resolved),
@@ -241,7 +253,7 @@ def plan_training(
         step_seconds=seconds,
         pairs_per_second=s.num_devices * s.micro_batch_pairs / seconds if seconds else None,
         fits=None if memory_limit is None else chosen.peak <= memory_limit,
-        notes=_notes(s.attn_implementation, dtype=s.dtype, lora=s.lora),
+        notes=_notes("packed" if packed else s.attn_implementation, dtype=s.dtype, lora=s.lora),
     )
 
 
@@ -251,11 +263,17 @@ def _notes(attn_implementation: str, *, dtype: str, lora: bool) -> list[str]:
         "SDPA's math fallback)",
         "sdpa": "sdpa: a fused kernel that keeps no scores but, in a padded batch, each "
         "layer's copy of the L x L mask",
+        "packed": "packed: the texts of a pass in one row, attention run per text, no "
+        "padding and no L x L tensor",
     }.get(attn_implementation, f"{attn_implementation}: unpadded, no L x L tensor")
+    texts = (
+        "texts of mean_length (or max_length) packed"
+        if attn_implementation == "packed"
+        else "texts padded to max_length"
+    )
     notes = [
         attention,
-        "texts padded to max_length; dropout off; one process per device; "
-        "communication buffers not counted",
+        f"{texts}; dropout off; one process per device; communication buffers not counted",
         "MFU of the FLOPs the device runs (attention and any recomputed forward "
         "included); orchrm train reports MFU of 4N + 2N_trained a token",
     ]
@@ -291,6 +309,7 @@ def train_settings(train_config, gpu: bool | None = None) -> tuple[str, dict[str
         "lora_r": train_config.lora_r,
         "gradient_checkpointing": train_config.checkpointing(parameters, cuda),
         "attn_implementation": train_config.attn_implementation,
+        "packing": train_config.packing,
         "peak_flops": train_config.peak_flops,
     }
 

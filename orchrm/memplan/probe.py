@@ -39,6 +39,8 @@ class Probe:
     lora_r: int = 32
     gradient_checkpointing: bool = False
     attn_implementation: str = "sdpa"
+    packing: bool = False
+    """The texts packed into one row (`orchrm.rmodel.packed`) instead of padded."""
     steps: int = 1
     """Optimizer steps measured (after the one that creates the AdamW state)."""
     threads: int = 1
@@ -99,6 +101,12 @@ def _build(probe: Probe, config):
     model = AutoModelForSequenceClassification.from_config(
         config, attn_implementation=probe.attn_implementation, dtype=dtype
     )
+    if probe.packing:
+        from orchrm.rmodel.last_token import read_last_real_token
+        from orchrm.rmodel.packed import enable_packing
+
+        if not (read_last_real_token(model) and enable_packing(model)):
+            raise ConfigError(f"a {config.model_type} model with this attention does not pack")
     if probe.gradient_checkpointing:
         enable_gradient_checkpointing(model, probe.lora)
     if probe.lora:
@@ -109,11 +117,14 @@ def _build(probe: Probe, config):
 
 def _batch(probe: Probe, vocab_size: int):
     """2 x micro_batch_pairs texts of max_length tokens; the last one padded by a quarter,
-    so the attention mask is a real padding mask as in orchrm's batches."""
+    so the attention mask is a real padding mask as in orchrm's batches. Packed: the
+    texts' ids, to pack into one row."""
     import torch
 
     texts, length = 2 * probe.micro_batch_pairs, probe.max_length
     ids = torch.randint(1, vocab_size, (texts, length))
+    if probe.packing:
+        return {"packed": ids.tolist()}
     mask = torch.ones(texts, length, dtype=torch.long)
     if texts > 1:
         mask[-1, length - length // 4 :] = 0
@@ -127,7 +138,12 @@ def _step(model, optimizer, inputs, autocast: bool) -> None:
     import torch
 
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        scores = model(**inputs).logits.squeeze(-1).float()
+        if "packed" in inputs:
+            from orchrm.rmodel.packed import packed_rewards
+
+            scores = packed_rewards(model, inputs["packed"], "cpu")
+        else:
+            scores = model(**inputs).logits.squeeze(-1).float()
     chosen, rejected = scores.chunk(2)
     loss = -torch.nn.functional.logsigmoid(chosen - rejected).mean()
     loss.backward()

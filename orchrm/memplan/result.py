@@ -53,8 +53,13 @@ class TrainingPlan:
     max_length: int
     micro_batch_pairs: int
     tokens_per_step: int
-    """Tokens per forward pass and device: 2 texts a pair, each `max_length`."""
+    """Tokens per forward pass and device: 2 texts a pair, each `max_length` (packed:
+    `mean_length`)."""
     attn_implementation: str
+    packing: bool
+    """Whether the plan packs the texts (asked for, and a decoder without eager
+    attention)."""
+    mean_length: int | None
     lora: bool
     lora_r: int
     gradient_checkpointing: bool

@@ -185,7 +185,8 @@ class Step:
     texts: int
     """Texts per forward pass (2 per pair: chosen and rejected)."""
     length: int
-    """Tokens per text (every text padded to the longest, taken at the maximum)."""
+    """Tokens per text (every text padded to the longest, taken at the maximum; packed
+    texts: their mean)."""
     act_bytes: int
     """Bytes per activation element (2 for bf16, 4 for fp32)."""
     lora: bool
@@ -193,7 +194,8 @@ class Step:
     attention: str
     """'eager' keeps each layer's L x L softmax per head; 'sdpa' (a fused kernel) keeps
     each layer's own copy of the padding mask, converted from bool to the model's dtype
-    by PyTorch; 'flash' (flash-attention, unpadded) keeps neither."""
+    by PyTorch; 'flash' (flash-attention, unpadded) keeps neither, nor does 'packed' (the
+    texts packed into one row, attention run per text: `orchrm.rmodel.packed`)."""
 
     @property
     def eager(self) -> bool:
@@ -221,15 +223,13 @@ def _norm_bytes(width: int, step: Step, gemma: bool) -> int:
 
 
 def _lora_bytes(backbone: Backbone, step: Step, extra_linears: list[int]) -> int:
-    """Per token, each LoRA layer keeps its rank-r activation and, in a bf16 model, its
-    own copy of its input: PEFT keeps adapters in fp32 and casts the input up to them,
-    and autocast (which a bf16 model with fp32 adapters trains under) casts it back."""
+    """Per token, each LoRA layer keeps its rank-r activation; its input is the base
+    layer's, kept once (a bf16 base's fp32 adapters read it in bf16 under autocast,
+    `orchrm.training.build.add_lora`)."""
     if not step.lora:
         return 0
     ins = [i for i, _, _ in backbone.linears()] + extra_linears
-    a = step.act_bytes
-    copies = sum(a * i for i in ins) if a != 4 else 0
-    return len(ins) * a * step.lora_r + copies
+    return len(ins) * step.act_bytes * step.lora_r
 
 
 def layer_bytes(backbone: Backbone, step: Step) -> int:
@@ -258,9 +258,8 @@ def layer_bytes(backbone: Backbone, step: Step) -> int:
 def outside_layers_bytes(backbone: Backbone, step: Step) -> int:
     """What the embeddings, the final norm, the head and the shared attention mask keep."""
     b, a, t = backbone, step.act_bytes, step.tokens
-    mask = (
-        0 if step.attention == "flash" else step.texts * step.length**2 * (a if step.eager else 1)
-    )
+    unpadded = step.attention in ("flash", "packed")
+    mask = 0 if unpadded else step.texts * step.length**2 * (a if step.eager else 1)
     if b.encoder:
         return (a * b.hidden_size + 8) * t + mask
     final_norm = _norm_bytes(b.hidden_size, step, b.model_type == "gemma")

@@ -29,7 +29,9 @@ from orchrm.training.output import folder_bytes, replace_folder, writing
 
 def add_lora(model, r: int, alpha: int, dropout: float):
     """Wrap `model` with LoRA adapters on its attention and MLP projections; the score
-    head (`score` or `classifier`) stays fully trainable and is saved with them."""
+    head (`score` or `classifier`) stays fully trainable and is saved with them. The
+    trained parameters are fp32; over a bf16 base, which runs under bf16 autocast, the
+    adapters read their bf16 inputs as they are."""
     from peft import LoraConfig, TaskType, get_peft_model
 
     heads = [n for n in ("score", "classifier") if hasattr(model, n)]
@@ -41,12 +43,21 @@ def add_lora(model, r: int, alpha: int, dropout: float):
         target_modules="all-linear",
         modules_to_save=heads,
     )
+    low = any(p.dtype == torch.bfloat16 for p in model.parameters())
     model = get_peft_model(model, config)
     # The trained parameters stay fp32 over a bf16 base: AdamW's updates at small
     # learning rates vanish below bf16's 8-bit mantissa.
     for p in model.parameters():
         if p.requires_grad:
             p.data = p.data.float()
+    if low:
+        # A bf16 base trains and scores under bf16 autocast, which computes the adapters
+        # in bf16 whatever their inputs: PEFT's cast of each input up to the adapters'
+        # fp32 changes no result, and costs a copy of every linear layer's input, kept
+        # for the backward pass (a third of the step's activations).
+        for module in model.modules():
+            if hasattr(module, "cast_input_dtype_enabled"):
+                module.cast_input_dtype_enabled = False
     return model
 
 

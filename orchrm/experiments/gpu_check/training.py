@@ -16,6 +16,7 @@ def part_train(work: Work) -> list[Row]:
     step (`orchrm.training.train._train_step`) is wrapped by the step clock for the run."""
     import orchrm.training.train as loop
     from orchrm.memplan.plan import plan_from_train_config
+    from orchrm.rmodel.packed import packs
     from orchrm.training.config import TrainConfig
 
     s = work.sizes
@@ -47,6 +48,7 @@ def part_train(work: Work) -> list[Row]:
         finally:
             clock.end(run.meter.tokens - before)
             seen["flops_per_token"] = run.meter.flops_per_token
+            seen["packed"] = packs(run.model)
 
     loop._train_step = timed_step
     try:
@@ -56,14 +58,16 @@ def part_train(work: Work) -> list[Row]:
         loop._train_step = step
         shutil.rmtree(config.out, ignore_errors=True)  # the merged model: the backbone's size
     r = steady_rows(clock, seen["flops_per_token"], work.peak_flops)
-    r |= {"peak_mib": peak.bytes / MIB, "plan_peak_mib": plan.memory.peak / MIB,
+    r |= {"packed": seen["packed"], "peak_mib": peak.bytes / MIB,
+          "plan_peak_mib": plan.memory.peak / MIB,
           "summary_pairs_per_s": summary.pairs_per_second, "summary_mfu": summary.mfu}  # fmt: skip
     work.results["train"] = r
     steps = f"steps 2-{s.train_steps}"
     return [
         Row("train", "pairs/s", r["pairs_per_s"],
             f"orchrm train, {steps}; all {s.train_steps}: {summary.pairs_per_second:.3g}"),
-        Row("train", "tokens/s", r["tokens_per_s"], f"2 x {s.max_length} tokens a step"),
+        Row("train", "tokens/s", r["tokens_per_s"], f"2 x {s.max_length} tokens a step, "
+            + ("packed into one row" if seen["packed"] else "padded")),
         Row("train", "MFU", r["mfu"],
             f"4N + 2N_trained a token, of {work.peak_flops / 1e12:.3g} TFLOP/s; goal >= 0.35"),
         Row("train", "peak memory MiB", r["peak_mib"],

@@ -1,0 +1,82 @@
+"""Where one training step's time goes (`benchmarks/rm_train.py --profile`): the model
+loaded and set up as `orchrm train` sets it up, one step of the first batch orchrm's
+loop reads, timed in its parts: data (tokenizing the batch's texts and packing or
+padding them), forward, backward (loss included) and the optimizer, packed and padded
+in turn on the same weights; then PyTorch's profiler's heaviest operators of one packed
+step.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+
+def _parts(model, optimizer, texts: list[str], tokenizer, packed: bool, device) -> dict:
+    """One step's seconds by part."""
+    import torch
+
+    from orchrm.rmodel.backbone import collate
+    from orchrm.rmodel.packed import pack, packed_forward
+
+    seconds = {}
+    start = time.perf_counter()
+    ids = tokenizer(texts)["input_ids"]
+    inputs = pack(ids, device) if packed else collate(ids, tokenizer.pad_token_id, "right")
+    seconds["data"] = time.perf_counter() - start
+    start = time.perf_counter()
+    with torch.autocast(device.type, dtype=torch.bfloat16):
+        if packed:
+            with packed_forward(inputs["cu_seq_lens_q"][1:].long()):
+                scores = model(**inputs, use_cache=False).logits.squeeze(-1).float()
+        else:
+            scores = model(**inputs).logits.squeeze(-1).float()
+    seconds["forward"] = time.perf_counter() - start
+    start = time.perf_counter()
+    chosen, rejected = scores.chunk(2)
+    (-torch.nn.functional.logsigmoid(chosen - rejected)).mean().backward()
+    seconds["backward"] = time.perf_counter() - start
+    start = time.perf_counter()
+    optimizer.step()
+    optimizer.zero_grad()
+    seconds["optimizer"] = time.perf_counter() - start
+    seconds["step"] = sum(seconds.values())
+    seconds["tokens"] = sum(len(x) for x in ids)
+    seconds["read"] = inputs["input_ids"].numel()
+    return seconds
+
+
+def profile_step(pairs: Path, run, top: int = 8) -> tuple[dict, dict, str]:
+    """(packed step's parts, padded step's parts, the profiler's table of one packed
+    step's `top` operators by their own CPU time), bf16 with AMX as `run` asks."""
+    import torch
+
+    from orchrm.experiments.train_speed.compare import orchrm_order
+    from orchrm.rmodel.packed import packs
+    from orchrm.training.build import load_for_training
+    from orchrm.training.config import TrainConfig
+    from orchrm.training.data import load_splits
+
+    lora = {"lora": True, "lora_r": run.lora, "lora_alpha": 2 * run.lora, "lora_dropout": 0.0}
+    config = TrainConfig(backbone=run.backbone, dtype=run.dtype, max_length=run.max_length,
+                         **(lora if run.lora else {}))  # fmt: skip
+    torch.manual_seed(0)
+    device = torch.device("cpu")
+    model, tokenizer, _ = load_for_training(config, run.backbone, bf16=run.dtype == "bf16",
+                                            cuda=False)  # fmt: skip
+    if not packs(model):
+        name = run.backbone or "the default backbone"
+        raise ValueError(f"{name} does not pack: nothing to profile")
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
+                                  lr=run.lr, fused=True)  # fmt: skip
+    records, _ = load_splits(pairs)
+    batch = [records[i] for i in orchrm_order(pairs, run)[: run.batch]]
+    texts = [r["prompt"] + r[side] for side in ("chosen", "rejected") for r in batch]
+    _parts(model, optimizer, texts, tokenizer, True, device)  # warm-up
+    packed = _parts(model, optimizer, texts, tokenizer, True, device)
+    padded = _parts(model, optimizer, texts, tokenizer, False, device)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        _parts(model, optimizer, texts, tokenizer, True, device)
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top)
+    return packed, padded, table

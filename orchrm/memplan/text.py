@@ -36,9 +36,14 @@ def _header(plan: TrainingPlan, width: int) -> list[str]:
     )
     checkpointing = "on" if plan.gradient_checkpointing else "off"
     pairs = "pair" if plan.micro_batch_pairs == 1 else "pairs"
+    texts = (
+        f"{2 * plan.micro_batch_pairs} texts of {plan.mean_length or plan.max_length} tokens "
+        "packed in one row"
+        if plan.packing
+        else f"{2 * plan.micro_batch_pairs} x {plan.max_length} tokens"
+    )
     details = (
-        f"{trained}; {plan.dtype}; {plan.attn_implementation} attention; "
-        f"{2 * plan.micro_batch_pairs} x {plan.max_length} tokens a step per device "
+        f"{trained}; {plan.dtype}; {plan.attn_implementation} attention; {texts} a step per device "
         f"({plan.micro_batch_pairs} {pairs}); {sharding}; gradient checkpointing "
         f"{checkpointing}"
     )

@@ -14,7 +14,7 @@ and backward pass each) whose gradients are accumulated before the optimizer ste
 Batches are drawn at random, as TRL's reward trainer draws them; with `group` above 1,
 the pairs of that many batches are sorted together by their tokens (both texts), so each
 batch holds pairs of similar length (less padding, but batches that are not a random
-sample: docs/results.md#training-speed-orchrm-vs-trl). Inside a micro-batch,
+sample: docs/results.md#minilm). Inside a micro-batch,
 `text_passes` cuts the texts, longest first, into forward passes that each pad to their
 own longest text. The order is a pure function of the seed and the epoch, so a resumed
 run reads exactly the micro-batches an uninterrupted one would. Under several

@@ -60,7 +60,7 @@ class TrainConfig:
     cut into this many passes that each pad to their own longest text, with one backward
     pass over them all (the same gradients as one pass, with less padding). Sharded runs
     (ZeRO-3, FSDP) use 1; a packed micro-batch (`packing`) is one pass. Measured in
-    docs/results.md#training-speed-orchrm-vs-trl."""
+    docs/results.md#minilm."""
     packing: bool = setting(True, panel="Scale")
     """Decoders: the texts of a micro-batch packed end to end into one row, with no
     padding, each text attending only to itself and read at its own last token (the
@@ -70,8 +70,8 @@ class TrainConfig:
     sort_batches: int = setting(1, min=1, panel="Scale")
     """Batches whose pairs are sorted by length together, so that each holds pairs of
     similar length. 1: every batch is a random draw, as TRL's reward trainer makes it;
-    more pads less but makes batches that are not random samples, which cost accuracy
-    at 256 tokens (docs/results.md#training-speed-orchrm-vs-trl)."""
+    more pads less but makes batches that are not random samples, which gained neither
+    speed nor accuracy on MiniLM at 256 tokens (docs/results.md#minilm)."""
     lr: float = setting(5e-5, above=0.0, panel="Optimization")
     """Peak learning rate (AdamW)."""
     head_lr: float | None = setting(None, min=0.0, panel="Optimization")

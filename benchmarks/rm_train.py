@@ -133,7 +133,13 @@ def child(which: str, args: RMTrainSettings) -> None:
 
 def at_mas_lengths(args: RMTrainSettings, pairs: Path) -> list[int]:
     """Rewrite both splits of `pairs` at MAS-Orchestra's lengths; the texts' tokens."""
-    from orchrm.experiments.train_speed.long import filler, mas_lengths, scaled, stretch
+    from orchrm.experiments.train_speed.long import (
+        filler,
+        mas_lengths,
+        mas_records,
+        scaled,
+        stretch,
+    )
     from orchrm.jsonl import write_jsonl
     from orchrm.rmodel.backbone import default_backbone, load_tokenizer
     from orchrm.training.data import read_pair_file
@@ -141,8 +147,9 @@ def at_mas_lengths(args: RMTrainSettings, pairs: Path) -> list[int]:
     if not Path(args.data).is_dir():
         raise MissingInput(f"--data {args.data}: no such folder of MAS-Orchestra records")
     tokenizer = load_tokenizer(backbone(args) or default_backbone())
-    lengths = scaled(mas_lengths(Path(args.data), tokenizer), args.max_length)
-    text = filler(Path(args.data))
+    records = mas_records(Path(args.data))
+    lengths = scaled(mas_lengths(records, tokenizer), args.max_length)
+    text = filler(records)
     sizes = []
     for seed, split in enumerate(("train", "validation")):
         rows = stretch(read_pair_file(pairs / f"{split}.jsonl"), tokenizer, lengths, text, seed)

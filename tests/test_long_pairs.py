@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from orchrm.experiments.train_speed.long import filler, mas_lengths, scaled, stretch
+from orchrm.experiments.train_speed.long import (
+    filler,
+    mas_lengths,
+    mas_records,
+    scaled,
+    stretch,
+)
 from orchrm.rmodel.backbone import default_backbone, load_tokenizer
 from tests.samples import DATA
 
@@ -20,7 +26,7 @@ def tokenizer():
 def test_lengths_come_from_the_records_and_scale_to_the_longest(tokenizer):
     if not DATA.is_dir():
         pytest.skip("the MAS-Orchestra records are not beside the checkout")
-    lengths = mas_lengths(DATA, tokenizer)
+    lengths = mas_lengths(mas_records(DATA), tokenizer)
     assert len(lengths) > 40 and lengths == sorted(lengths)
     assert max(lengths) > 2 * min(lengths)  # real plans differ in length several times
     wide = scaled(lengths, 2048)
@@ -57,21 +63,34 @@ def test_a_text_longer_than_its_drawn_length_is_cut_to_it(tokenizer):
 def test_the_filler_is_the_records_reasoning():
     if not DATA.is_dir():
         pytest.skip("the MAS-Orchestra records are not beside the checkout")
-    assert len(filler(DATA)) > 50_000
+    assert len(filler(mas_records(DATA))) > 50_000
 
 
-def test_trl_reads_the_pairs_in_orchrms_order(tmp_path):
+def test_trl_reads_the_pairs_in_the_order_orchrms_loop_reads_them(tmp_path, monkeypatch):
+    """The order TRL is given is the micro-batches orchrm's own training loop ran."""
+    import orchrm.training.train as loop
     from orchrm.experiments.train_speed.compare import Run, orchrm_order
     from orchrm.jsonl import write_jsonl
-    from orchrm.training.batching import epoch_steps
+    from orchrm.training.config import TrainConfig
+    from tests.samples import tiny_decoder
 
-    rows = [{"prompt": "p", "chosen": "a " * (i % 7 + 1), "rejected": "b"} for i in range(40)]
-    write_jsonl(rows, tmp_path / "train.jsonl")
+    rows = [{"prompt": f"p{i} ", "chosen": "a " * (i % 7 + 1), "rejected": "b c"}
+            for i in range(40)]  # fmt: skip
+    write_jsonl(rows, tmp_path / "pairs" / "train.jsonl")
+    backbone = tiny_decoder(tmp_path / "backbone", [r["prompt"] + r["chosen"] for r in rows])
     run = Run(steps=5, batch=4, lr=1e-4, max_length=64, accumulation=2)
-    order = orchrm_order(tmp_path, run)
-    widths = [i % 7 + 1 for i in range(40)]  # the real widths draw the same batches
-    steps = epoch_steps(widths, batch_size=4, grad_accumulation=2, max_tokens=None, seed=0,
-                        epoch=0)  # fmt: skip
-    batches = [set(m.pairs) for s in steps for m in s.micro_batches]
-    assert [set(order[k : k + 4]) for k in range(0, len(order), 4)] == batches
-    assert sorted(order) == list(range(40))
+    ran, step = [], loop._train_step
+
+    def recording(state, batch):
+        ran.extend(i for m in batch.micro_batches for i in sorted(m.pairs))
+        return step(state, batch)
+
+    monkeypatch.setattr(loop, "_train_step", recording)
+    loop.train(TrainConfig(pairs=str(tmp_path / "pairs"), out=str(tmp_path / "rm"),
+                           backbone=str(backbone), max_steps=run.steps, batch_size=run.batch,
+                           grad_accumulation=run.accumulation, dtype="fp32", seed=0,
+                           num_threads=1), progress=False)  # fmt: skip
+    order = orchrm_order(tmp_path / "pairs", run)
+    assert len(ran) == len(order) == 40
+    batches = [sorted(order[k : k + run.batch]) for k in range(0, len(order), run.batch)]
+    assert [i for b in batches for i in b] == ran

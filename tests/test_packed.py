@@ -263,11 +263,9 @@ def test_a_bf16_base_feeds_its_adapters_bf16_with_the_same_results():
     found = []
     for cast in (True, False):
         model = tiny("llama").to(torch.bfloat16)
-        model = add_lora(model, r=4, alpha=8, dropout=0.0)
+        model = add_lora(model, r=4, alpha=8, dropout=0.0, peft_input_cast=cast)
         layers = [m for m in model.modules() if hasattr(m, "cast_input_dtype_enabled")]
-        assert layers and not any(m.cast_input_dtype_enabled for m in layers)
-        for m in layers:
-            m.cast_input_dtype_enabled = cast
+        assert layers and all(m.cast_input_dtype_enabled == cast for m in layers)
         torch.manual_seed(2)  # LoRA's B starts at zero: give the adapters a say
         for name, p in model.named_parameters():
             if "lora_B" in name:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from transformers import AttentionInterface
@@ -54,7 +54,7 @@ class _Pack:
 
     ends: torch.Tensor
     """The index just past each text in the row."""
-    states: list[torch.Tensor] = field(default_factory=list)
+    states: torch.Tensor | None = None
     """The last-layer state at each text's last token, set by the base model's hook."""
 
 
@@ -102,7 +102,7 @@ def _gather_ends(module, args, kwargs, output):
     """Base model hook: inside `packed_forward`, the state at each text's last token."""
     pack = _PACK.get()
     if pack is not None:
-        pack.states.append(output.last_hidden_state[0, pack.ends - 1])
+        pack.states = output.last_hidden_state[0, pack.ends - 1]
     return None
 
 
@@ -110,8 +110,8 @@ def _score_ends(module, args, kwargs, output):
     """Classifier hook: inside `packed_forward`, one reward per text, from its last
     token's state (`_gather_ends`), instead of the row's one."""
     pack = _PACK.get()
-    if pack is not None and pack.states:
-        output.logits = module.score(pack.states.pop())
+    if pack is not None and pack.states is not None:
+        output.logits = module.score(pack.states)
     return output
 
 
@@ -181,10 +181,14 @@ def packed_forward(ends: torch.Tensor):
         _PACK.reset(token)
 
 
-def packed_rewards(model, sequences: list[list[int]], device) -> torch.Tensor:
-    """The reward of each sequence, in order, from one packed row through `model`'s own
+def packed_logits(model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The reward of each text of a packed row (`pack`), in order, through `model`'s own
     forward (set up by `enable_packing`): float, with its autograd graph."""
-    inputs = pack(sequences, device)
     with packed_forward(inputs["cu_seq_lens_q"][1:].long()):
         logits = model(**inputs, use_cache=False).logits
     return logits.squeeze(-1).float()
+
+
+def packed_rewards(model, sequences: list[list[int]], device) -> torch.Tensor:
+    """The reward of each sequence, in order, from one packed row (`packed_logits`)."""
+    return packed_logits(model, pack(sequences, device))

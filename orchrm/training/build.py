@@ -27,11 +27,12 @@ from orchrm.training.data import data_hash
 from orchrm.training.output import folder_bytes, replace_folder, writing
 
 
-def add_lora(model, r: int, alpha: int, dropout: float):
+def add_lora(model, r: int, alpha: int, dropout: float, *, peft_input_cast: bool = False):
     """Wrap `model` with LoRA adapters on its attention and MLP projections; the score
     head (`score` or `classifier`) stays fully trainable and is saved with them. The
     trained parameters are fp32; over a bf16 base, which runs under bf16 autocast, the
-    adapters read their bf16 inputs as they are."""
+    adapters read their bf16 inputs as they are (`peft_input_cast`: as PEFT's default
+    has it, each input cast up to fp32 first, then back down by autocast)."""
     from peft import LoraConfig, TaskType, get_peft_model
 
     heads = [n for n in ("score", "classifier") if hasattr(model, n)]
@@ -50,7 +51,7 @@ def add_lora(model, r: int, alpha: int, dropout: float):
     for p in model.parameters():
         if p.requires_grad:
             p.data = p.data.float()
-    if low:
+    if low and not peft_input_cast:
         # A bf16 base trains and scores under bf16 autocast, which computes the adapters
         # in bf16 whatever their inputs: PEFT's cast of each input up to the adapters'
         # fp32 changes no result, and costs a copy of every linear layer's input, kept

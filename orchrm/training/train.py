@@ -134,6 +134,11 @@ class _Run:
         """Tokens of both texts of each training pair (what sorted batches are sorted by)."""
         return self.train_pairs.lengths()
 
+    @cached_property
+    def packed(self) -> bool:
+        """Whether the model computes a pass's texts packed into one row."""
+        return packs(self.model)
+
     @property
     def main(self) -> bool:
         return self.accelerator.is_main_process
@@ -376,7 +381,7 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
     if run.tracker.active:
         run.stats.add(diff.detach().float().tolist(), [pairs.kinds[i] for i in micro.pairs])
     lengths = [len(s) for s in sequences]
-    read = sum(lengths) if packs(run.model) else passes_padded_tokens(lengths, passes, join)
+    read = sum(lengths) if run.packed else passes_padded_tokens(lengths, passes, join)
     run.meter.add(sum(lengths), read)
     return losses.sum().item(), int((diff > 0).sum().item())
 

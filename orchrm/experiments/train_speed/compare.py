@@ -196,10 +196,8 @@ def run_trl(pairs: Path, out: Path, run: Run) -> dict:
         packing=False,
     )
     if run.lora:
-        model = add_lora(model, run.lora, 2 * run.lora, 0.0)
-        for module in model.modules():  # PEFT's default, as TRL's own PEFT model has it
-            if hasattr(module, "cast_input_dtype_enabled"):
-                module.cast_input_dtype_enabled = True
+        # PEFT's input casts, as TRL's own PEFT model has them
+        model = add_lora(model, run.lora, 2 * run.lora, 0.0, peft_input_cast=True)
     records, _ = load_splits(pairs)
     order = orchrm_order(pairs, run)
     records = [records[i] for i in order]

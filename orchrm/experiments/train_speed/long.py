@@ -25,7 +25,7 @@ WHOLE = 10**9
 """A rendering budget nothing reaches: a record rendered whole."""
 
 
-def _records(data: Path) -> list[tuple[dict, object]]:
+def mas_records(data: Path) -> list[tuple[dict, object]]:
     """(record, orchestration) of every record of `data/*.jsonl` that parses."""
     files = sorted(Path(data).glob("*.jsonl"))
     if not files:
@@ -40,16 +40,16 @@ def _records(data: Path) -> list[tuple[dict, object]]:
     return found
 
 
-def mas_lengths(data: Path, tokenizer) -> list[int]:
-    """Tokens of each parsed record of `data` rendered whole as the reward model reads
-    it, by `tokenizer` (its special tokens included), sorted."""
-    texts = [render_for_rm(r.get("question") or "", o, WHOLE) for r, o in _records(data)]
+def mas_lengths(records: list[tuple[dict, object]], tokenizer) -> list[int]:
+    """Tokens of each parsed record (`mas_records`) rendered whole as the reward model
+    reads it, by `tokenizer` (its special tokens included), sorted."""
+    texts = [render_for_rm(r.get("question") or "", o, WHOLE) for r, o in records]
     return sorted(len(ids) for ids in tokenizer(texts)["input_ids"])
 
 
-def filler(data: Path) -> str:
+def filler(records: list[tuple[dict, object]]) -> str:
     """The records' reasoning traces, one after another: what lengthens a text."""
-    traces = [(r.get("thinking") or "").strip() for r, _ in _records(data)]
+    traces = [(r.get("thinking") or "").strip() for r, _ in records]
     return "\n\n".join(t for t in traces if t)
 
 

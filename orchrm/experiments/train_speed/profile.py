@@ -17,7 +17,7 @@ def _parts(model, optimizer, texts: list[str], tokenizer, packed: bool, device) 
     import torch
 
     from orchrm.rmodel.backbone import collate
-    from orchrm.rmodel.packed import pack, packed_forward
+    from orchrm.rmodel.packed import pack, packed_logits
 
     seconds = {}
     start = time.perf_counter()
@@ -27,8 +27,7 @@ def _parts(model, optimizer, texts: list[str], tokenizer, packed: bool, device) 
     start = time.perf_counter()
     with torch.autocast(device.type, dtype=torch.bfloat16):
         if packed:
-            with packed_forward(inputs["cu_seq_lens_q"][1:].long()):
-                scores = model(**inputs, use_cache=False).logits.squeeze(-1).float()
+            scores = packed_logits(model, inputs)
         else:
             scores = model(**inputs).logits.squeeze(-1).float()
     seconds["forward"] = time.perf_counter() - start

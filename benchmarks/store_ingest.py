@@ -51,9 +51,18 @@ class IngestSettings:
 
 
 def main(args: IngestSettings) -> None:
-    """Generate the records, ingest them into a fresh store, mine it; print the times."""
-    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="orchrm-bench-"))
-    folder.mkdir(parents=True, exist_ok=True)
+    """Generate the records, ingest them into a fresh store, mine it; print the times.
+    The log and store are deleted afterwards unless --keep names their folder."""
+    if args.keep:
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
+        measure(Path(args.keep), args)
+        return
+    with tempfile.TemporaryDirectory(prefix="orchrm-bench-") as folder:
+        measure(Path(folder), args)
+
+
+def measure(folder: Path, args: IngestSettings) -> None:
+    """Write the log into `folder`, ingest it into a store beside it, mine; print times."""
     log, db_path = folder / "world.jsonl", folder / "bench.duckdb"
     db_path.unlink(missing_ok=True)
 

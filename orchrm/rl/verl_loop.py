@@ -23,17 +23,15 @@ import torch
 from orchrm.rl import verl_reward
 from orchrm.rl.policy import policy_prompt
 from orchrm.rl.rewards import runnable
+from orchrm.rmodel.backbone import load_tokenizer
 from orchrm.runtime.local_llm import bundled_gguf
 from orchrm.scoring.local import OrchRM
 
 
 def smollm2_tokenizer(folder: Path):
-    """SmolLM2-135M-Instruct's tokenizer (read from the bundled GGUF), saved in `folder`
-    as a model directory verl can load: (folder, tokenizer)."""
-    from transformers import AutoTokenizer
-
-    gguf = bundled_gguf()
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    """SmolLM2-135M-Instruct's tokenizer (of the bundled GGUF), saved in `folder` as a
+    model directory verl can load: (folder, tokenizer)."""
+    tokenizer = load_tokenizer(str(bundled_gguf()))
     tokenizer.save_pretrained(folder)
     return folder, tokenizer
 

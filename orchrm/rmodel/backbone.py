@@ -32,23 +32,21 @@ from orchrm.errors import ConfigError, MissingInput, OrchrmError
 from orchrm.orchestration import RM_RENDER_VERSION, TokenCounter
 from orchrm.progress import library_bars_off
 from orchrm.rmodel.files import (
+    LOAD_ERRORS,
     ModelError,
-    check_gguf,
     check_model_files,
     damaged,
     model_directory,
     read_metadata,
     saved_max_length,
 )
+from orchrm.rmodel.gguf_cache import ConversionError, converted
 from orchrm.rmodel.last_token import read_last_real_token, reads_last_real_token
 from orchrm.rmodel.packed import enable_packing, packed_rewards, packs
 from orchrm.rmodel.precision import resolve_dtype
 
 GGUF_INSTALL = 'pip install "orchrm[local-llm]"'
 """How to install the `gguf` package that transformers reads GGUF files with."""
-LOAD_ERRORS = (OSError, ValueError, ImportError, NotImplementedError)
-"""What transformers raises for a backbone it cannot load (a missing file, an unknown
-architecture, a missing package)."""
 
 
 def is_gguf(name: str | Path) -> bool:
@@ -56,16 +54,17 @@ def is_gguf(name: str | Path) -> bool:
     return str(name).lower().endswith(".gguf")
 
 
-def pretrained_source(name: str) -> tuple[str, dict]:
-    """(what `from_pretrained` reads, its extra keyword arguments) for a backbone: a model
-    directory (its files checked whole) or hub id as it is; a GGUF file as its folder and
-    `gguf_file`, once the file and the `gguf` package are known to be there
-    (MissingInput for a missing file, ConfigError without the package) and the file is
-    whole (`check_gguf`)."""
+def pretrained_source(name: str) -> str:
+    """What `from_pretrained` reads for a backbone: a model
+    directory (its files checked whole) or hub id as it is; a GGUF file as the model
+    directory converted from it (`orchrm.rmodel.gguf_cache`: made on its first load,
+    once the file is known whole, read from the cache after), once the file and the
+    `gguf` package are known to be there (MissingInput for a missing file, ConfigError
+    without the package or when transformers cannot read it)."""
     if not is_gguf(name):
         if Path(name).is_dir():
             check_model_files(Path(name))
-        return name, {}
+        return name
     path = Path(name)
     if not path.is_file():
         what = "a directory" if path.is_dir() else "no such file"
@@ -74,19 +73,10 @@ def pretrained_source(name: str) -> tuple[str, dict]:
         raise ConfigError(
             f"backbone {name}: reading a GGUF file needs the gguf package: {GGUF_INSTALL}"
         )
-    check_gguf(path)
-    return str(path.absolute().parent), {"gguf_file": path.name}
-
-
-def dequantized() -> dict:
-    """The `from_pretrained` argument that unpacks every GGUF weight into a dense tensor
-    (transformers can keep some architectures' blocks packed, which trains and saves
-    nothing). Transformers without `GgufConfig` always unpacks them."""
     try:
-        from transformers import GgufConfig
-    except ImportError:
-        return {}
-    return {"quantization_config": GgufConfig(dequantize=True)}
+        return str(converted(path))
+    except ConversionError as err:
+        raise _load_error(name, err.what, err.cause) from None
 
 
 def _load_error(name: str, what: str, err: Exception) -> OrchrmError:
@@ -99,12 +89,12 @@ def _load_error(name: str, what: str, err: Exception) -> OrchrmError:
     return ModelError(f"cannot load {what} of {name!r}: {err}")
 
 
-def _load_tokenizer(name: str, trust_remote_code: bool, pretrained: tuple | None = None):
+def _load_tokenizer(name: str, trust_remote_code: bool, pretrained: str | None = None):
     """The tokenizer of a backbone (`pretrained`: its `pretrained_source`, when known);
     `_load_error` when it fails."""
-    source, extra = pretrained or pretrained_source(name)
+    source = pretrained or pretrained_source(name)
     try:
-        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **extra)
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
     except LOAD_ERRORS as err:
         raise _load_error(name, "the tokenizer", err) from None
 
@@ -183,9 +173,8 @@ def load_backbone(
     `attn_implementation` picks the attention kernel (sdpa, flash_attention_2, eager;
     None: the model's default)."""
     chosen = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
-    source, extra = pretrained_source(name)
-    weights = {**extra, **dequantized()} if extra else {"use_safetensors": True}
-    tokenizer = _load_tokenizer(name, trust_remote_code, (source, extra))
+    source = pretrained_source(name)
+    tokenizer = _load_tokenizer(name, trust_remote_code, source)
     try:
         with library_bars_off():
             model = AutoModelForSequenceClassification.from_pretrained(
@@ -193,7 +182,7 @@ def load_backbone(
                 num_labels=1,
                 trust_remote_code=trust_remote_code,
                 dtype=dtype,
-                **weights,
+                use_safetensors=True,
                 **chosen,
             )
     except LOAD_ERRORS as err:

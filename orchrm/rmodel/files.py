@@ -36,6 +36,9 @@ JSON_FILES = (
 """The JSON files of a model directory that orchrm or transformers read, when present."""
 REMEDY = "copy the model directory again, or re-train it"
 GGUF_REMEDY = "copy or download the GGUF file again"
+LOAD_ERRORS = (OSError, ValueError, ImportError, NotImplementedError)
+"""What transformers raises for a backbone it cannot load (a missing file, an unknown
+architecture, a missing package)."""
 
 
 class ModelError(OrchrmError):

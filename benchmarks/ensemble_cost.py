@@ -51,7 +51,8 @@ def build_ensemble(folder: Path, members: int) -> Path:
     1, ...), with their averaged weights at the top, as `orchrm train` writes one."""
     import torch
 
-    from orchrm.rmodel.backbone import default_backbone, load_backbone
+    from orchrm.rmodel.backbone import load_backbone
+    from orchrm.rmodel.tokens import default_backbone
     from orchrm.training.build import save_model, write_model_files
     from orchrm.training.ensemble import average_weights
 

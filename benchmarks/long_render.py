@@ -59,7 +59,7 @@ def main(args: LongRenderSettings) -> None:
         raise MissingInput(f"--data {args.data}: no such folder of record files")
     from transformers import AutoTokenizer
 
-    from orchrm.rmodel.backbone import default_backbone
+    from orchrm.rmodel.tokens import default_backbone
 
     tokenizer = AutoTokenizer.from_pretrained(default_backbone())
     cases = long_cases(Path(args.data))

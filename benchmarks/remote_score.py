@@ -32,7 +32,8 @@ from orchrm.cli.script import run_script
 from orchrm.configs import config, setting
 from orchrm.errors import MissingInput
 from orchrm.parse import parse_harmony
-from orchrm.rmodel.backbone import default_backbone, load_backbone
+from orchrm.rmodel.backbone import load_backbone
+from orchrm.rmodel.tokens import default_backbone
 from orchrm.scoring.load import load_scorer
 from orchrm.scoring.local import OrchRM
 from orchrm.serve.app import create_app, uvicorn_config

@@ -22,7 +22,7 @@ from orchrm.cli.script import run_script
 from orchrm.configs import config, setting
 from orchrm.errors import MissingInput
 from orchrm.parse import from_dict
-from orchrm.rmodel.backbone import default_backbone
+from orchrm.rmodel.tokens import default_backbone
 from orchrm.scoring.config import ScoreConfig
 from orchrm.scoring.local import OrchRM
 from orchrm.training.config import TrainConfig

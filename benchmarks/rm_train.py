@@ -141,7 +141,7 @@ def at_mas_lengths(args: RMTrainSettings, pairs: Path) -> list[int]:
         stretch,
     )
     from orchrm.jsonl import write_jsonl
-    from orchrm.rmodel.backbone import default_backbone, load_tokenizer
+    from orchrm.rmodel.tokens import default_backbone, load_tokenizer
     from orchrm.training.data import read_pair_file
 
     if not Path(args.data).is_dir():

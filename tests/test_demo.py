@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 
 from orchrm.experiments.demo.run import DemoConfig, run_demo
 from orchrm.jsonl import read_jsonl
-from orchrm.rmodel.backbone import default_backbone, render_budget
+from orchrm.rmodel.tokens import default_backbone, render_budget
 
 
 def test_demo_writes_the_report_with_every_selector(tmp_path):

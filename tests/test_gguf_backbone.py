@@ -14,7 +14,8 @@ import torch
 import orchrm.training.train as training
 from orchrm.errors import ConfigError, MissingInput, OrchrmError
 from orchrm.jsonl import write_jsonl
-from orchrm.rmodel.backbone import GGUF_INSTALL, backbone_budget, load_backbone, rewards
+from orchrm.rmodel.backbone import load_backbone, rewards
+from orchrm.rmodel.tokens import GGUF_INSTALL, backbone_budget
 from orchrm.scoring.local import OrchRM
 from orchrm.training.config import TrainConfig
 from tests.samples import tiny_gguf

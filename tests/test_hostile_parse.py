@@ -182,7 +182,7 @@ SURROGATE_PLAN = (
 def test_lone_surrogates_parse_validate_and_render_to_text_a_tokenizer_accepts():
     from transformers import AutoTokenizer
 
-    from orchrm.rmodel.backbone import default_backbone, token_counter
+    from orchrm.rmodel.tokens import default_backbone, token_counter
 
     o = parse_harmony(SURROGATE_PLAN)
     assert o.agents[0].debate_roles == ("x\ud800", "y")

@@ -174,7 +174,7 @@ def test_parse_and_ingest_print_counts_by_reason_and_the_first_examples(tmp_path
 
 
 def test_score_command_scores_the_good_lines_and_summarizes_the_rest(tmp_path, orchrm_cli):
-    from orchrm.rmodel.backbone import default_backbone
+    from orchrm.rmodel.tokens import default_backbone
 
     path = hostile_file(tmp_path / "hostile.jsonl")
     done = orchrm_cli(

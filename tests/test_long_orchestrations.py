@@ -78,7 +78,7 @@ def render_cases(
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from orchrm.rmodel.backbone import default_backbone
+    from orchrm.rmodel.tokens import default_backbone
 
     return AutoTokenizer.from_pretrained(default_backbone())
 
@@ -349,7 +349,7 @@ def test_exported_token_counts_are_what_the_trainer_reads(cases, tokenizer, tmp_
     special tokens plus the tokenizer's specials, within 4096, so `tokenize` truncates
     nothing; the longest texts were cut to sit at the budget."""
     from orchrm.jsonl import read_jsonl, write_jsonl
-    from orchrm.rmodel.backbone import backbone_budget, token_counter
+    from orchrm.rmodel.tokens import backbone_budget, token_counter
     from orchrm.store.db import Store
     from orchrm.store.ingest import ingest_file
     from orchrm.store.pairs import MineConfig, export, mine

@@ -14,7 +14,7 @@ from orchrm.experiments.train_speed.long import (
     scaled,
     stretch,
 )
-from orchrm.rmodel.backbone import default_backbone, load_tokenizer
+from orchrm.rmodel.tokens import default_backbone, load_tokenizer
 from tests.samples import DATA
 
 

@@ -22,8 +22,9 @@ import pytest
 from typer.testing import CliRunner
 
 from orchrm.cli import app
-from orchrm.rmodel.backbone import backbone_budget, load_backbone
+from orchrm.rmodel.backbone import load_backbone
 from orchrm.rmodel.files import DamagedModel
+from orchrm.rmodel.tokens import backbone_budget
 from orchrm.scoring.local import OrchRM
 from orchrm.serve.guard import DrainingServer
 from tests.samples import HIGH_DOM, tiny_decoder, tiny_gguf

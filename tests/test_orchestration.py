@@ -416,7 +416,7 @@ def test_cutting_by_token_ends_gives_the_text_counting_gives(budget):
 def test_a_tokenizers_offsets_cut_where_its_counts_cut():
     from transformers import AutoTokenizer
 
-    from orchrm.rmodel.backbone import TokenizerCounter, default_backbone
+    from orchrm.rmodel.tokens import TokenizerCounter, default_backbone
 
     tokenizer = AutoTokenizer.from_pretrained(default_backbone())
     with_ends = TokenizerCounter(tokenizer)

@@ -450,7 +450,7 @@ def test_trl_reward_trainer_trains_on_the_exported_jsonl(world, tmp_path):
 def test_export_can_cut_by_the_reward_models_own_tokenizer(world, tmp_path):
     from transformers import AutoTokenizer
 
-    from orchrm.rmodel.backbone import default_backbone
+    from orchrm.rmodel.tokens import default_backbone
 
     tok = AutoTokenizer.from_pretrained(default_backbone())
 
@@ -471,7 +471,7 @@ def test_pairs_export_command_cuts_by_a_tokenizer_and_names_one_it_cannot_load(
 ):
     from transformers import AutoTokenizer
 
-    from orchrm.rmodel.backbone import default_backbone, token_counter
+    from orchrm.rmodel.tokens import default_backbone, token_counter
 
     db = tmp_path / "cli.duckdb"
     with Store(db) as store:

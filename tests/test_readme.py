@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_readme_library_example_scores_and_picks(tmp_path, monkeypatch):
     import torch
 
-    from orchrm.rmodel.backbone import default_backbone, load_backbone
+    from orchrm.rmodel.backbone import load_backbone
+    from orchrm.rmodel.tokens import default_backbone
     from orchrm.training.build import save_model
     from orchrm.world.orchestrators import orchestrators
     from orchrm.world.tasks import generate_tasks

@@ -18,7 +18,8 @@ import uvicorn
 
 from orchrm.errors import ConfigError, OrchrmError
 from orchrm.parse import parse_harmony
-from orchrm.rmodel.backbone import default_backbone, load_backbone
+from orchrm.rmodel.backbone import load_backbone
+from orchrm.rmodel.tokens import default_backbone
 from orchrm.scoring.base import Scored, Scorer
 from orchrm.scoring.load import load_scorer
 from orchrm.scoring.local import OrchRM

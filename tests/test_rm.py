@@ -20,8 +20,8 @@ from transformers import AutoModelForSequenceClassification
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import render_for_rm
 from orchrm.parse import parse_harmony
-from orchrm.rmodel.backbone import token_counter
 from orchrm.rmodel.files import ModelError
+from orchrm.rmodel.tokens import token_counter
 from orchrm.scoring.files import score_files
 from orchrm.scoring.local import OrchRM
 from orchrm.store.db import Store
@@ -83,7 +83,7 @@ def test_training_learns_and_saves_a_standard_checkpoint(trained):
 
 def test_training_moves_the_weights(trained):
     out, _ = trained
-    from orchrm.rmodel.backbone import default_backbone
+    from orchrm.rmodel.tokens import default_backbone
 
     before = load_file(Path(default_backbone()) / "model.safetensors")
     after = load_file(out / "model" / "model.safetensors")
@@ -397,7 +397,8 @@ def test_validation_scores_each_distinct_text_once(trained, pairs_dir, monkeypat
 
 
 def test_the_score_head_can_get_its_own_learning_rate():
-    from orchrm.rmodel.backbone import default_backbone, load_backbone
+    from orchrm.rmodel.backbone import load_backbone
+    from orchrm.rmodel.tokens import default_backbone
     from orchrm.training.build import param_groups
 
     model, _ = load_backbone(default_backbone())

@@ -18,7 +18,7 @@ from orchrm.memplan.plan import GPUS, PRESETS, PlanSettings, plan_from_train_con
 from orchrm.memplan.probe import Probe, measure_all
 from orchrm.memplan.shapes import count_parameters, read_backbone
 from orchrm.memplan.text import plan_text
-from orchrm.rmodel.backbone import default_backbone
+from orchrm.rmodel.tokens import default_backbone
 from orchrm.training.build import add_lora
 from orchrm.training.config import TrainConfig
 

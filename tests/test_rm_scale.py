@@ -19,7 +19,8 @@ from safetensors.torch import load_file
 import orchrm.training.train as rm_train
 from orchrm.errors import ConfigError
 from orchrm.jsonl import write_jsonl
-from orchrm.rmodel.backbone import default_backbone, load_backbone, rewards
+from orchrm.rmodel.backbone import load_backbone, rewards
+from orchrm.rmodel.tokens import default_backbone
 from orchrm.scoring.local import OrchRM
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file

@@ -6,7 +6,7 @@ import pytest
 
 from orchrm.evaluation.lineup import build_lineup
 from orchrm.evaluation.metrics import evaluate_selectors
-from orchrm.rmodel.backbone import default_backbone
+from orchrm.rmodel.tokens import default_backbone
 from orchrm.scoring.local import OrchRM
 from orchrm.selection.selectors import (
     CandidateSet,

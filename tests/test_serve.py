@@ -28,7 +28,8 @@ import uvicorn
 
 from orchrm.orchestration import validate
 from orchrm.parse import parse_harmony
-from orchrm.rmodel.backbone import default_backbone, load_backbone
+from orchrm.rmodel.backbone import load_backbone
+from orchrm.rmodel.tokens import default_backbone
 from orchrm.runtime.prompts import orchestrator
 from orchrm.scoring.base import Scored
 from orchrm.scoring.local import OrchRM
@@ -814,7 +815,7 @@ def test_forward_passes_are_cut_to_limit_padding_on_a_cpu():
 
 def test_prepare_workers_render_as_the_model_does_with_one_tokenization_per_cut(rm, world):
     from orchrm.orchestration import OffsetTokenCounter, render_for_rm
-    from orchrm.rmodel.backbone import token_counter
+    from orchrm.rmodel.tokens import token_counter
     from orchrm.serve.prepare import Tokens, tokenizer_spec
 
     tokens = Tokens(tokenizer_spec(rm.tokenizer))

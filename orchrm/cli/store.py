@@ -345,7 +345,7 @@ def pairs_export(config: ExportConfig) -> None:
             return
         max_tokens, count = max_length, None
         if tokenizer != "approx":
-            from orchrm.rmodel.backbone import backbone_budget
+            from orchrm.rmodel.tokens import backbone_budget
 
             max_tokens, count = backbone_budget(tokenizer, max_length)
         written = export(db, out, dataset, fmt, max_tokens, count, config.domain_in_text)

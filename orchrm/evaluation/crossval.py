@@ -82,7 +82,7 @@ def _fold_selector(
 
 def cross_validate(store: Store, config: LotoConfig, say=print) -> list[Evaluation]:
     """Mine, train one reward model per fold, evaluate best-of-N per domain."""
-    from orchrm.rmodel.backbone import backbone_budget
+    from orchrm.rmodel.tokens import backbone_budget
 
     mined = mine(store, replace(config.mine, split=(1.0, 0.0, 0.0), seed=config.seed))
     say(f"pairs: {', '.join(f'{k} {v}' for k, v in mined.kept.items()) or 'none'}")

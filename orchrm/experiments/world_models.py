@@ -35,13 +35,13 @@ class Cut:
     """Tokens of a whole text."""
     backbone: str | None = None
     """The backbone whose tokenizer counts the tokens ('': the default MiniLM), leaving
-    room for its special tokens (`orchrm.rmodel.backbone.render_budget`); None:
+    room for its special tokens (`orchrm.rmodel.tokens.render_budget`); None:
     `approx_token_count` counts them, up to `max_length`."""
     trust_remote_code: bool = False
 
     def budget(self) -> tuple[int, object]:
         """(max_tokens, count_tokens) for `orchrm.store.pairs.export`."""
-        from orchrm.rmodel.backbone import backbone_budget
+        from orchrm.rmodel.tokens import backbone_budget
 
         if self.backbone is None:
             return self.max_length, None

@@ -292,8 +292,8 @@ def train_settings(train_config, gpu: bool | None = None) -> tuple[str, dict[str
     `orchrm train` resolves it on a GPU (`gpu`; None: on this machine)."""
     import torch
 
-    from orchrm.rmodel.backbone import default_backbone
     from orchrm.rmodel.precision import resolve_dtype
+    from orchrm.rmodel.tokens import default_backbone
 
     backbone = train_config.backbone or default_backbone()
     cuda = torch.cuda.is_available() if gpu is None else gpu

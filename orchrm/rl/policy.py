@@ -117,7 +117,7 @@ def load_policy(path: str | Path, dtype=None):
     SmolLM2-135M-Instruct (`policy_source`)."""
     from transformers import AutoModelForCausalLM
 
-    from orchrm.rmodel.backbone import pretrained_source
+    from orchrm.rmodel.tokens import pretrained_source
 
     source = pretrained_source(policy_source(path))
     tokenizer = load_policy_tokenizer(path, source)
@@ -133,7 +133,7 @@ def load_policy_tokenizer(path: str | Path, pretrained: str | None = None):
     its `pretrained_source`, when known), left padding, with a pad token."""
     from transformers import AutoTokenizer
 
-    from orchrm.rmodel.backbone import pretrained_source
+    from orchrm.rmodel.tokens import pretrained_source
 
     source = pretrained or pretrained_source(policy_source(path))
     tokenizer = AutoTokenizer.from_pretrained(source)

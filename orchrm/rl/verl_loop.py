@@ -23,7 +23,7 @@ import torch
 from orchrm.rl import verl_reward
 from orchrm.rl.policy import policy_prompt
 from orchrm.rl.rewards import runnable
-from orchrm.rmodel.backbone import load_tokenizer
+from orchrm.rmodel.tokens import load_tokenizer
 from orchrm.runtime.local_llm import bundled_gguf
 from orchrm.scoring.local import OrchRM
 

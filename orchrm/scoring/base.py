@@ -144,7 +144,7 @@ class RenderingScorer:
     @cached_property
     def budget(self) -> tuple[int, TokenCounter]:
         """The model's `render_budget`: what `render` cuts every text to."""
-        from orchrm.rmodel.backbone import render_budget
+        from orchrm.rmodel.tokens import render_budget
 
         return render_budget(self.tokenizer, self.max_length)
 

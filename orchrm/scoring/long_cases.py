@@ -99,7 +99,7 @@ def budget_of(name: str, budget: int, tokenizer) -> tuple[int, TokenCounter]:
     """(max_tokens, count_tokens) for `render_for_rm` at `budget`: the tokenizer's budget
     for counter `minilm` (special tokens left out, as the trainer and `OrchRM.render`
     count), or characters for `chars`."""
-    from orchrm.rmodel.backbone import render_budget
+    from orchrm.rmodel.tokens import render_budget
 
     return render_budget(tokenizer, budget) if name == "minilm" else (budget, len)
 

@@ -126,7 +126,7 @@ class Tokens:
             self.fast, self.slow = None, pickle.loads(data)
 
     def count(self, text: str) -> int:
-        """Tokens of `text` without special tokens (`orchrm.rmodel.backbone.token_counter`)."""
+        """Tokens of `text` without special tokens (`orchrm.rmodel.tokens.token_counter`)."""
         if self.fast is not None:
             return len(self.fast.encode(text, add_special_tokens=False).ids)
         return len(self.slow(text, add_special_tokens=False)["input_ids"])
@@ -138,7 +138,7 @@ class Tokens:
     @property
     def counter(self) -> TokenCounter:
         """The `count_tokens` to render with: with token ends for a fast tokenizer, so a
-        cut piece is tokenized once (as `orchrm.rmodel.backbone.token_counter` gives)."""
+        cut piece is tokenized once (as `orchrm.rmodel.tokens.token_counter` gives)."""
         return _OffsetCounter(self) if self.fast is not None else self.count
 
 

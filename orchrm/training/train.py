@@ -44,9 +44,10 @@ from transformers import get_linear_schedule_with_warmup
 from orchrm.configs import dump_config
 from orchrm.errors import ConfigError, InputError, OutputError
 from orchrm.progress import progress_bar
-from orchrm.rmodel.backbone import default_backbone, load_backbone, padding_side
+from orchrm.rmodel.backbone import load_backbone, padding_side
 from orchrm.rmodel.packed import packs
 from orchrm.rmodel.precision import resolve_dtype
+from orchrm.rmodel.tokens import default_backbone
 from orchrm.training.batching import (
     MicroBatch,
     Step,

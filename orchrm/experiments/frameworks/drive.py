@@ -60,7 +60,8 @@ def seeded_minilm(folder: Path) -> Path:
     rewards."""
     import torch
 
-    from orchrm.rmodel.backbone import default_backbone, load_backbone
+    from orchrm.rmodel.backbone import load_backbone
+    from orchrm.rmodel.tokens import default_backbone
     from orchrm.training.build import save_model
 
     torch.manual_seed(0)

@@ -68,7 +68,8 @@ class LoadSettings:
 def default_model(folder: Path) -> Path:
     """The offline MiniLM as an (untrained) orchrm reward model, max_length 256 as
     `orchrm train` writes by default."""
-    from orchrm.rmodel.backbone import default_backbone, load_backbone
+    from orchrm.rmodel.backbone import load_backbone
+    from orchrm.rmodel.tokens import default_backbone
     from orchrm.training.build import save_model
 
     model, tokenizer = load_backbone(default_backbone())

@@ -58,7 +58,8 @@ def padding_shares(pairs: Path, batch: int, max_length: int) -> tuple[int, list]
     """Share of real tokens in the forward passes of one epoch of the training pairs:
     random batches in one pass each (as TRL pads them), in orchrm's length-sorted
     passes, and batches sorted by length 64 at a time. Returns (pairs, [(label, share)])."""
-    from orchrm.rmodel.backbone import default_backbone, load_backbone
+    from orchrm.rmodel.backbone import load_backbone
+    from orchrm.rmodel.tokens import default_backbone
     from orchrm.training.batching import epoch_steps, passes_padded_tokens
     from orchrm.training.config import TrainConfig
     from orchrm.training.data import read_pair_file, tokenize
@@ -178,7 +179,8 @@ def run_trl(pairs: Path, out: Path, run: Run) -> dict:
     import torch
     from trl import RewardConfig, RewardTrainer
 
-    from orchrm.rmodel.backbone import default_backbone, load_backbone
+    from orchrm.rmodel.backbone import load_backbone
+    from orchrm.rmodel.tokens import default_backbone
     from orchrm.training.build import add_lora
     from orchrm.training.data import load_splits, tokenize
 

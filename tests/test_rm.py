@@ -159,7 +159,7 @@ def test_a_model_trained_on_another_rendering_is_refused(trained, tmp_path):
 def test_resume_after_a_kill_matches_an_uninterrupted_run(pairs_dir, tmp_path):
     whole = train(
         TrainConfig(
-            pairs=str(pairs_dir), out=str(tmp_path / "a"), max_steps=8, save_every=2, **FAST
+            pairs=str(pairs_dir), out=str(tmp_path / "a"), max_steps=4, save_every=2, **FAST
         ),
         progress=False,
     )
@@ -169,7 +169,7 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(pairs_dir, tmp_path):
         "--out",
         str(tmp_path / "b"),
         "--max-steps",
-        "8",
+        "4",
         "--save-every",
         "2",
         "--max-length",
@@ -188,23 +188,23 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(pairs_dir, tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    checkpoint = tmp_path / "b" / "checkpoints" / "step-4"
+    checkpoint = tmp_path / "b" / "checkpoints" / "step-2"
     deadline = time.time() + 240
     while not checkpoint.exists() and process.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)  # mid-run, as a crash or a pre-emption would
     process.wait()
-    assert checkpoint.exists() and not (tmp_path / "b" / "checkpoints" / "step-8").exists()
+    assert checkpoint.exists() and not (tmp_path / "b" / "checkpoints" / "step-4").exists()
     resumed = train(
         TrainConfig(
-            pairs=str(pairs_dir), out=str(tmp_path / "b"), max_steps=8, save_every=2, **FAST
+            pairs=str(pairs_dir), out=str(tmp_path / "b"), max_steps=4, save_every=2, **FAST
         ),
         resume=True,
         progress=False,
     )
-    assert resumed.steps == 8 and resumed.pairs_seen == whole.pairs_seen
-    a = load_file(tmp_path / "a" / "checkpoints" / "step-8" / "model.safetensors")
-    b = load_file(tmp_path / "b" / "checkpoints" / "step-8" / "model.safetensors")
+    assert resumed.steps == 4 and resumed.pairs_seen == whole.pairs_seen
+    a = load_file(tmp_path / "a" / "checkpoints" / "step-4" / "model.safetensors")
+    b = load_file(tmp_path / "b" / "checkpoints" / "step-4" / "model.safetensors")
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)  # no batch repeated or lost
     assert resumed.best_validation_accuracy == pytest.approx(
         whole.best_validation_accuracy, abs=0.01

@@ -11,16 +11,13 @@ from orchrm.experiments.gpu_check.work import MIB, Peak, Row, Work, steady_rows
 from orchrm.training.throughput import StepClock
 
 
-def part_train(work: Work) -> list[Row]:
-    """`orchrm train`'s loop on the random backbone (module docstring). Each optimizer
-    step (`orchrm.training.train._train_step`) is wrapped by the step clock for the run."""
-    import orchrm.training.train as loop
-    from orchrm.memplan.plan import plan_from_train_config
-    from orchrm.rmodel.packed import packs
+def _train_config(work: Work):
+    """`orchrm train`'s settings for the check: the random backbone with LoRA and
+    gradient checkpointing, one pair a step, the sizes' steps and length."""
     from orchrm.training.config import TrainConfig
 
     s = work.sizes
-    config = TrainConfig(
+    return TrainConfig(
         pairs=str(work.pairs),
         out=str(work.folder / "orchrm-train"),
         backbone=str(work.rm_backbone),
@@ -36,6 +33,16 @@ def part_train(work: Work) -> list[Row]:
         peak_flops=work.peak_flops,
         seed=0,
     )
+
+
+def part_train(work: Work) -> list[Row]:
+    """`orchrm train`'s loop on the random backbone (module docstring). Each optimizer
+    step (`orchrm.training.train._train_step`) is wrapped by the step clock for the run."""
+    import orchrm.training.train as loop
+    from orchrm.memplan.plan import plan_from_train_config
+    from orchrm.rmodel.packed import packs
+
+    s, config = work.sizes, _train_config(work)
     plan = plan_from_train_config(config)
     clock, seen = StepClock(work.cuda), {}
     step = loop._train_step

@@ -46,10 +46,19 @@ def make_pairs(folder: Path, tasks: int) -> Path:
 
 def subset(pairs: Path, n: int, out: Path, validation: int | None = None) -> Path:
     """The first n training pairs and the first `validation` pairs of the validation split
-    (None: all of it), in a new folder."""
+    (None: all of it), in a new folder; MissingInput for an export without either split
+    or with fewer training pairs than n."""
+    from orchrm.errors import MissingInput
+
     out.mkdir(parents=True, exist_ok=True)
     for split, count in (("train", n), ("validation", validation)):
+        if not (pairs / f"{split}.jsonl").is_file():
+            raise MissingInput(
+                f"{pairs}: no {split} pairs (an export too small to split; more --tasks)"
+            )
         rows = (pairs / f"{split}.jsonl").read_text().splitlines()[:count]
+        if split == "train" and len(rows) < n:
+            raise MissingInput(f"{pairs}: {len(rows)} training pairs, fewer than {n} asked")
         (out / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
     return out
 
@@ -169,45 +178,49 @@ def run_orchrm(pairs: Path, out: Path, run: Run, *, sort_batches: int = 1) -> di
     }
 
 
-def run_trl(pairs: Path, out: Path, run: Run) -> dict:
-    """Train with TRL's `RewardTrainer` on orchrm's token ids, reading the pairs in
-    orchrm's order (`orchrm_order`), from the same initial weights (the backbone loaded
-    and its LoRA adapters made as orchrm makes them, from the same seed); returns
-    pairs/s, seconds, CPU seconds, the model folder and the pairs TRL's preprocessing
-    dropped for a text over max_length (it drops, where orchrm cuts)."""
-    import datasets
+def trl_model(run: Run):
+    """(model, tokenizer) for TRL's run: the backbone loaded and its LoRA adapters made as
+    orchrm makes them, from the same seed, with PEFT's input casts as TRL's own PEFT
+    model has them."""
     import torch
-    from trl import RewardConfig, RewardTrainer
 
     from orchrm.rmodel.backbone import load_backbone
     from orchrm.rmodel.tokens import default_backbone
     from orchrm.training.build import add_lora
-    from orchrm.training.data import load_splits, tokenize
 
-    class InOrder(RewardTrainer):
-        """TRL's trainer reading its dataset in the order given."""
-
-        def _get_train_sampler(self, *args, **kwargs):
-            return torch.utils.data.SequentialSampler(self.train_dataset)
-
-    bf16 = run.dtype == "bf16"
     torch.manual_seed(0)  # the score head's and the adapters' initialization, as orchrm's
     model, tokenizer = load_backbone(
         run.backbone or default_backbone(),
-        dtype=torch.bfloat16 if bf16 and run.lora else torch.float32,
+        dtype=torch.bfloat16 if run.dtype == "bf16" and run.lora else torch.float32,
         packing=False,
     )
     if run.lora:
-        # PEFT's input casts, as TRL's own PEFT model has them
         model = add_lora(model, run.lora, 2 * run.lora, 0.0, peft_input_cast=True)
+    return model, tokenizer
+
+
+def trl_dataset(pairs: Path, run: Run, tokenizer):
+    """(TRL's dataset of token ids in orchrm's order, cut as orchrm cuts them; the pairs
+    TRL's own preprocessing would drop for a text over max_length)."""
+    import datasets
+
+    from orchrm.training.data import load_splits, tokenize
+
     records, _ = load_splits(pairs)
-    order = orchrm_order(pairs, run)
-    records = [records[i] for i in order]
-    whole = tokenize(records, tokenizer, WHOLE)
-    dropped = sum(n > run.max_length for n in whole.widths())
-    ids = tokenize(records, tokenizer, run.max_length)  # cut as orchrm cuts them
+    records = [records[i] for i in orchrm_order(pairs, run)]
+    dropped = sum(n > run.max_length for n in tokenize(records, tokenizer, WHOLE).widths())
+    ids = tokenize(records, tokenizer, run.max_length)
     data = datasets.Dataset.from_dict({"chosen_ids": ids.chosen, "rejected_ids": ids.rejected})
-    config = RewardConfig(
+    return data, dropped
+
+
+def trl_config(out: Path, run: Run):
+    """TRL's `RewardConfig` for the same steps, batches, learning rate, precision and
+    checkpointing as orchrm's run."""
+    import torch
+    from trl import RewardConfig
+
+    return RewardConfig(
         output_dir=str(out),
         max_steps=run.steps,
         per_device_train_batch_size=run.batch,
@@ -215,7 +228,7 @@ def run_trl(pairs: Path, out: Path, run: Run) -> dict:
         learning_rate=run.lr,
         warmup_steps=0.1,  # a float below 1 is a ratio of the steps
         max_length=run.max_length,
-        bf16=bf16,
+        bf16=run.dtype == "bf16",
         use_cpu=not torch.cuda.is_available(),
         gradient_checkpointing=run.checkpointing,
         report_to=[],
@@ -223,7 +236,27 @@ def run_trl(pairs: Path, out: Path, run: Run) -> dict:
         logging_steps=10,
         seed=0,
     )
-    trainer = InOrder(model=model, args=config, train_dataset=data, processing_class=tokenizer)
+
+
+def run_trl(pairs: Path, out: Path, run: Run) -> dict:
+    """Train with TRL's `RewardTrainer` on orchrm's token ids, reading the pairs in
+    orchrm's order (`orchrm_order`), from the same initial weights (`trl_model`); returns
+    pairs/s, seconds, CPU seconds, the model folder and the pairs TRL's preprocessing
+    dropped for a text over max_length (it drops, where orchrm cuts)."""
+    import torch
+    from trl import RewardTrainer
+
+    class InOrder(RewardTrainer):
+        """TRL's trainer reading its dataset in the order given."""
+
+        def _get_train_sampler(self, *args, **kwargs):
+            return torch.utils.data.SequentialSampler(self.train_dataset)
+
+    model, tokenizer = trl_model(run)
+    data, dropped = trl_dataset(pairs, run, tokenizer)
+    trainer = InOrder(
+        model=model, args=trl_config(out, run), train_dataset=data, processing_class=tokenizer
+    )
     start, cpu = time.perf_counter(), time.process_time()
     metrics = trainer.train().metrics
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu

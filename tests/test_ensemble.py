@@ -180,11 +180,7 @@ def test_score_command_and_evaluation_read_the_aggregate(
     rejected = scorer.score_texts([r["prompt"] + r["rejected"] for r in records])
     wins = [c.score > r.score for c, r in zip(chosen, rejected, strict=True)]
     assert metrics["pairs"] == len(records) and metrics["accuracy"] == sum(wins) / len(wins)
-    done = orchrm_cli(
-        "score", str(plans), "--rm", str(ensemble / "members" / "0"), "--aggregate", "min"
-    )
-    assert done.returncode == 2 and "not an ensemble" in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    # a single model given an aggregate: test_one_model_has_no_aggregate_to_choose
 
 
 def test_every_served_route_says_the_spread(ensemble, pairs_file):

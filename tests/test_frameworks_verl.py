@@ -4,7 +4,9 @@ The configuration is composed from verl's own `ppo_trainer.yaml` with the overri
 writes; verl's `RewardLoopWorker` loads the reward function with its own loader and runs
 its `naive` reward manager on `DataProto` rows, one sample per task and a synchronous
 reward function in executor threads, as it does in each reward worker process (without
-Ray, which only places that worker). The policy's tokenizer is SmolLM2's, from the GGUF
+Ray, which only places that worker). The reward model is a tiny decoder, which scores
+each batch of concurrent callers packed into one row: every reward matches the text
+scored alone. The policy's tokenizer is SmolLM2's, from the GGUF
 the tests use for the real LLM.
 """
 
@@ -28,6 +30,7 @@ from orchrm.rl.verl_loop import (
 )
 from orchrm.rmodel import backbone
 from orchrm.rmodel.files import METADATA
+from orchrm.rmodel.packed import packs
 from orchrm.scoring.local import OrchRM
 from tests.samples import tiny_decoder
 from tests.test_serve import Server
@@ -106,6 +109,7 @@ def test_verl_reward_loop_calls_orchrm_from_many_threads_with_exact_rewards(
     (scorer,) = verl_reward._SCORERS.values()
     batcher = scorer.__dict__["_callers"]
     assert batcher.rounds < (SAMPLES - SAMPLES // 16) / 4  # concurrent callers batched
+    assert packs(scorer.model)  # each batch's texts packed into one row, unpadded
 
 
 def test_verl_reward_loop_scores_through_orchrm_serve(
@@ -113,6 +117,7 @@ def test_verl_reward_loop_scores_through_orchrm_serve(
 ):
     policy, tokenizer = policy_tokenizer
     served = OrchRM.load(rm_dir, device="cpu", dtype="fp32")
+    assert packs(served.model)  # the server's batches packed into one row, unpadded
     fresh_process.clear()  # the server's model, not the worker's
     with Server(served) as server:
         config = verl_config(policy, rm_url=f"http://127.0.0.1:{server.port}", rm_path=rm_dir)

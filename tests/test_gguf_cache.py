@@ -68,11 +68,17 @@ def test_the_bundled_gguf_loads_from_the_cache_as_the_gguf_loader_reads_it(monke
     assert all(torch.equal(v, ours[k]) for k, v in direct.state_dict().items())
 
 
-def test_a_second_load_reads_the_cache_and_the_key_follows_the_bytes(tmp_path, monkeypatch):
+@pytest.fixture
+def fake_cache(tmp_path, monkeypatch) -> tuple[Path, list]:
+    """A tiny GGUF, a cache of this test's own, and the calls of a fake conversion."""
     monkeypatch.setenv("ORCHRM_CACHE", str(tmp_path / "cache"))
     calls: list = []
     monkeypatch.setattr(gguf_cache, "_convert", fake_convert(calls))
-    path = tiny_gguf(tmp_path / "m.gguf", "llama", rows=4)
+    return tiny_gguf(tmp_path / "m.gguf", "llama", rows=4), calls
+
+
+def test_a_second_load_reads_the_cache_and_the_key_follows_the_bytes(tmp_path, fake_cache):
+    path, calls = fake_cache
     first = converted(path)
     assert converted(path) == first and len(calls) == 1
     assert first.parent == tmp_path / "cache" / "gguf" and first.name.startswith("m-")
@@ -87,11 +93,8 @@ def test_a_second_load_reads_the_cache_and_the_key_follows_the_bytes(tmp_path, m
     assert left == sorted([first.name, second.name])
 
 
-def test_a_damaged_conversion_is_made_again(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORCHRM_CACHE", str(tmp_path / "cache"))
-    calls: list = []
-    monkeypatch.setattr(gguf_cache, "_convert", fake_convert(calls))
-    path = tiny_gguf(tmp_path / "m.gguf", "llama", rows=4)
+def test_a_damaged_conversion_is_made_again(fake_cache):
+    path, calls = fake_cache
     folder = converted(path)
     weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])  # cut short, as a full disk leaves it

@@ -3,10 +3,9 @@ batch's rewards and gradients.
 
 In fp32, seeded, on one thread, for a tiny random Llama (grouped-query attention), a
 tiny random Qwen2 and Qwen3, with LoRA under PEFT, with gradient checkpointing, padded on
-the right and on the left, and (`make test-slow`: reading the GGUF takes 24 s) for
-SmolLM2-135M read from its bundled GGUF file: rewards and every parameter's gradient
-within 1e-5 of the padded pass's. The same weights score
-padded batches unchanged once packing is on, a packing model's saved config loads in
+the right and on the left, and for SmolLM2-135M read from its bundled GGUF file (through
+the run's conversion cache): rewards and every parameter's gradient within 1e-5 of the
+padded pass's. The same weights score padded batches unchanged once packing is on, a packing model's saved config loads in
 plain transformers, and the models packing cannot serve (eager attention, a sliding
 window, encoders) are left padded.
 """

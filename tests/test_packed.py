@@ -5,9 +5,9 @@ In fp32, seeded, on one thread, for a tiny random Llama (grouped-query attention
 tiny random Qwen2 and Qwen3, with LoRA under PEFT, with gradient checkpointing, padded on
 the right and on the left, and for SmolLM2-135M read from its bundled GGUF file (through
 the run's conversion cache): rewards and every parameter's gradient within 1e-5 of the
-padded pass's. The same weights score padded batches unchanged once packing is on, a packing model's saved config loads in
-plain transformers, and the models packing cannot serve (eager attention, a sliding
-window, encoders) are left padded.
+padded pass's. The same weights score padded batches unchanged once packing is on, a
+packing model's saved config loads in plain transformers, and the models packing cannot
+serve (eager attention, a sliding window, encoders) are left padded.
 """
 
 from __future__ import annotations

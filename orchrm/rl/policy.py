@@ -121,9 +121,7 @@ def load_policy(path: str | Path, dtype=None):
 
     source = pretrained_source(policy_source(path))
     tokenizer = load_policy_tokenizer(path, source)
-    weights = {}
-    if dtype is not None:
-        weights["dtype"] = dtype
+    weights = {} if dtype is None else {"dtype": dtype}
     model = AutoModelForCausalLM.from_pretrained(source, **weights)
     return model, tokenizer
 

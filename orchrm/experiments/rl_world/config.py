@@ -62,9 +62,12 @@ class RLExperimentConfig:
     """Reward-model learning rate when one is built here (the demo's)."""
     rm_max_length: int = 128
     """Reward-model tokens per text when one is built here."""
-    rm_members: int = setting(1, min=1)
+    rm_members: int = setting(2, min=1)
     """Reward models trained when one is built here: above 1, an ensemble (`orchrm train
-    --ensemble`) whose aggregate the reward takes from `grpo.aggregate`."""
+    --ensemble`) whose aggregate the reward takes from `grpo.aggregate` (the ensemble's
+    own: the worst case). Two by default: on the world, GRPO against one model's reward
+    collapsed while two members' worst case held and matched execution reward at a tenth
+    of its training tokens (docs/results.md, "GRPO against reward hacking on the world")."""
     reference_plans: int = setting(4, min=1)
     """Reference plans per training question for the centred reward (`grpo.centre`): the
     world log's plans of the base orchestrator, the one the starting policy imitates."""

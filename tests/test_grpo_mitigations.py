@@ -24,18 +24,27 @@ def test_each_run_changes_only_what_it_names_into_its_own_folder():
     base = experiment(MitigationSettings(out="o", steps=7, members=3))
     assert (base.policy.steps, base.rm_members, base.grpo.reward) == (7, 3, "orchrm")
     seen = {}
-    for name in ("plain", "kl", "centred", "ensemble", "all", "execution"):
+    for name in ("plain", "kl", "centred", "ensemble", "diverse", "all", "execution"):
         config, ensemble = run_config(base, name, beta=0.04)
         g = config.grpo
-        seen[name] = (config.run_name, ensemble, g.reward, g.beta, g.centre, g.aggregate)
+        seen[name] = (
+            config.run_name,
+            ensemble,
+            g.reward,
+            g.beta,
+            g.centre,
+            g.aggregate,
+            g.diversity,
+        )
         assert config.policy == base.policy and config.rm_members == 3
     assert seen == {
-        "plain": ("grpo-orchrm-plain", False, "orchrm", 0.0, False, ""),
-        "kl": ("grpo-orchrm-kl", False, "orchrm", 0.04, False, ""),
-        "centred": ("grpo-orchrm-centred", False, "orchrm", 0.0, True, ""),
-        "ensemble": ("grpo-orchrm-ensemble", True, "orchrm", 0.0, False, "min"),
-        "all": ("grpo-orchrm-all", True, "orchrm", 0.04, True, "min"),
-        "execution": ("grpo-execution", False, "execution", 0.0, False, ""),
+        "plain": ("grpo-orchrm-plain", False, "orchrm", 0.0, False, "", 0.0),
+        "kl": ("grpo-orchrm-kl", False, "orchrm", 0.04, False, "", 0.0),
+        "centred": ("grpo-orchrm-centred", False, "orchrm", 0.0, True, "", 0.0),
+        "ensemble": ("grpo-orchrm-ensemble", True, "orchrm", 0.0, False, "min", 0.0),
+        "diverse": ("grpo-orchrm-diverse", True, "orchrm", 0.0, False, "min", 0.5),
+        "all": ("grpo-orchrm-all", True, "orchrm", 0.04, True, "min", 0.0),
+        "execution": ("grpo-execution", False, "execution", 0.0, False, "", 0.0),
     }
     assert not run_config(base, "execution", 0.04)[0].needs_rm
     with pytest.raises(ConfigError, match="unknown run 'median'"):

@@ -21,7 +21,7 @@ from orchrm.errors import ConfigError, InputError
 from orchrm.experiments.rl_world.config import RLExperimentConfig
 from orchrm.experiments.rl_world.data import prompt_rows
 from orchrm.experiments.rl_world.evaluate import PolicyEval, curve_callback, evaluate_policy
-from orchrm.orchestration import render_for_rm
+from orchrm.orchestration import render_for_rm, to_harmony
 from orchrm.rl import verl_reward
 from orchrm.rl.config import DPOConfig, GRPOConfig, PolicyConfig, RFTConfig, TinyPolicyConfig
 from orchrm.rl.policy import (
@@ -40,6 +40,7 @@ from orchrm.world.backend import WorldBackend
 from orchrm.world.generate import world_config
 from orchrm.world.orchestrators import orchestrators
 from orchrm.world.tasks import generate_tasks
+from orchrm.world.templates import single_plan
 from tests.samples import tiny_decoder
 
 TINY = TinyPolicyConfig(n_layer=1, n_embd=64, n_head=2, n_positions=256, sft_steps=300)
@@ -162,6 +163,28 @@ def test_the_centred_reward_is_the_sigmoid_of_the_gap_to_the_reference_plans(rm_
         OrchRMReward(rm, centre=True)([""], [plans[0]], question=[q])
     with pytest.raises(InputError, match=r"row 0 .* none of its 1 reference plans parses"):
         OrchRMReward(rm, centre=True)([""], [plans[0]], question=[q], reference=[[BROKEN]])
+
+
+def test_the_diversity_bonus_pays_a_structure_the_rest_of_its_group_does_not_write(rm_dir):
+    from orchrm.rl.rewards import diversity_bonus, structure
+
+    cot, sc = to_harmony(single_plan("cot")), to_harmony(single_plan("sc"))
+    renamed = cot.replace("<agent_id>", "<agent_id>X")  # other ids, the same structure
+    assert structure(runnable(renamed)) == structure(runnable(cot)) != structure(runnable(sc))
+    # group "a": cot twice, sc once, one broken plan; group "b": a single sample
+    texts = [cot, renamed, sc, BROKEN, sc]
+    question = ["a", "a", "a", "a", "b"]
+    bonus = diversity_bonus(question, [runnable(t) for t in texts], 0.6)
+    assert bonus == pytest.approx([0.6 * 2 / 3, 0.6 * 2 / 3, 0.6, 0.0, 0.0])
+    assert diversity_bonus(question, [runnable(t) for t in texts], 0.0) == [0.0] * 5
+    # in the reward: the model's normalized score plus the bonus; the penalty unchanged
+    rm = OrchRM.load(rm_dir, device="cpu")
+    plain = OrchRMReward(rm, penalty=-7.0)([""] * 5, texts, question=question)
+    diverse = OrchRMReward(rm, penalty=-7.0, diversity=0.6)([""] * 5, texts, question=question)
+    assert [d - p for d, p in zip(diverse, plain, strict=True)] == pytest.approx(bonus)
+    assert diverse[3] == -7.0
+    with pytest.raises(ConfigError, match="diversity -1"):
+        OrchRMReward(rm, diversity=-1)
 
 
 def test_execution_reward_runs_plans_and_counts_sub_agent_tokens(world):

@@ -135,6 +135,10 @@ class GRPOConfig:
     `reference` column (plan texts of the reference policy for the row's question);
     `orchrm rl` fills it from the world log's plans of the orchestrator the starting
     policy imitates."""
+    diversity: float = setting(0.0, min=0.0)
+    """Orch-RM reward: a bonus of up to this much for a valid plan whose structure (its
+    sub-agent types and wiring) the other samples of its group do not write; against a
+    group collapsing onto one structure. 0: none."""
     aggregate: str = ""
     """An ensemble reward model's aggregate for the reward (`mean`, `min`,
     `mean_minus_std`, `warm`); empty: the ensemble's own (`orchrm.rmodel.ensemble`)."""

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchrm.calibration.methods import sigmoid
-from orchrm.errors import InputError
+from orchrm.errors import ConfigError, InputError
 from orchrm.jsonl import write_jsonl
 from orchrm.orchestration import Orchestration, validate
 from orchrm.parse import ParseError, parse_harmony
@@ -127,11 +128,15 @@ class OrchRMReward:
         normalize: bool = True,
         ledger=None,
         centre: bool = False,
+        diversity: float = 0.0,
     ):
+        if not diversity >= 0:
+            raise ConfigError(f"diversity {diversity}: give a bonus weight >= 0")
         self.rm = rm
         self.penalty = penalty
         self.normalize = normalize
         self.centre = centre
+        self.diversity = diversity
         self.ledger = ledger if ledger is not None else TokenLedger()
         self._cache: dict[tuple[str, Orchestration], tuple[float, int]] = {}
         self._references: dict[str, float] = {}
@@ -185,6 +190,7 @@ class OrchRMReward:
             self._reference_values(question, reference) if self.centre else (None, 0)
         )
         rewards = []
+        bonus = diversity_bonus(question, plans, self.diversity)
         for n in range(len(completions)):
             if n not in keys:
                 rewards.append(self.penalty)
@@ -192,7 +198,7 @@ class OrchRMReward:
             score, tokens = self._cache[keys[n]]
             rm_tokens += tokens
             value = self._value(score)
-            rewards.append(sigmoid(value - centres[n]) if self.centre else value)
+            rewards.append((sigmoid(value - centres[n]) if self.centre else value) + bonus[n])
         self.ledger.add(
             _step(kwargs),
             policy=_policy_tokens(completions, completion_ids),
@@ -201,6 +207,38 @@ class OrchRMReward:
             valid=len(keys) / len(completions),
         )
         return rewards
+
+
+def structure(plan: Orchestration) -> tuple:
+    """A plan's structure: its sub-agent types in order and its edges between their
+    places (ids, descriptions, inputs and thinking aside)."""
+    place = {a.id: n for n, a in enumerate(plan.agents)}
+    edges = sorted((place.get(e.source, -1), place.get(e.target, -1)) for e in plan.edges)
+    return tuple(a.type for a in plan.agents), tuple(edges)
+
+
+def diversity_bonus(
+    question: Sequence[str], plans: Sequence[Orchestration | None], weight: float
+) -> list[float]:
+    """Each sample's bonus for a structure the rest of its group does not write: `weight`
+    x the share of the other samples of the same question (the group) whose plan is
+    invalid or of another structure. A structure alone in its group gets `weight`, one
+    that every sample writes 0; an invalid plan 0."""
+    if not weight:
+        return [0.0] * len(plans)
+    groups: dict[str, list[int]] = {}
+    for n, q in enumerate(question):
+        groups.setdefault(q, []).append(n)
+    bonus = [0.0] * len(plans)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        counts = Counter(structure(plans[n]) for n in members if plans[n] is not None)
+        for n in members:
+            if plans[n] is not None:
+                same = counts[structure(plans[n])] - 1
+                bonus[n] = weight * (1 - same / (len(members) - 1))
+    return bonus
 
 
 class ExecutionReward:

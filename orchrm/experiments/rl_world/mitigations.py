@@ -8,10 +8,13 @@ Every run starts from the same policy and trains the same steps on the same prom
 an ensemble of `members` (`orchrm train --ensemble`, each member on a bootstrap draw of
 the training tasks), trained once. The runs:
 
-- `plain`: member 0 alone, the raw normalized score (one model, as `orchrm rl` uses);
+- `plain`: member 0 alone, the raw normalized score (one model, `--rm-members 1`);
 - `kl`: the same reward, with a KL penalty `beta` to the starting policy (TRL's);
 - `centred`: member 0, centred on the task's reference plans and bounded (PAR);
-- `ensemble`: the ensemble's worst case (min over members);
+- `ensemble`: the ensemble's worst case (min over members; `orchrm rl`'s default with
+  two members);
+- `diverse`: the ensemble's worst case with a bonus for a structure the rest of the
+  group does not write (`DIVERSITY`);
 - `all`: the ensemble's worst case, centred, with the KL penalty;
 - `execution`: every sampled plan executed on the world's sub-agents (the truth's
   noisy draw; no reward model).
@@ -34,8 +37,11 @@ from orchrm.experiments.rl_world.config import RLExperimentConfig
 from orchrm.rl.config import GRPOConfig, PolicyConfig
 from orchrm.training.config import SMALL_DATA_STEPS
 
-RUNS = ("plain", "kl", "centred", "ensemble", "all", "execution")
+RUNS = ("plain", "kl", "centred", "ensemble", "diverse", "all", "execution")
 """The runs the study knows, in the order of its table."""
+DIVERSITY = 0.5
+"""The `diverse` run's bonus weight for a structure alone in its group (in units of the
+reward model's spread, the normalized reward's)."""
 
 
 @config(frozen=True)
@@ -102,6 +108,7 @@ def run_config(base: RLExperimentConfig, name: str, beta: float) -> tuple[RLExpe
         "kl": {"beta": beta},
         "centred": {"centre": True},
         "ensemble": {"aggregate": "min"},
+        "diverse": {"aggregate": "min", "diversity": DIVERSITY},
         "all": {"beta": beta, "centre": True, "aggregate": "min"},
     }
     if name not in changes:

@@ -127,7 +127,12 @@ def _train_method(
                 aggregate=grpo.aggregate or None,
             )
             reward = OrchRMReward(
-                rm, grpo.reward_penalty, grpo.normalize_rm, ledger, centre=grpo.centre
+                rm,
+                grpo.reward_penalty,
+                grpo.normalize_rm,
+                ledger,
+                centre=grpo.centre,
+                diversity=grpo.diversity,
             )
             if grpo.centre:
                 rows = data.with_references(prep.rows, prep.logs, config.reference_plans)

@@ -541,6 +541,8 @@ def test_each_method_trains_with_its_defaults_as_orchrm_rl_runs_it(tmp_path):
     assert PolicyConfig(steps=150).checkpoint_every == 37
     assert shared_args(config.trainer_policy("p"))["save_steps"] == 37
     assert (config.rft.samples, config.rft.rounds, config.rft.batch_size) == (8, 2, 32)
+    # the reward built here: two members, their worst case (the ensemble's own aggregate)
+    assert (config.rm_members, config.grpo.aggregate, config.grpo.diversity) == (2, "", 0.0)
     assert (config.dpo.lr, config.dpo.beta, config.dpo.batch_size) == (5e-5, 0.1, 16)
     assert config.grpo.reward_penalty == -3.0
     assert config.for_run("grpo-execution").grpo.reward_penalty == -1.0

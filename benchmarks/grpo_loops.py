@@ -73,12 +73,13 @@ def run_trl(s: LoopSettings, out: Path) -> list[tuple[float, int]]:
     from orchrm.experiments.rl_world.data import prompt_rows
     from orchrm.rl.config import GRPOConfig, PolicyConfig
     from orchrm.rl.grpo import train_grpo
+    from orchrm.rl.rewards import completion_text
 
     steps: list[list] = []
 
     def score(prompts, completions, completion_ids, **_):
         steps[-1][1] += sum(len(ids) for ids in completion_ids)
-        return reward([c[-1]["content"] if isinstance(c, list) else c for c in completions])
+        return reward([completion_text(c) for c in completions])
 
     class Clock(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
@@ -102,7 +103,7 @@ def run_trl(s: LoopSettings, out: Path) -> list[tuple[float, int]]:
         lora_alpha=2 * s.lora_r,
     )
     train_grpo(policy, grpo, score, prompt_rows(tasks(s), chat=True), out, callbacks=[Clock()])
-    return [(sec, n) for sec, n in steps]
+    return [tuple(step) for step in steps]
 
 
 def run_own(s: LoopSettings) -> list[tuple[float, int]]:

@@ -170,6 +170,7 @@ def test_the_diversity_bonus_pays_a_structure_the_rest_of_its_group_does_not_wri
 
     cot, sc = to_harmony(single_plan("cot")), to_harmony(single_plan("sc"))
     renamed = cot.replace("<agent_id>", "<agent_id>X")  # other ids, the same structure
+    assert renamed != cot
     assert structure(runnable(renamed)) == structure(runnable(cot)) != structure(runnable(sc))
     # group "a": cot twice, sc once, one broken plan; group "b": a single sample
     texts = [cot, renamed, sc, BROKEN, sc]
@@ -185,6 +186,40 @@ def test_the_diversity_bonus_pays_a_structure_the_rest_of_its_group_does_not_wri
     assert diverse[3] == -7.0
     with pytest.raises(ConfigError, match="diversity -1"):
         OrchRMReward(rm, diversity=-1)
+
+
+def test_grpo_on_your_tasks_rewards_with_every_reward_setting(
+    policy_dir, rm_dir, world, tmp_path, monkeypatch
+):
+    """`orchrm rl --tasks` builds its reward from the GRPO settings as the world run does
+    (`OrchRMReward.for_grpo`): the diversity bonus, the penalty and the normalization."""
+    import orchrm.rl.grpo
+    from orchrm.experiments.rl_world.pipeline import grpo_on_tasks
+
+    class Handed(Exception):
+        pass
+
+    def train_grpo(policy, grpo, reward, rows, out):
+        raise Handed(reward)
+
+    monkeypatch.setattr(orchrm.rl.grpo, "train_grpo", train_grpo)
+    tasks, _ = world
+    task_file = tmp_path / "tasks.jsonl"
+    task_file.write_text("".join(json.dumps({"question": t.question}) + "\n" for t in tasks))
+    grpo = GRPOConfig(diversity=0.25, penalty=-5.0, normalize_rm=False)
+    config = RLExperimentConfig(
+        out=str(tmp_path / "out"), tasks=str(task_file), rm=str(rm_dir), grpo=grpo,
+        policy=PolicyConfig(model=str(policy_dir)),
+    )  # fmt: skip
+    with pytest.raises(Handed) as handed:
+        grpo_on_tasks(config, say=lambda line: None)
+    (reward,) = handed.value.args
+    assert (reward.diversity, reward.penalty, reward.normalize, reward.centre) == (
+        0.25,
+        -5.0,
+        False,
+        False,
+    )
 
 
 def test_execution_reward_runs_plans_and_counts_sub_agent_tokens(world):
@@ -298,7 +333,10 @@ def test_trl_grpo_runs_the_bundled_smollm2_with_a_lora_a_kl_and_orchrm_s_reward(
     # counted, each unparseable sample given the penalty
     assert [r["reward"] for r in ledger.rows] == [config.reward_penalty] * 2
     assert 0 < ledger.totals["policy"] <= 2 * 2 * 16 and ledger.totals["rm"] == 0
-    assert tokenizer.name_or_path and (tmp_path / "model" / "model.safetensors").exists()
+    # OUT/model is the LoRA merged into a plain SmolLM2 that transformers loads alone
+    assert not (tmp_path / "model" / "adapter_config.json").exists()
+    merged, _ = load_policy(tmp_path / "model")
+    assert merged.config.num_hidden_layers == 30 and len(tokenizer) == 49152
 
 
 def test_rft_keeps_right_samples_and_fine_tunes(policy_dir, world, tmp_path):
@@ -577,6 +615,7 @@ def test_rl_command_sets_each_method_config(tmp_path, monkeypatch):
     args = ["rl", "--out", str(tmp_path), "--method", "dpo", "--lr", "2e-3", "--seed", "3"]
     args += ["--dpo-lr", "1e-4", "--dpo-beta", "0.2", "--beta", "0.05", "--reward", "execution"]
     args += ["--rft-samples", "2", "--threads", "2", "--policy", "some/dir", "--quiet"]
+    args += ["--diversity", "0.25", "--rm-members", "3"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     (config,) = seen
@@ -585,6 +624,7 @@ def test_rl_command_sets_each_method_config(tmp_path, monkeypatch):
     assert config.policy.model == "some/dir" and config.policy.progress is False
     assert (config.dpo.lr, config.dpo.beta) == (1e-4, 0.2)
     assert (config.grpo.beta, config.grpo.reward) == (0.05, "execution")
+    assert (config.grpo.diversity, config.rm_members) == (0.25, 3)
     assert config.rft.samples == 2 and config.tiny_policy == TinyPolicyConfig()
     # OUT/config.yaml repeats the run; an option given beside it wins.
     again = ["rl", "--config", str(tmp_path / "config.yaml"), "--rft-rounds", "3", "--quiet"]

@@ -126,14 +126,7 @@ def _train_method(
                 batch_size=8,
                 aggregate=grpo.aggregate or None,
             )
-            reward = OrchRMReward(
-                rm,
-                grpo.reward_penalty,
-                grpo.normalize_rm,
-                ledger,
-                centre=grpo.centre,
-                diversity=grpo.diversity,
-            )
+            reward = OrchRMReward.for_grpo(rm, grpo, ledger)
             if grpo.centre:
                 rows = data.with_references(prep.rows, prep.logs, config.reference_plans)
             data_tokens = prep.logs.execution_tokens if not config.rm else 0
@@ -318,7 +311,7 @@ def grpo_on_tasks(config: RLExperimentConfig, say=print) -> Path:
     ledger = TokenLedger(out / "tokens.jsonl")
     grpo = config.grpo
     say(f"{config.run_name}: {len(tasks)} tasks from {config.tasks}, {policy.steps} steps")
-    reward = OrchRMReward(rm, grpo.reward_penalty, grpo.normalize_rm, ledger)
+    reward = OrchRMReward.for_grpo(rm, grpo, ledger)
     train_grpo(policy, grpo, reward, rows, out)
     seconds = time.perf_counter() - started
     return _write_tasks_report(config, policy.model, len(tasks), chat, seconds, ledger, out)

@@ -16,6 +16,10 @@ taken away here, before orchrm, typer or torch is imported:
   worker (one on CI's 2 cores with its 2 workers), unless the run says (OMP_NUM_THREADS);
   `THREADS` gives the same count to what a test starts (a llama.cpp server);
 - proxies: loopback is never sent through a proxy the host names;
+- the command: `orchrm_cli` (`run_orchrm`) runs `orchrm` in the test's own process
+  through typer's test runner, and puts back what a command sets for the whole process;
+  a test that needs what only a process shows (a signal, a lock another process holds,
+  the installed entry point) asks for a process of its own;
 - caches: orchrm's cache (`ORCHRM_CACHE`: GGUF files converted to model directories) is
   one folder per run, shared by its workers, never the user's;
 - randomness: the suite runs in a random order (pytest-randomly; the last line of the
@@ -141,22 +145,72 @@ def launch_port() -> str:
         return str(sock.getsockname()[1])
 
 
-@pytest.fixture
-def orchrm_cli() -> Callable[..., subprocess.CompletedProcess]:
-    """Run the installed `orchrm` command (or `python -m orchrm`) offline, at 200 columns,
-    and return what it printed and its exit status."""
+def run_orchrm(
+    *args: str,
+    cwd: str | os.PathLike | None = None,
+    process: bool = False,
+    timeout: float = 300,
+    columns: int | None = 200,
+) -> subprocess.CompletedProcess:
+    """Run `orchrm *args` offline, `columns` wide (None: COLUMNS unset, as in a pipe), and
+    return what it printed and its exit status as `subprocess.run` would.
 
-    def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    In this process by default, through typer's test runner (click's `CliRunner`: stdin
+    empty, stdout and stderr captured apart), with what a command sets for the whole
+    process put back after it: environment variables, the libraries' log levels and
+    warning filters, the working directory, torch's thread count. A bug's traceback is
+    written to stderr as the installed command writes it. `process=True` runs the
+    installed command in a process of its own instead, for what only a process shows
+    (a lock held by another process, a signal, the entry point itself); `timeout`
+    applies to it alone."""
+    width = {"COLUMNS": None if columns is None else str(columns)}
+    if process:
+        env = {k: v for k, v in {**os.environ, **width}.items() if v is not None}
         command = [str(ORCHRM)] if ORCHRM.exists() else [sys.executable, "-m", "orchrm"]
         return subprocess.run(
             [*command, *args],
             capture_output=True,
             text=True,
             timeout=timeout,
-            env={**os.environ, "COLUMNS": "200", "HF_HUB_OFFLINE": "1"},
+            cwd=cwd,
+            env={**env, "HF_HUB_OFFLINE": "1"},
         )
+    import logging
+    import traceback
+    import warnings
 
-    return run
+    from typer.testing import CliRunner
+
+    from orchrm.cli import THIRD_PARTY, app
+
+    environ, here = dict(os.environ), os.getcwd()
+    levels = {name: logging.getLogger(name).level for name in THIRD_PARTY}
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with warnings.catch_warnings():
+            result = CliRunner().invoke(app, [str(a) for a in args], env=width, prog_name="orchrm")
+    finally:
+        os.chdir(here)
+        os.environ.clear()
+        os.environ.update(environ)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(threads or int(os.environ["OMP_NUM_THREADS"]))
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess(["orchrm", *args], result.exit_code, result.stdout, stderr)
+
+
+@pytest.fixture
+def orchrm_cli() -> Callable[..., subprocess.CompletedProcess]:
+    """`run_orchrm`: the `orchrm` command run in this process (`process=True`: in its own)."""
+    return run_orchrm
 
 
 def every_command(command, path=()):

@@ -6,13 +6,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.samples import DATA, HIGH_DOM
-
-ORCHRM = Path(sys.executable).with_name("orchrm")
 
 
 def test_version(orchrm_cli):

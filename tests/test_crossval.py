@@ -1,9 +1,6 @@
 """orchrm.evaluation.crossval: cross-validated best-of-N, each task scored by an unseen model."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,6 +11,7 @@ from orchrm.store.ingest import ingest_file
 from orchrm.store.pairs import MineConfig
 from orchrm.training.config import TrainConfig
 from orchrm.world.generate import generate
+from tests.conftest import run_orchrm
 
 
 @pytest.fixture(scope="module")
@@ -55,16 +53,10 @@ def test_each_task_is_scored_by_a_model_that_never_saw_it(store_file, tmp_path):
 
 
 def test_cross_validate_command_with_folds_by_hash(store_file, tmp_path):
-    orchrm = str(Path(sys.executable).with_name("orchrm"))
-    args = [orchrm, "cross-validate", "--store", str(store_file), "--samples", "4"]
+    args = ["cross-validate", "--store", str(store_file), "--samples", "4"]
     args += ["--orchestrator", "specialized", "--specialized", "specialized", "--base", "base"]
     args += ["--folds", "2", "--epochs", "0.2", "--max-length", "64", "--out", str(tmp_path)]
-    done = subprocess.run(
-        args,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_orchrm(*args)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["evaluations"][0]["notes"]["protocol"] == "2 folds of tasks (by hash)"
@@ -72,19 +64,7 @@ def test_cross_validate_command_with_folds_by_hash(store_file, tmp_path):
     for fold in (0, 1):
         rows = [r for _, r in read_jsonl(tmp_path / f"fold-{fold:02d}" / "pairs" / "train.jsonl")]
         assert all(fold_of(r["task_id"], 2) != fold for r in rows)
-    missing = subprocess.run(
-        [
-            orchrm,
-            "cross-validate",
-            "--store",
-            str(store_file),
-            "--samples",
-            "99",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    missing = run_orchrm(
+        "cross-validate", "--store", str(store_file), "--samples", "99", "--out", str(tmp_path)
     )
     assert missing.returncode == 2 and "no task in the store has 99 candidates" in missing.stderr

@@ -13,10 +13,8 @@ no loader can load: a command that answers with it has answered before loading.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,19 +22,15 @@ from typer.testing import CliRunner
 
 from orchrm.cli import app
 from orchrm.rmodel.files import METADATA
-from tests.conftest import ORCHRM
+from tests.conftest import run_orchrm
 from tests.samples import HIGH_DOM, tiny_decoder
 
 QUESTION = "What is 6 x 7?"
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """`orchrm ARGS` as a user runs it, stdout and stderr to pipes, no COLUMNS set."""
-    command = [str(ORCHRM)] if ORCHRM.exists() else [sys.executable, "-m", "orchrm"]
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    return subprocess.run(
-        [*command, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
-    )
+    """`orchrm ARGS` with stdout and stderr to pipes, no COLUMNS set."""
+    return run_orchrm(*args, cwd=cwd, columns=None)
 
 
 def lines(text: str) -> list[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,8 +16,6 @@ from orchrm.parse.records import score_inputs
 from orchrm.store.db import Store
 from orchrm.store.ingest import ingest_file
 from orchrm.world.generate import generate
-
-ORCHRM = Path(sys.executable).with_name("orchrm")
 
 
 def good_records() -> list[dict]:

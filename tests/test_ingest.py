@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from orchrm.store.db import Store
 from orchrm.store.ingest import IngestError, ingest_file
 from orchrm.tasks.grading import grade
 from orchrm.world.generate import generate
+from tests.conftest import run_orchrm
 from tests.samples import DATA, HIGH_DOM, LOW_DOM
 
 REAL = sorted(DATA.glob("*.jsonl"))
@@ -245,32 +244,16 @@ def test_unknown_formats_and_missing_files_fail_clearly(store, tmp_path):
 
 def test_ingest_command_reports_every_file(tmp_path):
     needs_real_data()
-    orchrm = str(Path(sys.executable).with_name("orchrm"))
     store = str(tmp_path / "cli.duckdb")
-    done = subprocess.run(
-        [orchrm, "ingest", "--store", store, "--json", *map(str, REAL)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_orchrm("ingest", "--store", store, "--json", *map(str, REAL))
     assert done.returncode == 0, done.stderr
     summaries = json.loads(done.stdout)
     assert [(s["records"], s["added"], s["malformed"]) for s in summaries] == [(42, 42, 0)] * 2
-    stats = subprocess.run(
-        [orchrm, "store", "stats", "--store", store, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    stats = run_orchrm("store", "stats", "--store", store, "--json")
     assert json.loads(stats.stdout)["counts"]["orchestrations"] == 84
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"schema": "orchrm.run/1"}\n')
-    failed = subprocess.run(
-        [orchrm, "ingest", "--store", store, "--strict", "--adapter", "orchrm", str(bad)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    failed = run_orchrm("ingest", "--store", store, "--strict", "--adapter", "orchrm", str(bad))
     assert failed.returncode == 3 and "nothing ingested" in failed.stdout
 
 

@@ -14,6 +14,7 @@ from orchrm.evaluation.loading import tasks_from_logs
 from orchrm.evaluation.metrics import evaluate_selectors
 from orchrm.jsonl import write_jsonl
 from orchrm.world.generate import generate
+from tests.conftest import run_orchrm
 from tests.samples import candidate_set
 
 
@@ -100,35 +101,15 @@ def test_the_search_runs_at_the_full_n_alone_unless_the_curve_is_asked_for():
 
 
 def test_eval_command_writes_the_report(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
 
     generated = generate("science", 5, 4, seed=4, progress=False)
     log, tasks_file = tmp_path / "log.jsonl", tmp_path / "tasks.jsonl"
     write_jsonl(generated.records, log)
     write_jsonl([t.to_dict() for t in generated.tasks], tasks_file)
-    orchrm = str(Path(sys.executable).with_name("orchrm"))
-    done = subprocess.run(
-        [
-            orchrm,
-            "eval",
-            str(log),
-            "--samples",
-            "4",
-            "--orchestrator",
-            "base",
-            "--world-tasks",
-            str(tasks_file),
-            "--domain",
-            "science",
-            "--out",
-            str(tmp_path / "report"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_orchrm(
+        "eval", str(log), "--samples", "4", "--orchestrator", "base",
+        "--world-tasks", str(tasks_file), "--domain", "science", "--out", str(tmp_path / "report"),
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "judge-traj" in done.stdout and "best-of-4 on 5 held-out tasks" in done.stdout
     assert "| judge-traj |" in (tmp_path / "report" / "report.md").read_text()
@@ -138,19 +119,11 @@ def test_eval_command_writes_the_report(tmp_path):
         r for e in numbers["evaluations"] for r in e["results"] if r["selector"] == "majority"
     ]
     assert majority[-1]["expected_accuracy"] is not None  # 20 re-executions by default
-    missing = subprocess.run(
-        [orchrm, "eval", str(log), "--samples", "9", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    missing = run_orchrm("eval", str(log), "--samples", "9", "--out", str(tmp_path))
     assert missing.returncode == 2 and "no task in the logs has 9 samples" in missing.stderr
 
 
 def test_eval_command_reads_a_store_and_writes_a_table_per_domain(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
 
     from orchrm.store.db import Store
     from orchrm.store.ingest import ingest_file
@@ -164,26 +137,15 @@ def test_eval_command_reads_a_store_and_writes_a_table_per_domain(tmp_path):
             write_jsonl([t.to_dict() for t in generated.tasks], tmp_path / f"{preset}.tasks.jsonl")
             files.append(str(tmp_path / f"{preset}.tasks.jsonl"))
             ingest_file(store, log)
-    orchrm = str(Path(sys.executable).with_name("orchrm"))
-    args = [orchrm, "eval", "--store", str(tmp_path / "s.duckdb"), "--samples", "4"]
+    args = ["eval", "--store", str(tmp_path / "s.duckdb"), "--samples", "4"]
     args += ["--orchestrator", "base", "--out", str(tmp_path / "report")]
-    done = subprocess.run(
-        args + [x for f in files for x in ("--world-tasks", f)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_orchrm(*args, *[x for f in files for x in ("--world-tasks", f)])
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert [e["domain"] for e in report["evaluations"]] == ["math", "multihop"]
     assert all(e["tasks"] == 5 for e in report["evaluations"])
     assert done.stdout.count("best-of-4 on 5 held-out tasks") == 2
-    both = subprocess.run(
-        [orchrm, "eval", str(tmp_path / "math.jsonl"), "--store", str(tmp_path / "s.duckdb")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    both = run_orchrm("eval", str(tmp_path / "math.jsonl"), "--store", str(tmp_path / "s.duckdb"))
     assert both.returncode == 2 and "either log files or --store" in both.stderr
 
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -20,9 +17,9 @@ from orchrm.tasks.benchmarks.gpqa import gpqa_letter, gpqa_options
 from orchrm.tasks.benchmarks.hotpotqa import hotpotqa_correct, hotpotqa_f1
 from orchrm.tasks.benchmarks.registry import BENCHMARKS, load_benchmark, load_benchmark_corpus
 from orchrm.tasks.grading import GRADERS, answer_key, grade
+from tests.conftest import run_orchrm
 
 AIME = Path(__file__).resolve().parents[2] / "shared" / "data" / "aime"
-ORCHRM = Path(sys.executable).with_name("orchrm")
 
 HOTPOT = [
     {
@@ -392,14 +389,10 @@ def run_benchmark(tmp_path: Path, reply, *args: str) -> tuple[list[dict], list[d
 
     out = tmp_path / "run.jsonl"
     with LoopbackLLM(reply=reply) as server:
-        command = [str(ORCHRM), "run", *args, "--samples", "2", "--base-url", server.base_url]
-        done = subprocess.run(
-            [*command, "--out", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "COLUMNS": "120"},
-        )
+        done = run_orchrm(
+            "run", *args, "--samples", "2", "--base-url", server.base_url, "--out", str(out),
+            columns=120,
+        )  # fmt: skip
         requests = list(server.requests)
     assert done.returncode == 0, done.stdout + done.stderr
     return [json.loads(line) for line in out.read_text().splitlines()], requests

@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from orchrm.store.config import MineConfig
 from orchrm.training.build import save_model
 from orchrm.training.checkpoint import TrainState, save_checkpoint
 from orchrm.training.data import load_splits
+from tests.conftest import run_orchrm
 
 UMASKS = (0o022, 0o077)
 
@@ -103,20 +102,11 @@ def test_a_saved_model_and_checkpoint_follow_the_umask(tmp_path, umask):
     assert_follows(umask, tmp_path / "run")
 
 
-@pytest.mark.parametrize("umask", UMASKS, ids=lambda m: f"umask{m:03o}")
 def test_world_logs_and_exported_pairs_follow_the_umask(tmp_path, umask):
-    """The quickstart's first outputs, through the command as a user runs it."""
-    command = [str(Path(sys.executable).with_name("orchrm"))]
+    """The quickstart's first outputs, through the command, under the process umask."""
 
     def run(*args):
-        done = subprocess.run(
-            [*command, *args],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            timeout=120,
-            preexec_fn=lambda: os.umask(umask),
-        )
+        done = run_orchrm(*args, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         return done
 

@@ -31,6 +31,7 @@ from orchrm.training.batching import length_grouped_batches
 from orchrm.training.config import TrainConfig
 from orchrm.training.train import train
 from orchrm.world.generate import generate
+from tests.conftest import run_orchrm
 from tests.samples import HIGH_DOM, LOW_DOM, tiny_decoder, tiny_training, train_and_save
 
 FAST = {"max_length": 64, "batch_size": 8, "lr": 1e-4, "eval_every": 4, "num_threads": 2}
@@ -312,39 +313,16 @@ def test_decoder_backbone_with_lora_trains_and_reads_the_last_real_token(pairs_d
 
 
 def test_train_and_score_commands(pairs_dir, tmp_path):
-    orchrm = str(Path(sys.executable).with_name("orchrm"))
-    done = subprocess.run(
-        [
-            orchrm,
-            "train",
-            "--pairs",
-            str(pairs_dir),
-            "--out",
-            str(tmp_path),
-            "--max-steps",
-            "2",
-            "--max-length",
-            "64",
-            "--batch-size",
-            "4",
-            "--eval-every",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_orchrm(
+        "train", "--pairs", str(pairs_dir), "--out", str(tmp_path), "--max-steps", "2",
+        "--max-length", "64", "--batch-size", "4", "--eval-every", "2",
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "trained 2 steps" in done.stdout
     log = tmp_path / "log.jsonl"
     records = generate("math", 2, 2, seed=9, progress=False).records
     write_jsonl([*records, {"question": "q", "full_response": "no plan"}], log)
-    scored = subprocess.run(
-        [orchrm, "score", str(log), "--rm", str(tmp_path / "model"), "--dtype", "fp32"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    scored = run_orchrm("score", str(log), "--rm", str(tmp_path / "model"), "--dtype", "fp32")
     assert scored.returncode == 0, scored.stderr[-2000:]
     rows = [json.loads(x) for x in scored.stdout.splitlines()]
     assert len(rows) == len(records) + 1

@@ -5,8 +5,6 @@ user needs."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from orchrm.memplan.text import plan_text
 from orchrm.rmodel.tokens import default_backbone
 from orchrm.training.build import add_lora
 from orchrm.training.config import TrainConfig
+from tests.conftest import run_orchrm
 
 TINY = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "vocab_size": 500}
 FAMILIES = {
@@ -385,23 +384,16 @@ def test_a_train_config_is_planned_with_or_without_the_new_fields(forced, tmp_pa
 
 def test_the_command_prints_the_plan_and_one_line_for_a_bad_setting():
     command = [
-        sys.executable,
-        "-m",
-        "orchrm",
         "plan-memory",
         "llama-3.1-8b",
         "--max-length",
         "4096",
     ]
     command += ["--micro-batch-pairs", "1"]
-    done = subprocess.run(
-        [*command, "--lora", "--gradient-checkpointing", "--peak-flops", "H100"],
-        capture_output=True,
-        text=True,
-    )
+    done = run_orchrm(*command, "--lora", "--gradient-checkpointing", "--peak-flops", "H100")
     assert done.returncode == 0 and "peak, GC" in done.stdout and "1.2" in done.stdout
-    done = subprocess.run([*command, "--num-devices", "0"], capture_output=True, text=True)
+    done = run_orchrm(*command, "--num-devices", "0")
     assert done.returncode == 2 and "--num-devices" in done.stderr
-    done = subprocess.run([*command, "--bf16", "--dtype", "fp32"], capture_output=True, text=True)
+    done = run_orchrm(*command, "--bf16", "--dtype", "fp32")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "bf16=True contradicts dtype='fp32'" in done.stderr

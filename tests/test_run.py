@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -17,6 +14,7 @@ from orchrm.runtime.backend import BackendError
 from orchrm.runtime.config import RunConfig
 from orchrm.tasks.run import RUN_SCHEMA, run_tasks
 from orchrm.tasks.task import Task, load_tasks
+from tests.conftest import run_orchrm
 from tests.loopback_llm import LoopbackLLM
 from tests.scripted_backend import ScriptedBackend
 
@@ -72,16 +70,10 @@ def test_orchrm_run_against_a_loopback_server_writes_complete_records(tmp_path):
         pytest.skip(f"{AIME} is absent: the shared data folder is not beside this checkout")
     out = tmp_path / "run.jsonl"
     with scripted_llm() as server:
-        command = [str(Path(sys.executable).with_name("orchrm")), "run", "--tasks", str(AIME)]
+        command = ["run", "--tasks", str(AIME)]
         command += ["--limit", "2", "--samples", "3", "--base-url", server.base_url]
         command += ["--model", "sub-model", "--orchestrator-model", "orch-model", "--out", str(out)]
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "COLUMNS": "120"},
-        )
+        done = run_orchrm(*command, columns=120)
         requests = list(server.requests)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "orchestration samples" in done.stdout

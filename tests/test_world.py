@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +21,7 @@ from orchrm.world.generate import generate, world_config, world_stats
 from orchrm.world.model import sc_success, success_probability
 from orchrm.world.orchestrators import orchestrators
 from orchrm.world.tasks import PRESETS, generate_tasks, hinted_type
+from tests.conftest import run_orchrm
 
 CONFIG = world_config()
 
@@ -251,7 +250,6 @@ def test_stats_meet_the_benchmark_requirements():
 
 def test_world_generate_command_writes_run_records(tmp_path):
     command = [
-        str(Path(sys.executable).with_name("orchrm")),
         "world",
         "generate",
         "--preset",
@@ -263,7 +261,7 @@ def test_world_generate_command_writes_run_records(tmp_path):
         "--out",
         str(tmp_path),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    done = run_orchrm(*command)
     assert done.returncode == 0, done.stderr
     records = [json.loads(x) for x in (tmp_path / "search.jsonl").read_text().splitlines()]
     assert len(records) == 4 * 2 * 2

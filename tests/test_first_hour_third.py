@@ -28,9 +28,9 @@ from tests.samples import HIGH_DOM, tiny_decoder
 QUESTION = "What is 6 x 7?"
 
 
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run(*args: str, cwd: Path | None = None, process: bool = False) -> subprocess.CompletedProcess:
     """`orchrm ARGS` with stdout and stderr to pipes, no COLUMNS set."""
-    return run_orchrm(*args, cwd=cwd, columns=None)
+    return run_orchrm(*args, cwd=cwd, columns=None, process=process)
 
 
 def lines(text: str) -> list[str]:
@@ -164,7 +164,7 @@ def test_an_error_longer_than_the_terminal_is_one_line_in_a_pipe_and_no_store_is
 
     empty, store = tmp_path / "empty.jsonl", tmp_path / "s.duckdb"
     empty.write_text("")
-    done = run("ingest", str(empty), "--store", str(store))
+    done = run("ingest", str(empty), "--store", str(store), process=True)  # as users see it
     assert done.returncode == 3
     assert lines(done.stderr) == [
         f"error: cannot detect the format of {empty}: no JSON object in it; give --adapter "

@@ -322,7 +322,11 @@ def test_train_and_score_commands(pairs_dir, tmp_path):
     log = tmp_path / "log.jsonl"
     records = generate("math", 2, 2, seed=9, progress=False).records
     write_jsonl([*records, {"question": "q", "full_response": "no plan"}], log)
-    scored = run_orchrm("score", str(log), "--rm", str(tmp_path / "model"), "--dtype", "fp32")
+    # the installed command in its own process, as users run it: the libraries it loads a
+    # model with print nothing of their own (no load report, no warning)
+    scored = run_orchrm(
+        "score", str(log), "--rm", str(tmp_path / "model"), "--dtype", "fp32", process=True
+    )
     assert scored.returncode == 0, scored.stderr[-2000:]
     rows = [json.loads(x) for x in scored.stdout.splitlines()]
     assert len(rows) == len(records) + 1
@@ -332,6 +336,9 @@ def test_train_and_score_commands(pairs_dir, tmp_path):
     here = score_files(OrchRM.load(tmp_path / "model", dtype="fp32"), [log]).rows
     assert [r["score"] for r in rows] == pytest.approx([r["score"] for r in here], abs=1e-5)
     assert rows[-1]["score"] is None and rows[-1]["reason"] == "no_orchestration"
+    said = scored.stderr.splitlines()  # orchrm's summary and its one problem, nothing else
+    assert len(said) == 3 and said[0].startswith(f"{len(records)} of {len(rows)} records scored")
+    assert said[2].endswith("no <agent> or <answer> block found")
 
 
 def test_evaluating_the_saved_model_reproduces_its_validation_accuracy(trained, pairs_dir):

@@ -310,3 +310,31 @@ def test_world_logs_become_pairs_cut_to_the_budget_in_one_pipeline(tmp_path):
     uncut = [r for _, r in read_jsonl(wide.datasets["m"].pairs / "train.jsonl")]
     lengths = [approx_token_count(r["chosen"]) for r in rows]
     assert max(lengths) < max(approx_token_count(r["chosen"]) for r in uncut)  # cut to 40
+
+
+def test_edited_plans_are_seeded_edits_of_the_logged_ones_within_the_leash(tmp_path):
+    """What `orchrm demo --edited K` adds to the training logs: each plan one or two
+    edits (the search's moves) from a plan a world orchestrator logged for the task,
+    drawn from a seed, and executed on the world like any other record."""
+    from orchrm.experiments.demo.config import DemoConfig
+    from orchrm.experiments.demo.run import _generate_logs
+    from orchrm.orchestration import neighbours, to_harmony
+    from orchrm.world.orchestrators import EditingOrchestrator
+
+    writers = tuple(orchestrators(3).values())
+    editor = EditingOrchestrator(writers, logged=4, max_edits=2, seed=3)
+    for task in generate_tasks("math", 6, seed=3):
+        logged = {w.plan(task, i) for w in writers for i in range(4)}
+        one = {e.plan for o in logged for e in neighbours(o)}
+        two = {e.plan for o in one for e in neighbours(o)}
+        texts = [editor.write(task, sample)[0] for sample in range(6)]
+        assert texts == [editor.write(task, sample)[0] for sample in range(6)]
+        assert set(texts) <= {to_harmony(p) for p in (one | two)}
+        assert len(set(texts)) > 1
+    config = DemoConfig(out=str(tmp_path), train_tasks=10, test_tasks=10, samples=2, edited=3)
+    logs = _generate_logs(config, say=lambda line: None)
+    records = [json.loads(x) for x in logs[("math", "edits")].path.read_text().splitlines()]
+    assert len(records) == 10 * 3 and {r["orchestrator"] for r in records} == {"edited"}
+    assert all(r["execution"] and r["world"]["seed"] == config.seed for r in records)
+    train = logs[("math", "train")].tasks_path.read_text()
+    assert logs[("math", "edits")].tasks_path.read_text() == train  # the training tasks

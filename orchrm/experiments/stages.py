@@ -129,16 +129,20 @@ def world_log(
     seed: int,
     *,
     specialized: dict | None = None,
+    edits_of: int = 0,
     progress: bool = True,
 ) -> WorldLog:
     """The world-log stage: `samples` executed orchestrations per task from each world
     orchestrator on `tasks` tasks of `preset` (a name or a `Preset` variant) from world
     `seed`, into FOLDER/NAME.jsonl with the tasks in FOLDER/NAME.tasks.jsonl.
-    `specialized`: fields to change on the specialized orchestrator (e.g. `follow`)."""
+    `specialized`: fields to change on the specialized orchestrator (e.g. `follow`).
+    `edits_of` > 0: `samples` edited plans per task instead, each an edit of one of the
+    first `edits_of` plans a world orchestrator wrote for it (`EditingOrchestrator`,
+    orchestrator name `edited`)."""
     import time
 
     from orchrm.world.generate import generate
-    from orchrm.world.orchestrators import orchestrators
+    from orchrm.world.orchestrators import EditingOrchestrator, orchestrators
 
     folder = Path(folder)
     path, tasks_path = folder / f"{name}.jsonl", folder / f"{name}.tasks.jsonl"
@@ -148,6 +152,7 @@ def world_log(
         "samples": samples,
         "seed": seed,
         "specialized": specialized or {},
+        **({"edits_of": edits_of} if edits_of else {}),
     }
 
     def build() -> dict:
@@ -155,6 +160,10 @@ def world_log(
         if specialized:
             writers = orchestrators(seed)
             writers["specialized"] = replace(writers["specialized"], **specialized)
+        if edits_of:
+            logged = tuple((writers or orchestrators(seed)).values())
+            editor = EditingOrchestrator(logged, edits_of, seed=seed)
+            writers = {editor.name: editor}
         start = time.perf_counter()
         generated = generate(preset, tasks, samples, seed, progress, writers)
         write_jsonl(generated.records, path)

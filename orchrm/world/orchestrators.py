@@ -122,7 +122,7 @@ class WorldOrchestrator:
 
     def write(self, task: WorldTask, sample: int, dom: str = "high") -> tuple[str, float]:
         """(harmony text, its log-probability) for one sample of a plan for `task`."""
-        c = Choices(random.Random(f"{self.name}|{self.seed}|{task.id}|{sample}"))
+        c = self._choices(task, sample)
         o = self._plan(task, c, dom)
         text = to_harmony(o)
         if c.chance(self.invalid_rate):
@@ -131,6 +131,13 @@ class WorldOrchestrator:
             text = c.pick(("Here is the plan.\n", "```xml\n", "Plan:\n")) + text
         # Besides its choices, a language model pays for every token it writes.
         return text, c.logprob + TOKEN_LOGPROB * approx_token_count(text)
+
+    def plan(self, task: WorldTask, sample: int, dom: str = "high") -> Orchestration:
+        """The plan `write` renders for this sample, before any slip breaks its text."""
+        return self._plan(task, self._choices(task, sample), dom)
+
+    def _choices(self, task: WorldTask, sample: int) -> Choices:
+        return Choices(random.Random(f"{self.name}|{self.seed}|{task.id}|{sample}"))
 
     def _plan(self, task: WorldTask, c: Choices, dom: str) -> Orchestration:
         q = task.question
@@ -269,6 +276,40 @@ def _break(text: str, c: Choices) -> str:
     if how == "edge" and "<edge>" in text:
         return text.replace("<edge>", "<edge>\n  <from>Ghost</from><to>Solver</to>", 1)
     return text[: len(text) // 2]
+
+
+@dataclass(frozen=True)
+class EditingOrchestrator:
+    """Writes edits of what `writers` logged: sample `i` takes one of the `logged` plans
+    each writer wrote for the task (chosen by a seeded draw) and applies 1 to `max_edits`
+    edits drawn from its neighbours (`orchrm.orchestration.edits`), the moves plan
+    search makes. Executed on the world, these records show a reward model what the
+    search's edits do to a plan's success; a plan with no neighbour (a direct answer) is
+    written as it was. Its log-probability is the draw's: uniform over the choices."""
+
+    writers: tuple[WorldOrchestrator, ...]
+    logged: int
+    max_edits: int = 2
+    name: str = "edited"
+    seed: int = 0
+    specialized: bool = False
+
+    def write(self, task: WorldTask, sample: int, dom: str = "high") -> tuple[str, float]:
+        """(harmony text, its log-probability) of one edited plan for `task`."""
+        from orchrm.orchestration import neighbours
+
+        rng = random.Random(f"{self.name}|{self.seed}|{task.id}|{sample}")
+        writer = rng.choice(self.writers)
+        plan = writer.plan(task, rng.randrange(self.logged), dom)
+        logprob = -math.log(len(self.writers) * self.logged)
+        for _ in range(rng.randint(1, self.max_edits)):
+            options = neighbours(plan)
+            if not options:
+                break
+            plan = rng.choice(options).plan
+            logprob -= math.log(len(options))
+        text = to_harmony(plan)
+        return text, logprob + TOKEN_LOGPROB * approx_token_count(text)
 
 
 def orchestrators(seed: int = 0) -> dict[str, WorldOrchestrator]:

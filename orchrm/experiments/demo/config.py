@@ -56,6 +56,11 @@ class DemoConfig:
     """Run orchrm-search at every N of the accuracy-over-N curves too, not only at the
     full N (the table): it then scores about eight times the edits, and the evaluation
     takes about three times as long (docs/results.md#where-the-demos-time-goes)."""
+    edited: int = setting(0, min=0, panel="Data")
+    """Edited plans per training task added to the training logs: each an edit of a plan
+    the world's orchestrators logged for it (the moves orchrm-search makes), executed on
+    the world, so the reward model sees what edits do; 0: none
+    (docs/results.md#improving-a-plan-before-it-runs)."""
     reruns: int = setting(20, min=0, panel="Data")
     """Re-executions of every held-out candidate, from which majority and the weighted
     vote get an expected accuracy (`orchrm.evaluation.reruns`); 0: none."""

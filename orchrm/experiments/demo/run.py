@@ -69,6 +69,13 @@ def _generate_logs(config: DemoConfig, say) -> dict[tuple[str, str], WorldLog]:
                 f"{preset} {part}: {log.info['records']} records "
                 f"({'reused' if log.reused else speed})"
             )
+        if config.edited:
+            log = world_log(
+                Path(config.out) / "logs", f"{preset}.edits", preset, config.train_tasks,
+                config.edited, config.seed, edits_of=config.samples,
+            )  # fmt: skip
+            logs[(preset, "edits")] = log
+            say(f"{preset} edits: {log.info['records']} records of edited plans")
     return logs
 
 
@@ -86,7 +93,7 @@ def _reward_models(config: DemoConfig, logs: dict, lap) -> WorldRMResult:
     return world_reward_models(
         WorldRMConfig(
             out=config.out,
-            logs=[logs[(preset, "train")] for preset in config.presets],
+            logs=[logs[key] for key in logs if key[1] != "test"],
             datasets=tuple(
                 # Validated once, at the end: in the demo the last step beat the halfway
                 # one for every model.

@@ -27,8 +27,8 @@ setup: $(STAMP)
 
 # The end-to-end demo on the offline world: logs -> store -> pairs -> reward models ->
 # best-of-8 against every selector on held-out tasks -> ./orchrm-demo/ (on 2 cores: about
-# 3 minutes in bf16 with AMX, 4 to 6 in fp32 there; an estimated 6 with AVX-512 and 10
-# to 11 with AVX2 only; docs/results.md#the-demo).
+# 3 minutes in bf16 with AMX, 4 in fp32 there; 7.5 in fp32 on an AMD EPYC with AVX-512;
+# an estimated 11 with AVX2 only; docs/results.md#the-demo).
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 COLUMNS=120 $(BIN)/orchrm demo --out orchrm-demo
 

@@ -433,6 +433,38 @@ def test_verl_calls_compute_score_with_keywords(rm_dir, world, monkeypatch):
         verl_reward.compute_score("a", plan, "1", extra_info={})
 
 
+def test_verl_reward_centres_on_the_rows_reference_plans_as_orchrm_rl_does(rm_dir, world):
+    """`centre` in verl's reward kwargs: sigmoid(r - r_ref) from the row's
+    extra_info['reference'], the value `OrchRMReward(centre=True)` gives, from many
+    threads at once as verl's reward loop calls it; the references are scored once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tasks, examples = world
+    plans = list(dict.fromkeys(c for _, c in examples if runnable(c)))[:4]
+    q = tasks[1].question
+    reference = [plans[2], BROKEN, plans[3]]
+    extra = {"question": q, "reference": reference}
+    kwargs = {"rm_path": str(rm_dir), "dtype": "fp32", "centre": "true"}
+    rm = OrchRM.load(rm_dir, device="cpu", dtype="fp32")
+    want = OrchRMReward(rm, penalty=-7.0, centre=True)(
+        [""] * 3, [plans[0], plans[1], BROKEN], question=[q] * 3, reference=[reference] * 3
+    )
+    with ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(
+            lambda t: verl_reward.compute_score("math", t, "", extra, penalty=-7.0, **kwargs),
+            [plans[0], plans[1], BROKEN] * 2,
+        ))  # fmt: skip
+    assert [r["score"] for r in got] == pytest.approx(want * 2, abs=1e-5)
+    assert 0 < got[0]["score"] < 1 and got[2] == {"score": -7.0, "valid": 0.0, "rm_tokens": 0}
+    tokens = lambda p: len(rm.tokenizer(rm.render(q, runnable(p)))["input_ids"])  # noqa: E731
+    references = tokens(plans[2]) + tokens(plans[3])  # counted once, by the row that scored them
+    counted = sum(r["rm_tokens"] for r in got)
+    assert counted == 2 * (tokens(plans[0]) + tokens(plans[1])) + references
+    assert len({r["rm_reference"] for r in got if r["valid"]}) == 1
+    with pytest.raises(InputError, match="reference plans that parse"):
+        verl_reward.compute_score("math", plans[0], "", {"question": "another?"}, **kwargs)
+
+
 def test_verl_reward_scores_through_the_http_service(world):
     tasks, examples = world
     seen = []

@@ -37,6 +37,12 @@ another node does not), so give settings as reward kwargs.
   `mean_minus_std` with `spread_weight`, `warm`; default: the ensemble's own); the
   result then also carries `rm_spread`, the members' standard deviation, which verl
   logs. A server aggregates as it was started (`orchrm serve --aggregate`).
+- `centre` (reward kwargs or extra_info; `1`/`true`): the reward centred on the row's
+  reference plans and bounded (PAR, arXiv 2502.18770), as `orchrm rl --centre` gives it:
+  sigmoid(r - r_ref), r_ref the mean of the (normalized) scores of the plan texts in
+  `extra_info["reference"]` (the reference policy's plans for the question; those that
+  do not parse are left out), scored once per question in each worker process and
+  logged as `rm_reference`. An invalid output keeps the penalty.
 
 verl 0.9 configuration (command-line overrides of `ppo_trainer.yaml`):
 
@@ -59,6 +65,7 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from orchrm.calibration.methods import sigmoid
 from orchrm.errors import ConfigError, InputError
 from orchrm.rl.rewards import runnable
 from orchrm.scoring.base import Scorer
@@ -84,10 +91,14 @@ class Settings:
     normalize: bool
     aggregate: str = ""
     spread_weight: float | None = None
+    centre: bool = False
 
 
 _SCORERS: dict[Settings, Scorer] = {}
 _SCORERS_LOCK = threading.Lock()
+_REFERENCES: dict[tuple[Settings, str], float] = {}
+"""Each (settings, question)'s reference value, once its reference plans are scored."""
+_REFERENCE_LOCKS: dict[tuple[Settings, str], threading.Lock] = {}
 
 
 def _scorer(settings: Settings) -> Scorer:
@@ -129,6 +140,7 @@ def _settings(extra: dict, kwargs: dict) -> Settings:
         normalize=text("normalize", NORMALIZE_ENV, "1") not in ("0", "false", "False"),
         aggregate=str(extra.get("aggregate", kwargs.get("aggregate")) or ""),
         spread_weight=_number(extra.get("spread_weight", kwargs.get("spread_weight"))),
+        centre=str(extra.get("centre", kwargs.get("centre", ""))).lower() in ("1", "true"),
     )
     if not settings.rm_path and not settings.rm_url:
         raise ConfigError(
@@ -146,6 +158,35 @@ def _number(value) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         raise ConfigError(f"spread_weight {value!r}: give a number >= 0") from None
+
+
+def _reference(settings: Settings, scorer: Scorer, question: str, texts) -> tuple[float, int]:
+    """The question's reference value (the mean normalized score of its reference plans
+    that parse) and the tokens scored for it by this call (0 once it is known)."""
+    key = (settings, question)
+    with _SCORERS_LOCK:
+        lock = _REFERENCE_LOCKS.setdefault(key, threading.Lock())
+    with lock:  # the group's other samples wait for the one that scores the references
+        if key in _REFERENCES:
+            return _REFERENCES[key], 0
+        value, tokens = _reference_value(settings, scorer, question, texts)
+        _REFERENCES[key] = value
+        return value, tokens
+
+
+def _reference_value(settings: Settings, scorer: Scorer, question: str, texts):
+    plans = [t for t in (texts or ()) if isinstance(t, str) and runnable(t) is not None]
+    if not plans:
+        raise InputError(
+            f"the centred Orch-RM reward needs reference plans that parse in the row's "
+            f"extra_info['reference'] (question {question[:60]!r}: {len(texts or ())} given, "
+            "none valid)"
+        )
+    scored = scorer.score([(question, t) for t in plans])
+    values = [r.score for r in scored]
+    if settings.normalize:
+        values = scorer.info.normalize(values)
+    return sum(values) / len(values), sum(r.tokens for r in scored)
 
 
 def compute_score_batch(
@@ -168,18 +209,22 @@ def compute_score_batch(
         else:
             pending.append((n, question, text, extra))
     # The output goes as written: a server that renders for itself reads the text verl saw.
-    groups: dict[Settings, list[tuple[int, str, str]]] = {}
+    groups: dict[Settings, list[tuple[int, str, str, dict]]] = {}
     for n, question, text, extra in pending:
-        groups.setdefault(_settings(extra, kwargs), []).append((n, question, text))
+        groups.setdefault(_settings(extra, kwargs), []).append((n, question, text, extra))
     for settings, members in groups.items():
         scorer = _scorer(settings)
-        scored = scorer.score([(q, o) for _, q, o in members])
+        scored = scorer.score([(q, o) for _, q, o, _ in members])
         scores = [r.score for r in scored]
         tokens = [r.tokens for r in scored]
         if settings.normalize:
             scores = scorer.info.normalize(scores)
-        for (n, _, _), score, count, r in zip(members, scores, tokens, scored, strict=True):
+        for (n, q, _, extra), score, count, r in zip(members, scores, tokens, scored, strict=True):
             out[n] = {"score": float(score), "valid": 1.0, "rm_tokens": count}
+            if settings.centre:
+                reference, more = _reference(settings, scorer, q, extra.get("reference"))
+                out[n] |= {"score": sigmoid(score - reference), "rm_reference": reference}
+                out[n]["rm_tokens"] += more
             if r.spread is not None:
                 out[n]["rm_spread"] = r.spread
     return [r for r in out if r is not None]

@@ -13,6 +13,7 @@ the tests use for the real LLM.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,8 @@ def expected(rm_dir, rows) -> list[float]:
 def fresh_process(monkeypatch):
     """A worker process's state: no scorer loaded yet, and each model load counted."""
     monkeypatch.setattr(verl_reward, "_SCORERS", {})
+    monkeypatch.setattr(verl_reward, "_REFERENCES", {})
+    monkeypatch.setattr(verl_reward, "_REFERENCE_LOCKS", {})
     loads = []
     real = backbone.load_backbone
 
@@ -126,3 +129,34 @@ def test_verl_reward_loop_scores_through_orchrm_serve(
     assert fresh_process == []  # the model lives in the server
     (scorer,) = verl_reward._SCORERS.values()
     assert scorer.__dict__["_callers"].rounds < SAMPLES / 4  # batched into few requests
+
+
+def test_verl_reward_loop_centres_each_reward_on_its_rows_reference_plans(
+    rows, rm_dir, policy_tokenizer, expected, fresh_process
+):
+    """`centre=true` in verl's reward kwargs and each row's reference plans in its
+    extra_info, as a user's parquet file holds them: verl's loop, from its threads, gives
+    sigmoid(r - r_ref) with r_ref the mean of the references' rewards, each question's
+    references scored once, and one model in the worker."""
+    policy, tokenizer = policy_tokenizer
+    valid: dict[str, list[int]] = {}
+    for i, (task, text) in enumerate(rows):
+        if runnable(text) is not None:
+            valid.setdefault(task.question, []).append(i)
+    references = {q: found[:2] for q, found in valid.items()}  # two of its own samples
+    extra = [{"reference": [rows[j][1] for j in references.get(t.question, [])]} for t, _ in rows]
+    config = verl_config(policy, rm_path=rm_dir, dtype="fp32", centre="true")
+    outputs = run_reward_loop(config, data_proto(rows, tokenizer, extra), THREADS)
+
+    seen = set()
+    for (task, text), out, plain in zip(rows, outputs, expected, strict=True):
+        info = out["reward_extra_info"]
+        if runnable(text) is None:
+            assert out["reward_score"] == verl_reward.DEFAULT_PENALTY and info["valid"] == 0.0
+            continue
+        centre = sum(expected[j] for j in references[task.question]) / 2
+        assert info["rm_reference"] == pytest.approx(centre, abs=1e-4)
+        assert out["reward_score"] == pytest.approx(1 / (1 + math.exp(centre - plain)), abs=1e-4)
+        seen.add((task.question, info["rm_reference"]))
+    assert len(seen) == len(references)  # one value a question: its references scored once
+    assert len(fresh_process) == 1

@@ -159,6 +159,9 @@ def test_the_centred_reward_is_the_sigmoid_of_the_gap_to_the_reference_plans(rm_
     # A plan level with its references earns one half, whatever the model scores both.
     level = OrchRMReward(rm, centre=True)([""], [plans[1]], question=[q], reference=[[plans[1]]])
     assert level == [0.5]
+    # The cache is keyed by the references too: other references, another centre.
+    other = reward([""], [plans[0]], question=[q], reference=[[plans[1]]])
+    assert other == [pytest.approx(1 / (1 + math.exp(value[plans[1]] - value[plans[0]])))]
     with pytest.raises(InputError, match="`reference` column"):
         OrchRMReward(rm, centre=True)([""], [plans[0]], question=[q])
     with pytest.raises(InputError, match=r"row 0 .* none of its 1 reference plans parses"):
@@ -461,6 +464,17 @@ def test_verl_reward_centres_on_the_rows_reference_plans_as_orchrm_rl_does(rm_di
     counted = sum(r["rm_tokens"] for r in got)
     assert counted == 2 * (tokens(plans[0]) + tokens(plans[1])) + references
     assert len({r["rm_reference"] for r in got if r["valid"]}) == 1
+    # other references of the same question give another centre (the cache's key)
+    alone = {"question": q, "reference": [plans[2]]}
+    moved = verl_reward.compute_score("math", plans[0], "", alone, penalty=-7.0, **kwargs)
+    assert moved["score"] == pytest.approx(
+        OrchRMReward(rm, centre=True)([""], [plans[0]], question=[q], reference=[[plans[2]]])[0],
+        abs=1e-5,
+    )
+    # the centred and the plain reward share the worker's one model
+    plain = {k: v for k, v in kwargs.items() if k != "centre"}
+    verl_reward.compute_score("math", plans[0], "", {"question": q}, **plain)
+    assert sum(s.rm_path == str(rm_dir) for s in verl_reward._SCORERS) == 1
     with pytest.raises(InputError, match="reference plans that parse"):
         verl_reward.compute_score("math", plans[0], "", {"question": "another?"}, **kwargs)
 

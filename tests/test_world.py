@@ -338,3 +338,7 @@ def test_edited_plans_are_seeded_edits_of_the_logged_ones_within_the_leash(tmp_p
     assert all(r["execution"] and r["world"]["seed"] == config.seed for r in records)
     train = logs[("math", "train")].tasks_path.read_text()
     assert logs[("math", "edits")].tasks_path.read_text() == train  # the training tasks
+    # held out: no edited record is of a task (or question) the evaluation draws on
+    held_out = [json.loads(x) for x in logs[("math", "test")].tasks_path.read_text().splitlines()]
+    assert not {r["task_id"] for r in records} & {t["id"] for t in held_out}
+    assert not {r["question"] for r in records} & {t["question"] for t in held_out}

@@ -143,7 +143,8 @@ class OrchRMReward:
         self.diversity = diversity
         self.ledger = ledger if ledger is not None else TokenLedger()
         self._cache: dict[tuple[str, Orchestration], tuple[float, int]] = {}
-        self._references: dict[str, float] = {}
+        self._references: dict[tuple[str, tuple[str, ...]], float] = {}
+        """The reference value of each (question, reference plan texts), once scored."""
 
     @classmethod
     def for_grpo(cls, rm: Scorer, grpo: GRPOConfig, ledger=None) -> OrchRMReward:
@@ -177,23 +178,27 @@ class OrchRMReward:
                 "the centred Orch-RM reward needs a `reference` column in the dataset "
                 "(plan texts of the reference policy for each question)"
             )
-        todo: dict[str, list[tuple[str, Orchestration]]] = {}
-        for n, (q, texts) in enumerate(zip(question, reference, strict=True)):
-            if q in self._references or q in todo:
+        rows = [
+            (q, tuple(completion_text(t) for t in (() if texts is None else texts)))
+            for q, texts in zip(question, reference, strict=True)
+        ]
+        todo: dict[tuple[str, tuple[str, ...]], list[tuple[str, Orchestration]]] = {}
+        for n, row in enumerate(rows):
+            if row in self._references or row in todo:
                 continue
-            plans = [runnable(completion_text(t)) for t in texts or ()]
-            keys = [(q, o) for o in plans if o is not None]
+            q, texts = row
+            keys = [(q, o) for o in map(runnable, texts) if o is not None]
             if not keys:
                 raise InputError(
-                    f"row {n} (question {q[:60]!r}): none of its {len(texts or ())} reference "
+                    f"row {n} (question {q[:60]!r}): none of its {len(texts)} reference "
                     "plans parses into a valid orchestration"
                 )
-            todo[q] = keys
+            todo[row] = keys
         tokens = self._score_new([key for keys in todo.values() for key in keys])
-        for q, keys in todo.items():
+        for row, keys in todo.items():
             values = [self._value(self._cache[key][0]) for key in keys]
-            self._references[q] = sum(values) / len(values)
-        return [self._references[q] for q in question], tokens
+            self._references[row] = sum(values) / len(values)
+        return [self._references[row] for row in rows], tokens
 
     def __call__(
         self, prompts, completions, completion_ids=None, question=None, reference=None, **kwargs

@@ -73,10 +73,11 @@ def verl_config(policy: Path, **reward_kwargs):
         return compose("ppo_trainer", overrides)
 
 
-def data_proto(rows, tokenizer):
+def data_proto(rows, tokenizer, extra: list[dict] | None = None):
     """A verl batch of the (task, response) rows: left-padded prompts (the policy prompt
     of each question), right-padded responses, the attention mask, and per row the
-    data source, the ground truth and `extra_info` holding the question."""
+    data source, the ground truth and `extra_info` holding the question (and the row's
+    `extra`, when given: e.g. its reference plans)."""
     import numpy as np
     from verl import DataProto
 
@@ -105,7 +106,10 @@ def data_proto(rows, tokenizer):
             "data_source": objects(["orchrm/math"] * len(rows)),
             "reward_model": objects([{"ground_truth": t.answer} for t, _ in rows]),
             "extra_info": objects(
-                [{"question": t.question, "index": i} for i, (t, _) in enumerate(rows)]
+                [
+                    {"question": t.question, "index": i, **(extra[i] if extra else {})}
+                    for i, (t, _) in enumerate(rows)
+                ]
             ),
         },
     )

@@ -91,14 +91,13 @@ class Settings:
     normalize: bool
     aggregate: str = ""
     spread_weight: float | None = None
-    centre: bool = False
 
 
 _SCORERS: dict[Settings, Scorer] = {}
 _SCORERS_LOCK = threading.Lock()
-_REFERENCES: dict[tuple[Settings, str], float] = {}
-"""Each (settings, question)'s reference value, once its reference plans are scored."""
-_REFERENCE_LOCKS: dict[tuple[Settings, str], threading.Lock] = {}
+_REFERENCES: dict[tuple[Settings, str, tuple[str, ...]], float] = {}
+"""The reference value of each (settings, question, reference plan texts), once scored."""
+_REFERENCE_LOCKS: dict[tuple[Settings, str, tuple[str, ...]], threading.Lock] = {}
 
 
 def _scorer(settings: Settings) -> Scorer:
@@ -140,7 +139,6 @@ def _settings(extra: dict, kwargs: dict) -> Settings:
         normalize=text("normalize", NORMALIZE_ENV, "1") not in ("0", "false", "False"),
         aggregate=str(extra.get("aggregate", kwargs.get("aggregate")) or ""),
         spread_weight=_number(extra.get("spread_weight", kwargs.get("spread_weight"))),
-        centre=str(extra.get("centre", kwargs.get("centre", ""))).lower() in ("1", "true"),
     )
     if not settings.rm_path and not settings.rm_url:
         raise ConfigError(
@@ -160,10 +158,16 @@ def _number(value) -> float | None:
         raise ConfigError(f"spread_weight {value!r}: give a number >= 0") from None
 
 
+def _centred(extra: dict, kwargs: dict) -> bool:
+    """Whether the row asks for the centred reward (`centre`: 1 or true)."""
+    return str(extra.get("centre", kwargs.get("centre", ""))).lower() in ("1", "true")
+
+
 def _reference(settings: Settings, scorer: Scorer, question: str, texts) -> tuple[float, int]:
-    """The question's reference value (the mean normalized score of its reference plans
-    that parse) and the tokens scored for it by this call (0 once it is known)."""
-    key = (settings, question)
+    """The reference value of the question's reference plans (the mean normalized score
+    of those that parse) and the tokens scored for it by this call (0 once known)."""
+    texts = () if texts is None else tuple(texts)  # a list, or an array from a parquet file
+    key = (settings, question, texts)
     with _SCORERS_LOCK:
         lock = _REFERENCE_LOCKS.setdefault(key, threading.Lock())
     with lock:  # the group's other samples wait for the one that scores the references
@@ -174,12 +178,12 @@ def _reference(settings: Settings, scorer: Scorer, question: str, texts) -> tupl
         return value, tokens
 
 
-def _reference_value(settings: Settings, scorer: Scorer, question: str, texts):
-    plans = [t for t in (texts or ()) if isinstance(t, str) and runnable(t) is not None]
+def _reference_value(settings: Settings, scorer: Scorer, question: str, texts: tuple):
+    plans = [t for t in texts if isinstance(t, str) and runnable(t) is not None]
     if not plans:
         raise InputError(
             f"the centred Orch-RM reward needs reference plans that parse in the row's "
-            f"extra_info['reference'] (question {question[:60]!r}: {len(texts or ())} given, "
+            f"extra_info['reference'] (question {question[:60]!r}: {len(texts)} given, "
             "none valid)"
         )
     scored = scorer.score([(question, t) for t in plans])
@@ -221,7 +225,7 @@ def compute_score_batch(
             scores = scorer.info.normalize(scores)
         for (n, q, _, extra), score, count, r in zip(members, scores, tokens, scored, strict=True):
             out[n] = {"score": float(score), "valid": 1.0, "rm_tokens": count}
-            if settings.centre:
+            if _centred(extra, kwargs):
                 reference, more = _reference(settings, scorer, q, extra.get("reference"))
                 out[n] |= {"score": sigmoid(score - reference), "rm_reference": reference}
                 out[n]["rm_tokens"] += more

@@ -26,6 +26,7 @@ from orchrm.orchestration import (
     Edge,
     Orchestration,
     approx_token_count,
+    neighbours,
     to_harmony,
 )
 from orchrm.world.model import NO_FACTS_PRIOR, PRIORS
@@ -292,12 +293,9 @@ class EditingOrchestrator:
     max_edits: int = 2
     name: str = "edited"
     seed: int = 0
-    specialized: bool = False
 
     def write(self, task: WorldTask, sample: int, dom: str = "high") -> tuple[str, float]:
         """(harmony text, its log-probability) of one edited plan for `task`."""
-        from orchrm.orchestration import neighbours
-
         rng = random.Random(f"{self.name}|{self.seed}|{task.id}|{sample}")
         writer = rng.choice(self.writers)
         plan = writer.plan(task, rng.randrange(self.logged), dom)

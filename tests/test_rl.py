@@ -436,7 +436,9 @@ def test_verl_calls_compute_score_with_keywords(rm_dir, world, monkeypatch):
         verl_reward.compute_score("a", plan, "1", extra_info={})
 
 
-def test_verl_reward_centres_on_the_rows_reference_plans_as_orchrm_rl_does(rm_dir, world):
+def test_verl_reward_centres_on_the_rows_reference_plans_as_orchrm_rl_does(
+    rm_dir, world, monkeypatch
+):
     """`centre` in verl's reward kwargs: sigmoid(r - r_ref) from the row's
     extra_info['reference'], the value `OrchRMReward(centre=True)` gives, from many
     threads at once as verl's reward loop calls it; the references are scored once."""
@@ -448,6 +450,7 @@ def test_verl_reward_centres_on_the_rows_reference_plans_as_orchrm_rl_does(rm_di
     reference = [plans[2], BROKEN, plans[3]]
     extra = {"question": q, "reference": reference}
     kwargs = {"rm_path": str(rm_dir), "dtype": "fp32", "centre": "true"}
+    monkeypatch.setattr(verl_reward, "_SCORERS", {})  # a fresh worker process's
     rm = OrchRM.load(rm_dir, device="cpu", dtype="fp32")
     want = OrchRMReward(rm, penalty=-7.0, centre=True)(
         [""] * 3, [plans[0], plans[1], BROKEN], question=[q] * 3, reference=[reference] * 3
@@ -474,7 +477,7 @@ def test_verl_reward_centres_on_the_rows_reference_plans_as_orchrm_rl_does(rm_di
     # the centred and the plain reward share the worker's one model
     plain = {k: v for k, v in kwargs.items() if k != "centre"}
     verl_reward.compute_score("math", plans[0], "", {"question": q}, **plain)
-    assert sum(s.rm_path == str(rm_dir) for s in verl_reward._SCORERS) == 1
+    assert len(verl_reward._SCORERS) == 1
     with pytest.raises(InputError, match="reference plans that parse"):
         verl_reward.compute_score("math", plans[0], "", {"question": "another?"}, **kwargs)
 

@@ -2,7 +2,8 @@
 training seeds and batch orders.
 
     .venv/bin/python benchmarks/rm_recipe.py [--demo orchrm-demo] [--seeds 0,1,2]
-        [--sort 1,64] [--passes 4] [--clip 1.0] [--steps 180] [--lr 1e-4] [--threads 2]
+        [--sort 1,64] [--task-batches 0,1] [--passes 4] [--clip 1.0] [--steps 180]
+        [--lr 1e-4] [--threads 2]
 
 Trains the demo's math model (MiniLM, 128 tokens, batch 16, the demo's learning rate and
 steps) on the pairs a finished `orchrm demo` exported (DEMO/pairs/math), once per seed
@@ -13,6 +14,8 @@ paired 95% interval). The settings:
 
 - `--sort`: batches whose pairs are sorted by length together
   (`TrainConfig.sort_batches`; 1: random batches, the default).
+- `--task-batches`: 1: batches filled with pairs of one task that share plans
+  (`TrainConfig.task_batches`; not with `--sort` above 1, such runs are skipped).
 - `--passes`: forward passes per batch (`TrainConfig.forward_passes`).
 - `--clip`: the gradient-norm clip (`TrainConfig.max_grad_norm`; 0: none).
 
@@ -36,7 +39,7 @@ from orchrm.training.config import TrainConfig
 
 DEMO, TRAIN = DemoConfig(), TrainConfig()
 """The demo's settings and the training's defaults, those of the recipe."""
-LISTS = ("seeds", "sort", "passes", "clip")
+LISTS = ("seeds", "sort", "task_batches", "passes", "clip")
 """The options given as one comma-separated text."""
 
 
@@ -51,6 +54,8 @@ class RecipeSettings:
     sort: tuple[int, ...] = (1, 64)
     """Batches sorted by length together (`TrainConfig.sort_batches`; 1: random batches),
     comma-separated."""
+    task_batches: tuple[int, ...] = (0,)
+    """Batches filled by task (`TrainConfig.task_batches`): 0 off, 1 on, comma-separated."""
     passes: tuple[int, ...] = (TRAIN.forward_passes,)
     """Forward passes per batch (`TrainConfig.forward_passes`), comma-separated."""
     clip: tuple[float, ...] = (TRAIN.max_grad_norm,)
@@ -69,6 +74,8 @@ class RecipeSettings:
         for name, least in (("sort", 1), ("passes", 1), ("clip", 0)):
             if min(getattr(self, name)) < least:
                 raise ConfigError(f"--{name} takes values of {least} or more")
+        if not set(self.task_batches) <= {0, 1}:
+            raise ConfigError("--task-batches takes 0 (off) and 1 (on)")
 
 
 def main(args: RecipeSettings) -> None:
@@ -77,11 +84,14 @@ def main(args: RecipeSettings) -> None:
     demo_pairs(demo)  # a MissingInput when the demo has not run
     quiet_third_party()  # transformers' load reports would bury the table
     print(
-        "| sorted together | passes | clip | seed | validation accuracy | reward std | "
-        "pairs/s | argmax minus majority |"
+        "| sorted together | task batches | passes | clip | seed | validation accuracy | "
+        "reward std | pairs/s | argmax minus majority |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-    for sort, npass, clip, seed in itertools.product(args.sort, args.passes, args.clip, args.seeds):
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    grid = itertools.product(args.sort, args.task_batches, args.passes, args.clip, args.seeds)
+    for sort, tasks, npass, clip, seed in grid:
+        if tasks and sort > 1:
+            continue  # batches are filled by task or sorted by length, not both
         run = TrainConfig(
             max_length=DEMO.max_length,
             lr=args.lr,
@@ -89,6 +99,7 @@ def main(args: RecipeSettings) -> None:
             eval_every=args.steps,
             max_grad_norm=clip,
             sort_batches=sort,
+            task_batches=bool(tasks),
             forward_passes=npass,
             seed=seed,
             num_threads=args.threads,
@@ -96,7 +107,8 @@ def main(args: RecipeSettings) -> None:
         summary, gain = recipe_run(demo, run, DEMO.samples, DEMO.reruns)
         last = summary.history[-1]
         print(
-            f"| {sort} | {npass} | {clip:g} | {seed} | {summary.best_validation_accuracy:.3f} | "
+            f"| {sort} | {'on' if tasks else 'off'} | {npass} | {clip:g} | {seed} | "
+            f"{summary.best_validation_accuracy:.3f} | "
             f"{last['reward_std']:.2f} | {summary.pairs_per_second:.1f} | {gain} |",
             flush=True,
         )

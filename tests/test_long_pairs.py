@@ -53,6 +53,18 @@ def test_each_text_is_made_to_a_drawn_length_its_own_rendering_first(tokenizer):
     assert len({min(lengths, key=lambda k: abs(n - k)) for n in sizes}) > 1
 
 
+def test_a_plan_in_several_pairs_is_one_text_in_all_of_them(tokenizer):
+    text = " ".join(f"step {i} checks the sum again." for i in range(400))
+    plans = [f"plan {k}: cot agent" for k in range(3)]
+    rows = [{"prompt": "add 2 and 2\n", "chosen": plans[0], "rejected": plans[1]},
+            {"prompt": "add 2 and 2\n", "chosen": plans[0], "rejected": plans[2]},
+            {"prompt": "add 2 and 2\n", "chosen": plans[1], "rejected": plans[2]}]  # fmt: skip
+    a, b, c = stretch(rows, tokenizer, [20, 60, 150, 300], text, seed=0)
+    assert a["chosen"] == b["chosen"] and a["rejected"] == c["chosen"]
+    assert b["rejected"] == c["rejected"]
+    assert len({a["chosen"], a["rejected"], b["rejected"]}) == 3
+
+
 def test_a_text_longer_than_its_drawn_length_is_cut_to_it(tokenizer):
     row = {"prompt": "", "chosen": "word " * 200, "rejected": "other " * 200}
     (out,) = stretch([row], tokenizer, [30], "unused", seed=0)
@@ -66,19 +78,21 @@ def test_the_filler_is_the_records_reasoning():
     assert len(filler(mas_records(DATA))) > 50_000
 
 
-def test_trl_reads_the_pairs_in_the_order_orchrms_loop_reads_them(tmp_path, monkeypatch):
-    """The order TRL is given is the micro-batches orchrm's own training loop ran."""
+@pytest.mark.parametrize("by_task", [False, True])
+def test_trl_reads_the_pairs_in_the_order_orchrms_loop_reads_them(by_task, tmp_path, monkeypatch):
+    """The order TRL is given is the micro-batches orchrm's own training loop ran, in
+    random batches or batches filled task by task."""
     import orchrm.training.train as loop
     from orchrm.experiments.train_speed.compare import Run, orchrm_order
     from orchrm.jsonl import write_jsonl
     from orchrm.training.config import TrainConfig
     from tests.samples import tiny_decoder
 
-    rows = [{"prompt": f"p{i} ", "chosen": "a " * (i % 7 + 1), "rejected": "b c"}
-            for i in range(40)]  # fmt: skip
+    rows = [{"prompt": f"p{i} ", "chosen": "a " * (i % 7 + 1), "rejected": "b c",
+             "task_id": f"t{i % 6}"} for i in range(40)]  # fmt: skip
     write_jsonl(rows, tmp_path / "pairs" / "train.jsonl")
     backbone = tiny_decoder(tmp_path / "backbone", [r["prompt"] + r["chosen"] for r in rows])
-    run = Run(steps=5, batch=4, lr=1e-4, max_length=64, accumulation=2)
+    run = Run(steps=5, batch=4, lr=1e-4, max_length=64, accumulation=2, task_batches=by_task)
     ran, step = [], loop._train_step
 
     def recording(state, batch):
@@ -89,8 +103,11 @@ def test_trl_reads_the_pairs_in_the_order_orchrms_loop_reads_them(tmp_path, monk
     loop.train(TrainConfig(pairs=str(tmp_path / "pairs"), out=str(tmp_path / "rm"),
                            backbone=str(backbone), max_steps=run.steps, batch_size=run.batch,
                            grad_accumulation=run.accumulation, dtype="fp32", seed=0,
-                           num_threads=1), progress=False)  # fmt: skip
+                           num_threads=1, task_batches=by_task), progress=False)  # fmt: skip
     order = orchrm_order(tmp_path / "pairs", run)
     assert len(ran) == len(order) == 40
     batches = [sorted(order[k : k + run.batch]) for k in range(0, len(order), run.batch)]
     assert [i for b in batches for i in b] == ran
+    if by_task:  # six tasks of 6 or 7 pairs: each fills one batch of 4 alone
+        alone = [b for b in batches if len({rows[i]["task_id"] for i in b}) == 1]
+        assert len(alone) >= 6

@@ -276,3 +276,49 @@ def test_a_bf16_base_feeds_its_adapters_bf16_with_the_same_results():
     (want, want_grads), (got, got_grads) = found
     assert torch.equal(got, want)
     assert all(torch.equal(got_grads[n], g) for n, g in want_grads.items())
+
+
+@pytest.mark.parametrize("way", ["padded", "packed"])
+def test_a_plan_in_several_pairs_is_computed_once_with_each_pairs_loss_and_gradients(way):
+    """A micro-batch of 5 pairs over 4 plans (a task's winner beating three, one loser
+    twice): 4 texts computed, not 10, and the losses and every gradient as when each
+    pair's two texts are computed on their own."""
+    a, b, c, d = texts((7, 12, 3, 9))
+    chosen, rejected = [a, a, a, b, b], [b, c, d, c, d]
+    model = tiny("llama")
+    if way == "packed":
+        enable_packing(model)
+    seen = []
+    model.register_forward_pre_hook(
+        lambda _, args, kw: seen.append(kw["input_ids"].shape), with_kwargs=True
+    )
+
+    def run(step):
+        model.zero_grad(set_to_none=True)
+        losses = step()
+        (losses * torch.linspace(1.0, 2.0, len(losses))).sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return losses.detach(), grads
+
+    def once():
+        loss, _ = pair_loss(model, chosen + rejected, None, pad_id=0, device="cpu",
+                            center_rewards=0.01, passes=2)  # fmt: skip
+        return loss
+
+    def apart():
+        score = [padded([s], "right")(model)[0] for s in chosen + rejected]
+        pairs = [(score[i], score[i + 5]) for i in range(5)]
+        return torch.stack(
+            [-torch.nn.functional.logsigmoid(x - y) + 0.01 * (x + y) ** 2 for x, y in pairs]
+        )
+
+    got, got_grads = run(once)
+    if way == "packed":
+        assert [tuple(s) for s in seen] == [(1, 7 + 12 + 3 + 9)]  # four texts, one row
+    else:
+        assert sum(s[0] for s in seen) == 4 and len(seen) == 2  # four texts, two passes
+    want, want_grads = run(apart)
+    assert close(got, want), (got - want).abs().max()
+    assert set(got_grads) == set(want_grads)
+    for name, grad in want_grads.items():
+        assert close(got_grads[name], grad), name

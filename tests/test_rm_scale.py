@@ -164,6 +164,47 @@ def test_sorted_batches_group_pairs_by_both_texts_tokens():
     assert all(max(b) - min(b) == 3 for b in batches)  # four neighbours in length each
 
 
+def test_task_batches_hold_pairs_that_share_plans_each_pair_once_an_epoch():
+    # 6 tasks, task k: k + 1 winners each beating 3 losers; their pairs interleaved.
+    made = [(f"t{k}", (f"t{k}w{w}", f"t{k}l{x}")) for k in range(6) for w in range(k + 1)
+            for x in range(3)]  # fmt: skip
+    made = [made[(i * 7) % len(made)] for i in range(len(made))]  # 63 pairs: 7 is coprime
+    tasks, texts = [t for t, _ in made], [pair for _, pair in made]
+    plan = dict(batch_size=6, grad_accumulation=1, max_tokens=None, seed=2, tasks=tasks,
+                texts=texts)  # fmt: skip
+    steps = epoch_steps([10] * len(tasks), epoch=0, **plan)
+    assert steps == epoch_steps([10] * len(tasks), epoch=0, **plan)
+    assert steps != epoch_steps([10] * len(tasks), epoch=1, **plan)
+    batches = [m.pairs for s in steps for m in s.micro_batches]
+    assert sorted(i for b in batches for i in b) == list(range(len(tasks)))  # each pair once
+    assert sorted(map(len, batches)) == [3] + [6] * 10
+    full = [b for b in batches if len({tasks[i] for i in b}) == 1]
+    assert len(full) >= 7  # tasks 1-5 fill 0, 1, 2, 2, 3 batches of 6 (3 winners x 2 losers)
+    for b in full:  # 6 pairs of one task on at most 6 texts (random: up to 12)
+        assert len({t for i in b for t in texts[i]}) <= 6
+    # Under a budget the step's pairs are the same draw, cut by width.
+    budget = epoch_steps([10] * len(tasks), epoch=0, **{**plan, "max_tokens": 40})
+    assert [sorted(i for m in s.micro_batches for i in m.pairs) for s in budget] == [
+        sorted(b) for b in batches
+    ]
+    with pytest.raises(ValueError, match="not both"):
+        epoch_steps([10] * len(tasks), epoch=0, group=2, **plan)
+
+
+def test_task_batches_compute_a_plan_once_in_its_batch(pairs_dir, tmp_path):
+    """The same pairs and steps, fewer texts computed: a task's plans are in several of
+    its pairs, and a batch of one task's pairs computes each plan once."""
+    done = {}
+    for way in (False, True):
+        out = tmp_path / str(way)
+        config = {**TINY, "max_steps": 3, "batch_size": 8, "eval_every": 3}
+        train(TrainConfig(pairs=str(pairs_dir), out=str(out), task_batches=way, **config),
+              progress=False)  # fmt: skip
+        done[way] = json.loads((out / "model" / "orchrm.json").read_text())["training"]
+    assert done[True]["pairs_seen"] == done[False]["pairs_seen"] == 24
+    assert done[True]["tokens"] < 0.8 * done[False]["tokens"]
+
+
 def test_training_groups_by_both_texts_and_pads_to_the_longer(monkeypatch, pairs_dir, tmp_path):
     seen = {}
 
@@ -406,6 +447,7 @@ def test_attention_implementation_reaches_the_model(decoders):
         ({"batch_size": 0}, "batch_size"),
         ({"lora_dropout": 1.0}, "lora_dropout"),
         ({"epochs": 0.0}, "epochs"),
+        ({"task_batches": True, "sort_batches": 4}, "set one"),
     ],
 )
 def test_a_bad_setting_is_refused_at_construction(changes, named, monkeypatch):

@@ -14,7 +14,10 @@ and backward pass each) whose gradients are accumulated before the optimizer ste
 Batches are drawn at random, as TRL's reward trainer draws them; with `group` above 1,
 the pairs of that many batches are sorted together by their tokens (both texts), so each
 batch holds pairs of similar length (less padding, but batches that are not a random
-sample: docs/results.md#minilm). Inside a micro-batch,
+sample: docs/results.md#minilm). With `tasks` (each pair's task), batches are filled
+with blocks of one task's pairs that share plans, so that a plan in several pairs of a
+batch is computed once there (`orchrm.training.loss`), as InstructGPT trains on all the
+comparisons of a prompt at once. Inside a micro-batch,
 `text_passes` cuts the texts, longest first, into forward passes that each pad to their
 own longest text. The order is a pure function of the seed and the epoch, so a resumed
 run reads exactly the micro-batches an uninterrupted one would. Under several
@@ -26,7 +29,9 @@ nothing.
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections import deque
 from dataclasses import dataclass
 
 
@@ -67,6 +72,55 @@ def length_grouped_batches(
         batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
     rng.shuffle(batches)
     return batches
+
+
+def task_batches(
+    tasks: list[str], texts: list[tuple], batch_size: int, seed: int, epoch: int
+) -> list[list[int]]:
+    """Index batches of `batch_size` pairs filled task by task, so that their pairs share
+    plans: each task's pairs (shuffled by seed and epoch) are cut into blocks of
+    `batch_size` that hold as few distinct texts as `shared_blocks` finds (`texts`: each
+    pair's two texts, any hashable keys); a full block is a batch, and the tasks' last,
+    partial blocks are laid end to end in random order and cut into batches. Batches in
+    random order; the last may hold fewer pairs."""
+    rng = random.Random(f"{seed}:{epoch}:tasks")
+    groups: dict[str, list[int]] = {}
+    for i, task in enumerate(tasks):
+        groups.setdefault(task, []).append(i)
+    full, rest = [], []
+    for key in sorted(groups):
+        members = groups[key]
+        rng.shuffle(members)
+        for block in shared_blocks(members, texts, batch_size):
+            (full if len(block) == batch_size else rest).append(block)
+    rng.shuffle(rest)
+    order = [i for block in rest for i in block]
+    batches = full + [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+SHARED_WINDOW = 64
+"""Pairs `shared_blocks` looks ahead at to choose a block's next pair: linear time."""
+
+
+def shared_blocks(pairs: list[int], texts: list[tuple], size: int) -> list[list[int]]:
+    """`pairs` (one task's, in order) cut into blocks of `size`, greedily: a block starts
+    with the first pair left, and each next pair is the first of the next
+    `SHARED_WINDOW` left that brings the fewest texts the block does not hold yet (a
+    task's 2 winners and 2 losers make 4 pairs of 4 texts)."""
+    left, blocks = deque(pairs), []
+    while left:
+        block = [left.popleft()]
+        held = set(texts[block[0]])
+        while len(block) < size and left:
+            window = itertools.islice(left, SHARED_WINDOW)
+            k = min(enumerate(window), key=lambda e: (len(set(texts[e[1]]) - held), e[0]))[0]
+            block.append(left[k])
+            del left[k]
+            held.update(texts[block[-1]])
+        blocks.append(block)
+    return blocks
 
 
 def padded_tokens(pairs: list[int] | tuple[int, ...], widths: list[int]) -> int:
@@ -144,19 +198,31 @@ def epoch_steps(
     group: int = 1,
     processes: int = 1,
     rank: int = 0,
+    tasks: list[str] | None = None,
+    texts: list[tuple] | None = None,
 ) -> list[Step]:
     """The steps process `rank` of `processes` runs in `epoch` (see the module docstring).
     `widths` (the longer text of each pair) is what a pass pads to; `lengths` (both texts'
-    tokens) is what `group` batches are sorted by, None: `widths`. Every process gets the
-    same number of steps; batches left over are skipped this epoch (the next epoch's
-    order differs)."""
+    tokens) is what `group` batches are sorted by, None: `widths`; `tasks` and `texts`
+    (each pair's task and two texts): batches filled task by task (`task_batches`;
+    `group` must then be 1). Every
+    process gets the same number of steps; batches left over are skipped this epoch (the
+    next epoch's order differs)."""
     key = widths if lengths is None else lengths
+    if tasks is not None and group != 1:
+        raise ValueError("batches are filled by task or sorted by length, not both")
+
+    def draw(size: int) -> list[list[int]]:
+        if tasks is not None:
+            return task_batches(tasks, texts, size, seed, epoch)
+        return length_grouped_batches(key, size, seed, epoch, group)
+
     if max_tokens is None:
-        batches = length_grouped_batches(key, batch_size, seed, epoch, group)
+        batches = draw(batch_size)
         mine = batches[rank::processes][: len(batches) // processes]
         chunks = [mine[s : s + grad_accumulation] for s in range(0, len(mine), grad_accumulation)]
         return [Step(tuple(MicroBatch(tuple(b)) for b in chunk)) for chunk in chunks]
-    batches = length_grouped_batches(key, batch_size * grad_accumulation, seed, epoch, group)
+    batches = draw(batch_size * grad_accumulation)
     steps = []
     for s in range(len(batches) // processes):
         cuts = [

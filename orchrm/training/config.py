@@ -72,6 +72,14 @@ class TrainConfig:
     similar length. 1: every batch is a random draw, as TRL's reward trainer makes it;
     more pads less but makes batches that are not random samples, which gained neither
     speed nor accuracy on MiniLM at 256 tokens (docs/results.md#minilm)."""
+    task_batches: bool = setting(False, panel="Scale")
+    """Fill each batch with pairs of one task that share plans (a task's winners are each
+    paired with each of its losers), so that a plan in several pairs of a batch is
+    computed once there, as InstructGPT trains on all the comparisons of a prompt at once
+    (`orchrm.training.batching.task_batches`): the same pairs and steps as random
+    batches, about half the texts computed on the world's pairs, and batches that are not
+    random samples (docs/results.md#minilm: faster, slightly less accurate at the same
+    steps). Off: random batches, as TRL draws them. Not with `sort_batches` above 1."""
     lr: float = setting(5e-5, above=0.0, panel="Optimization")
     """Peak learning rate (AdamW)."""
     head_lr: float | None = setting(None, min=0.0, panel="Optimization")
@@ -178,6 +186,11 @@ class TrainConfig:
                 )
             if self.precision() == "fp32":
                 raise ConfigError("attn_implementation flash_attention_2 runs in bf16 only")
+        if self.task_batches and self.sort_batches > 1:
+            raise ConfigError(
+                f"task_batches fills batches by task and sort_batches={self.sort_batches} "
+                "sorts them by length: set one"
+            )
 
     def checkpointing(self, parameters: float, cuda: bool) -> bool:
         """Whether training recomputes activations: `gradient_checkpointing`, else on with

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -24,7 +24,8 @@ REQUIRED = ("prompt", "chosen", "rejected")
 
 @dataclass
 class Pairs:
-    """Tokenized pairs: ids of each side, and what each pair is (kind, domain, task)."""
+    """Tokenized pairs: ids of each side, and what each pair is (kind, domain, task: its
+    `task_id`, else its prompt)."""
 
     chosen: list[list[int]]
     rejected: list[list[int]]
@@ -37,6 +38,9 @@ class Pairs:
     where the file has none); None: all 1."""
     truncated: int = 0
     """Texts longer than `max_length` tokens, cut from the end (counted, not dropped)."""
+    texts: list[tuple[str, str]] = field(default_factory=list)
+    """Each pair's two texts (prompt + side) as the file holds them: which pairs share a
+    plan (`orchrm.training.batching.task_batches`)."""
 
     def __len__(self) -> int:
         return len(self.chosen)
@@ -131,8 +135,8 @@ def data_hash(records: list[dict]) -> str:
 def tokenize(records: list[dict], tokenizer, max_length: int) -> Pairs:
     """Token ids of both sides of every pair (fast tokenizer, batched)."""
     # A pair file may hold lone surrogates (JSON can escape them); tokenizers reject them.
-    texts = [replace_surrogates(r["prompt"] + r["chosen"]) for r in records]
-    texts += [replace_surrogates(r["prompt"] + r["rejected"]) for r in records]
+    sides = [(r["prompt"] + r["chosen"], r["prompt"] + r["rejected"]) for r in records]
+    texts = [replace_surrogates(c) for c, _ in sides] + [replace_surrogates(r) for _, r in sides]
     # (fast tokenizers fail on an empty batch: an export without a validation split)
     full = tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"] if texts else []
     truncated = sum(len(ids) > max_length for ids in full)
@@ -143,10 +147,11 @@ def tokenize(records: list[dict], tokenizer, max_length: int) -> Pairs:
         rejected=ids[n:],
         kinds=[str(r.get("kind", "")) for r in records],
         domains=[str(r.get("domain", "")) for r in records],
-        tasks=[str(r.get("task_id", "")) for r in records],
+        tasks=[str(r.get("task_id") or r["prompt"]) for r in records],
         margins=[float(r.get("margin") or 0.0) for r in records],
         weights=[1.0 if r.get("weight") is None else float(r["weight"]) for r in records],
         truncated=truncated,
+        texts=sides,
     )
 
 

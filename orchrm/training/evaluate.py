@@ -8,6 +8,7 @@ from pathlib import Path
 
 from orchrm.rmodel.backbone import load_saved, padding_side, rewards
 from orchrm.training.data import Pairs, read_pair_file, tokenize
+from orchrm.training.loss import distinct
 
 
 def pairwise_accuracy(
@@ -22,13 +23,11 @@ def pairwise_accuracy(
     model.eval()
     # A plan is in many pairs of its task (every right one against every wrong one):
     # each distinct text is scored once.
-    distinct = list(dict.fromkeys(tuple(ids) for ids in pairs.chosen + pairs.rejected))
-    sequences = [list(ids) for ids in distinct]
+    sequences, where = distinct(pairs.chosen + pairs.rejected)
     scored = rewards(model, sequences, pad_id, batch_size * 2, device, bf16, side)
-    reward_of = dict(zip(distinct, scored, strict=True))
     model.train(was_training)
-    chosen = [reward_of[tuple(ids)] for ids in pairs.chosen]
-    rejected = [reward_of[tuple(ids)] for ids in pairs.rejected]
+    n = len(pairs)
+    chosen, rejected = [scored[k] for k in where[:n]], [scored[k] for k in where[n:]]
     return accuracy_metrics(chosen, rejected, pairs)
 
 

@@ -19,20 +19,42 @@ def _scores(
     side: str = "right",
     join: bool = True,
 ):
-    """One reward per text, in `sequences`' order: in one packed row for a model that
-    packs (`orchrm.rmodel.packed`), else in the forward passes of `text_passes` (each
-    padded on `side` to its own longest text; `join` as there) within one autograd
-    graph."""
+    """One reward per text, in `sequences`' order, each distinct text computed once
+    (`distinct`): in one packed row for a model that packs (`orchrm.rmodel.packed`), else
+    in the forward passes of `text_passes` (each padded on `side` to its own longest text;
+    `join` as there) within one autograd graph."""
+    texts, where = distinct(sequences)
     if packs(model):
-        return packed_rewards(model, sequences, device)
-    cuts = text_passes([len(s) for s in sequences], passes, join)
-    parts = []
-    for cut in cuts:
-        batch = collate([sequences[i] for i in cut], pad_id, side)
-        inputs = {k: v.to(device) for k, v in batch.items()}
-        parts.append(model(**inputs).logits.squeeze(-1).float())
-    where = torch.tensor([i for cut in cuts for i in cut], device=parts[0].device)
-    return torch.cat(parts)[torch.argsort(where)]
+        scores = packed_rewards(model, texts, device)
+    else:
+        cuts = text_passes([len(s) for s in texts], passes, join)
+        parts = []
+        for cut in cuts:
+            batch = collate([texts[i] for i in cut], pad_id, side)
+            inputs = {k: v.to(device) for k, v in batch.items()}
+            parts.append(model(**inputs).logits.squeeze(-1).float())
+        order = torch.tensor([i for cut in cuts for i in cut], device=parts[0].device)
+        scores = torch.cat(parts)[torch.argsort(order)]
+    if len(texts) == len(sequences):
+        return scores
+    return scores[torch.tensor(where, device=scores.device)]
+
+
+def distinct(sequences: list[list[int]]) -> tuple[list[list[int]], list[int]]:
+    """(the distinct token sequences, in first-seen order; for each of `sequences`, the
+    index of its own among them). A text in several pairs of a micro-batch (a plan beaten
+    by two others, or beating two) is computed once and its reward used by each pair:
+    the gradient of the summed loss is the same as with one copy per pair (with dropout,
+    the copies share one mask)."""
+    index: dict[tuple[int, ...], int] = {}
+    texts, where = [], []
+    for s in sequences:
+        key = tuple(s)
+        if key not in index:
+            index[key] = len(texts)
+            texts.append(s)
+        where.append(index[key])
+    return texts, where
 
 
 def pair_loss(

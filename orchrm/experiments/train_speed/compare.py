@@ -113,17 +113,39 @@ class Run:
     dtype: str = "fp32"
     checkpointing: bool = False
     """Gradient checkpointing (TRL's default is on, orchrm's off on a CPU)."""
+    task_batches: bool = False
+    """Batches filled task by task (`TrainConfig.task_batches`); TRL reads the same."""
+    trl_batch: int = 0
+    """Pairs a TRL micro-batch, its accumulation making a step of the same pairs as
+    orchrm's (batch x accumulation); 0: `batch`, as orchrm's."""
+    trl_checkpointing: bool | None = None
+    """TRL's gradient checkpointing; None: `checkpointing`."""
+
+    def trl_steps(self) -> tuple[int, int, bool]:
+        """TRL's (micro-batch, accumulation, checkpointing): the same pairs a step."""
+        batch = self.trl_batch or self.batch
+        pairs = self.batch * self.accumulation
+        if pairs % batch:
+            from orchrm.errors import ConfigError
+
+            raise ConfigError(f"TRL's micro-batch of {batch} pairs does not divide {pairs}")
+        own = self.trl_checkpointing
+        return batch, pairs // batch, self.checkpointing if own is None else own
 
 
 def orchrm_order(pairs: Path, run: Run) -> list[int]:
     """The training pairs' indices in the order orchrm's loop reads them for `run`
-    (seed 0, first epoch, random batches): what TRL is given to read in turn."""
+    (seed 0, first epoch, random batches or batches filled by task): what TRL is given to
+    read in turn."""
     from orchrm.training.batching import epoch_steps
     from orchrm.training.data import read_pair_file
 
-    n = len(read_pair_file(pairs / "train.jsonl"))
-    steps = epoch_steps([1] * n, batch_size=run.batch, grad_accumulation=run.accumulation,
-                        max_tokens=None, seed=0, epoch=0)  # fmt: skip
+    records = read_pair_file(pairs / "train.jsonl")
+    tasks = [str(r.get("task_id") or r["prompt"]) for r in records]
+    texts = [(r["prompt"] + r["chosen"], r["prompt"] + r["rejected"]) for r in records]
+    steps = epoch_steps([1] * len(records), batch_size=run.batch,
+                        grad_accumulation=run.accumulation, max_tokens=None, seed=0, epoch=0,
+                        tasks=tasks if run.task_batches else None, texts=texts)  # fmt: skip
     return [i for s in steps for m in s.micro_batches for i in m.pairs]
 
 
@@ -161,6 +183,7 @@ def run_orchrm(pairs: Path, out: Path, run: Run, *, sort_batches: int = 1) -> di
             warmup_ratio=0.1,
             eval_every=run.steps,
             sort_batches=sort_batches,
+            task_batches=run.task_batches,
             seed=0,
             dtype=run.dtype,
             gradient_checkpointing=run.checkpointing,
@@ -215,22 +238,23 @@ def trl_dataset(pairs: Path, run: Run, tokenizer):
 
 
 def trl_config(out: Path, run: Run):
-    """TRL's `RewardConfig` for the same steps, batches, learning rate, precision and
-    checkpointing as orchrm's run."""
+    """TRL's `RewardConfig` for the same steps, pairs a step, learning rate and precision
+    as orchrm's run, in TRL's own micro-batches and checkpointing (`Run.trl_steps`)."""
     import torch
     from trl import RewardConfig
 
+    batch, accumulation, checkpointing = run.trl_steps()
     return RewardConfig(
         output_dir=str(out),
         max_steps=run.steps,
-        per_device_train_batch_size=run.batch,
-        gradient_accumulation_steps=run.accumulation,
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=accumulation,
         learning_rate=run.lr,
         warmup_steps=0.1,  # a float below 1 is a ratio of the steps
         max_length=run.max_length,
         bf16=run.dtype == "bf16",
         use_cpu=not torch.cuda.is_available(),
-        gradient_checkpointing=run.checkpointing,
+        gradient_checkpointing=checkpointing,
         report_to=[],
         save_strategy="no",
         logging_steps=10,

@@ -63,26 +63,33 @@ def stretch(records: list[dict], tokenizer, lengths: list[int], text: str, seed:
     """Each pair of `records` (export records: prompt, chosen, rejected) with each side
     made a text of a length drawn from `lengths`: its own rendering, then `text` from a
     random place, cut at a token end (`prompt` left empty, the text whole in `chosen`
-    and `rejected`). A side is drawn independently of which side it is."""
+    and `rejected`). A length is drawn for each distinct text, whichever side it is on:
+    a plan in several pairs is one text of one length in all of them, as in real logs."""
     rng = random.Random(f"stretch:{seed}")
     ends = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ends = [end for _, end in ends["offset_mapping"]]
     special = tokenizer.num_special_tokens_to_add()
+    made: dict[str, str] = {}
+
+    def longer(own: str) -> str:
+        target = rng.choice(lengths) - special
+        marks = tokenizer(own, add_special_tokens=False, return_offsets_mapping=True)
+        marks = [end for _, end in marks["offset_mapping"]]
+        if len(marks) >= target:
+            return own[: marks[target - 1]]
+        own += "\nthinking: "
+        need = target - len(marks) - 4  # (the joint tokenizes into a few tokens)
+        start = rng.randrange(max(1, len(ends) - need))
+        begin = ends[start - 1] if start else 0
+        return own + text[begin : ends[min(len(ends), start + need) - 1]]
+
     out = []
     for r in records:
         sides = {}
         for side in ("chosen", "rejected"):
-            target = rng.choice(lengths) - special
             own = r["prompt"] + r[side]
-            marks = tokenizer(own, add_special_tokens=False, return_offsets_mapping=True)
-            marks = [end for _, end in marks["offset_mapping"]]
-            if len(marks) >= target:
-                sides[side] = own[: marks[target - 1]]
-                continue
-            own += "\nthinking: "
-            need = target - len(marks) - 4  # (the joint tokenizes into a few tokens)
-            start = rng.randrange(max(1, len(ends) - need))
-            begin = ends[start - 1] if start else 0
-            sides[side] = own + text[begin : ends[min(len(ends), start + need) - 1]]
+            if own not in made:
+                made[own] = longer(own)
+            sides[side] = made[own]
         out.append({**r, "prompt": "", **sides})
     return out

@@ -36,7 +36,7 @@ from orchrm.training.batching import (
 from orchrm.training.build import load_for_training
 from orchrm.training.config import TrainConfig
 from orchrm.training.data import read_pair_file, tokenize
-from orchrm.training.loss import pair_loss
+from orchrm.training.loss import computed, pair_loss
 from orchrm.training.parallel import Placement
 from orchrm.training.throughput import device_peak_flops, flops_per_token
 from orchrm.training.train import train
@@ -237,6 +237,15 @@ def test_forward_passes_cut_a_batch_longest_first():
     assert text_passes([5, 6], 4) == [[1], [0]]  # never an empty pass
     assert text_passes([7, 9, 9, 9], 4) == [[1, 2, 3], [0]]  # cuts that pad no less join
     assert text_passes([7, 9, 9, 9], 4, join=False) == [[1], [2], [3], [0]]
+
+
+def test_a_text_is_computed_once_unless_processes_would_then_run_fewer_passes():
+    a, b = [5, 6, 7], [8]
+    assert computed([a, b, a, b], 4, join=True) == ([a, b], [0, 1, 0, 1])
+    assert computed([a, b, a, b], 2, join=False) == ([a, b], [0, 1, 0, 1])
+    # Processes each run min(passes, texts) passes (DDP syncs in every forward pass):
+    # two distinct texts cannot fill the four passes the other process runs.
+    assert computed([a, b, a, b], 4, join=False) == ([a, b, a, b], [0, 1, 2, 3])
 
 
 def _growing_batch(pairs_dir, folder: Path) -> list[dict]:

@@ -20,13 +20,14 @@ def _scores(
     join: bool = True,
 ):
     """One reward per text, in `sequences`' order, each distinct text computed once
-    (`distinct`): in one packed row for a model that packs (`orchrm.rmodel.packed`), else
+    (`computed`): in one packed row for a model that packs (`orchrm.rmodel.packed`), else
     in the forward passes of `text_passes` (each padded on `side` to its own longest text;
     `join` as there) within one autograd graph."""
-    texts, where = distinct(sequences)
     if packs(model):
+        texts, where = computed(sequences, 1, join)
         scores = packed_rewards(model, texts, device)
     else:
+        texts, where = computed(sequences, passes, join)
         cuts = text_passes([len(s) for s in texts], passes, join)
         parts = []
         for cut in cuts:
@@ -38,6 +39,19 @@ def _scores(
     if len(texts) == len(sequences):
         return scores
     return scores[torch.tensor(where, device=scores.device)]
+
+
+def computed(
+    sequences: list[list[int]], passes: int, join: bool
+) -> tuple[list[list[int]], list[int]]:
+    """(the texts a micro-batch computes, the index of each of `sequences` among them):
+    the `distinct` ones, in at most `passes` forward passes; where passes are not joined
+    (processes that must each run as many passes, `text_passes`), every text when fewer
+    distinct ones would make fewer passes."""
+    texts, where = distinct(sequences)
+    if not join and len(texts) < min(passes, len(sequences)):
+        return sequences, list(range(len(sequences)))
+    return texts, where
 
 
 def distinct(sequences: list[list[int]]) -> tuple[list[list[int]], list[int]]:

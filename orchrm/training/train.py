@@ -79,7 +79,7 @@ from orchrm.training.data import Pairs, bootstrap, load_splits, tokenize
 # evaluate_file and disable_dropout: imported from here by `orchrm evaluate-rm` and
 # orchrm.memplan.probe.
 from orchrm.training.evaluate import evaluate_file, pairwise_accuracy  # noqa: F401
-from orchrm.training.loss import distinct, pair_loss
+from orchrm.training.loss import computed, pair_loss
 from orchrm.training.output import room_problem, settle_folder
 from orchrm.training.parallel import (
     Placement,
@@ -383,7 +383,8 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
     state.pairs_seen += len(micro.pairs)  # this process's; summed over processes at the end
     if run.tracker.active:
         run.stats.add(diff.detach().float().tolist(), [pairs.kinds[i] for i in micro.pairs])
-    lengths = [len(s) for s in distinct(sequences)[0]]  # each text computed once
+    texts, _ = computed(sequences, 1 if run.packed else passes, join)
+    lengths = [len(s) for s in texts]
     read = sum(lengths) if run.packed else passes_padded_tokens(lengths, passes, join)
     run.meter.add(sum(lengths), read)
     return losses.sum().item(), int((diff > 0).sum().item())

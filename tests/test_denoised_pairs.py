@@ -209,7 +209,7 @@ def test_the_soft_label_loss_is_the_hand_computed_value():
     from orchrm.training.loss import pair_loss
 
     sequences = [[4, 1], [2, 1], [1, 1], [3, 1]]  # chosen 4, 2; rejected 1, 3
-    losses, diff = pair_loss(
+    losses, diff, _ = pair_loss(
         _Score(), sequences, None, pad_id=0, device="cpu", center_rewards=None, weights=[0.75, 1.0]
     )
     assert diff.tolist() == [1.5, -0.5]
@@ -231,7 +231,7 @@ def test_weights_of_one_give_exactly_the_plain_loss_and_gradient():
     grads, values = [], []
     for weights in (None, [1.0, 1.0, 1.0]):
         model = _Score()
-        losses, _ = pair_loss(
+        losses, _, _ = pair_loss(
             model, sequences, None, pad_id=0, device="cpu", center_rewards=0.01, weights=weights
         )
         losses.sum().backward()

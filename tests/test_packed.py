@@ -142,7 +142,7 @@ def test_the_bradley_terry_loss_is_the_same_packed():
     for name, passes in (("one pass", 1), ("three passes", 3), ("packed", 1)):
         if name == "packed":
             enable_packing(model)
-        loss, _ = pair_loss(model, sequences, None, pad_id=0, device="cpu",
+        loss, _, _ = pair_loss(model, sequences, None, pad_id=0, device="cpu",
                                center_rewards=0.01, passes=passes)  # fmt: skip
         losses[name] = loss.detach()
     assert close(losses["packed"], losses["one pass"])
@@ -301,7 +301,7 @@ def test_a_plan_in_several_pairs_is_computed_once_with_each_pairs_loss_and_gradi
         return losses.detach(), grads
 
     def once():
-        loss, _ = pair_loss(model, chosen + rejected, None, pad_id=0, device="cpu",
+        loss, _, _ = pair_loss(model, chosen + rejected, None, pad_id=0, device="cpu",
                             center_rewards=0.01, passes=2)  # fmt: skip
         return loss
 

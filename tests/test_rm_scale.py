@@ -189,6 +189,8 @@ def test_task_batches_hold_pairs_that_share_plans_each_pair_once_an_epoch():
     ]
     with pytest.raises(ValueError, match="not both"):
         epoch_steps([10] * len(tasks), epoch=0, group=2, **plan)
+    with pytest.raises(ValueError, match="both each pair's task and its texts"):
+        epoch_steps([10] * len(tasks), epoch=0, **{**plan, "texts": None})
 
 
 def test_task_batches_compute_a_plan_once_in_its_batch(pairs_dir, tmp_path):
@@ -422,7 +424,7 @@ def test_gradient_checkpointing_recomputes_layers_and_lora_still_learns(decoders
         # pre-hook, as the recompute stops once it has what the backward pass needs.
         layer = model.base_model.model.model.layers[0]
         layer.self_attn.register_forward_pre_hook(lambda *a: calls.append(1))
-        losses, _ = pair_loss(
+        losses, _, _ = pair_loss(
             model, [[5, 6, 7, 8], [9, 10]], None, pad_id=tokenizer.pad_token_id,
             device=torch.device("cpu"), center_rewards=None,
         )  # fmt: skip
@@ -579,7 +581,9 @@ def test_the_score_is_read_at_the_last_real_token(family, decoders, texts):
     assert rewards(model, [short, long], pad, 2, cpu, False)[0] == pytest.approx(alone, abs=1e-5)
     # Training reads the same score: `short` right-padded in a pair batch with `long`.
     with torch.no_grad():
-        _, diff = pair_loss(model, [short, long], None, pad_id=pad, device=cpu, center_rewards=None)
+        _, diff, _ = pair_loss(
+            model, [short, long], None, pad_id=pad, device=cpu, center_rewards=None
+        )
     far = rewards(model, [long], pad, 1, cpu, False)[0]
     assert float(diff[0]) == pytest.approx(alone - far, abs=1e-5)
     rm = OrchRM.load(decoders[family], device="cpu", dtype="fp32")

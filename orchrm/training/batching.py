@@ -204,13 +204,14 @@ def epoch_steps(
     """The steps process `rank` of `processes` runs in `epoch` (see the module docstring).
     `widths` (the longer text of each pair) is what a pass pads to; `lengths` (both texts'
     tokens) is what `group` batches are sorted by, None: `widths`; `tasks` and `texts`
-    (each pair's task and two texts): batches filled task by task (`task_batches`;
-    `group` must then be 1). Every
-    process gets the same number of steps; batches left over are skipped this epoch (the
-    next epoch's order differs)."""
+    (each pair's task and two texts, given together): batches filled task by task
+    (`task_batches`; `group` must then be 1). Every process gets the same number of
+    steps; batches left over are skipped this epoch (the next epoch's order differs)."""
     key = widths if lengths is None else lengths
     if tasks is not None and group != 1:
         raise ValueError("batches are filled by task or sorted by length, not both")
+    if (tasks is None) != (texts is None):
+        raise ValueError("batches filled by task need both each pair's task and its texts")
 
     def draw(size: int) -> list[list[int]]:
         if tasks is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -38,9 +38,6 @@ class Pairs:
     where the file has none); None: all 1."""
     truncated: int = 0
     """Texts longer than `max_length` tokens, cut from the end (counted, not dropped)."""
-    texts: list[tuple[str, str]] = field(default_factory=list)
-    """Each pair's two texts (prompt + side) as the file holds them: which pairs share a
-    plan (`orchrm.training.batching.task_batches`)."""
 
     def __len__(self) -> int:
         return len(self.chosen)
@@ -132,10 +129,21 @@ def data_hash(records: list[dict]) -> str:
     return digest.hexdigest()[:16]
 
 
+def pair_task(record: dict) -> str:
+    """The task a pair record belongs to: its `task_id`, else its prompt."""
+    return str(record.get("task_id") or record["prompt"])
+
+
+def pair_texts(record: dict) -> tuple[str, str]:
+    """A pair record's two texts as the reward model reads them: prompt + chosen, prompt
+    + rejected (which pairs share a plan)."""
+    return record["prompt"] + record["chosen"], record["prompt"] + record["rejected"]
+
+
 def tokenize(records: list[dict], tokenizer, max_length: int) -> Pairs:
     """Token ids of both sides of every pair (fast tokenizer, batched)."""
     # A pair file may hold lone surrogates (JSON can escape them); tokenizers reject them.
-    sides = [(r["prompt"] + r["chosen"], r["prompt"] + r["rejected"]) for r in records]
+    sides = [pair_texts(r) for r in records]
     texts = [replace_surrogates(c) for c, _ in sides] + [replace_surrogates(r) for _, r in sides]
     # (fast tokenizers fail on an empty batch: an export without a validation split)
     full = tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"] if texts else []
@@ -147,11 +155,10 @@ def tokenize(records: list[dict], tokenizer, max_length: int) -> Pairs:
         rejected=ids[n:],
         kinds=[str(r.get("kind", "")) for r in records],
         domains=[str(r.get("domain", "")) for r in records],
-        tasks=[str(r.get("task_id") or r["prompt"]) for r in records],
+        tasks=[pair_task(r) for r in records],
         margins=[float(r.get("margin") or 0.0) for r in records],
         weights=[1.0 if r.get("weight") is None else float(r["weight"]) for r in records],
         truncated=truncated,
-        texts=sides,
     )
 
 

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from orchrm.rmodel.backbone import collate
 from orchrm.rmodel.packed import packed_rewards, packs
 from orchrm.training.batching import text_passes
+
+
+class PairLoss(NamedTuple):
+    """`pair_loss` of one micro-batch."""
+
+    losses: torch.Tensor
+    """The loss of each pair."""
+    diff: torch.Tensor
+    """Each pair's chosen minus rejected reward (less its margin)."""
+    texts: list[list[int]]
+    """The token sequences the model computed (each distinct text once, `computed`)."""
 
 
 def _scores(
@@ -19,10 +32,10 @@ def _scores(
     side: str = "right",
     join: bool = True,
 ):
-    """One reward per text, in `sequences`' order, each distinct text computed once
-    (`computed`): in one packed row for a model that packs (`orchrm.rmodel.packed`), else
-    in the forward passes of `text_passes` (each padded on `side` to its own longest text;
-    `join` as there) within one autograd graph."""
+    """(one reward per text, in `sequences`' order; the texts computed): each distinct
+    text computed once (`computed`), in one packed row for a model that packs
+    (`orchrm.rmodel.packed`), else in the forward passes of `text_passes` (each padded on
+    `side` to its own longest text; `join` as there) within one autograd graph."""
     if packs(model):
         texts, where = computed(sequences, 1, join)
         scores = packed_rewards(model, texts, device)
@@ -37,8 +50,8 @@ def _scores(
         order = torch.tensor([i for cut in cuts for i in cut], device=parts[0].device)
         scores = torch.cat(parts)[torch.argsort(order)]
     if len(texts) == len(sequences):
-        return scores
-    return scores[torch.tensor(where, device=scores.device)]
+        return scores, texts
+    return scores[torch.tensor(where, device=scores.device)], texts
 
 
 def computed(
@@ -83,12 +96,12 @@ def pair_loss(
     side: str = "right",
     join: bool = True,
     weights: list[float] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> PairLoss:
     """Bradley-Terry loss of each pair of one micro-batch: `sequences` holds the chosen
     texts then the rejected ones, scored in at most `passes` forward passes sorted by
     length (`orchrm.training.batching.text_passes`, `join` as there) and padded on `side`
-    (`orchrm.rmodel.backbone.padding_side`); returns (loss per pair, chosen - rejected).
-    Their mean is the batch's loss.
+    (`orchrm.rmodel.backbone.padding_side`); returns the loss per pair (their mean is the
+    batch's loss), chosen - rejected, and the texts computed (`PairLoss`).
 
     `weights` are soft labels, each the probability w that the chosen side is the better:
     -(w log sigmoid(d) + (1 - w) log sigmoid(-d)), written -log sigmoid(d) + (1 - w) d
@@ -96,7 +109,7 @@ def pair_loss(
     smallest where sigmoid(d) = w: a pair that is nearly a coin flip asks for a small
     margin instead of pushing, more weakly, toward an infinite one as a weighted
     Bradley-Terry loss would, and every pair still weighs the same in a step."""
-    scores = _scores(
+    scores, texts = _scores(
         model, sequences, pad_id=pad_id, device=device, passes=passes, side=side, join=join
     )
     chosen, rejected = scores.chunk(2)
@@ -109,4 +122,4 @@ def pair_loss(
         losses = losses + doubt * diff
     if center_rewards:
         losses = losses + center_rewards * (chosen + rejected) ** 2
-    return losses, diff
+    return PairLoss(losses, diff, texts)

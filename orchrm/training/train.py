@@ -74,12 +74,12 @@ from orchrm.training.checkpoint import (
     save_checkpoint,
 )
 from orchrm.training.config import TrainConfig
-from orchrm.training.data import Pairs, bootstrap, load_splits, tokenize
+from orchrm.training.data import Pairs, bootstrap, load_splits, pair_texts, tokenize
 
 # evaluate_file and disable_dropout: imported from here by `orchrm evaluate-rm` and
 # orchrm.memplan.probe.
 from orchrm.training.evaluate import evaluate_file, pairwise_accuracy  # noqa: F401
-from orchrm.training.loss import computed, pair_loss
+from orchrm.training.loss import pair_loss
 from orchrm.training.output import room_problem, settle_folder
 from orchrm.training.parallel import (
     Placement,
@@ -162,9 +162,16 @@ class _Run:
             group=config.sort_batches,
             processes=accelerator.num_processes,
             rank=accelerator.process_index,
-            tasks=self.train_pairs.tasks if config.task_batches else None,
-            texts=self.train_pairs.texts,
+            **(self.task_blocks if config.task_batches else {}),
         )
+
+    @cached_property
+    def task_blocks(self) -> dict:
+        """`epoch_steps`'s `tasks` and `texts` of the training pairs (task batches)."""
+        return {
+            "tasks": self.train_pairs.tasks,
+            "texts": [pair_texts(r) for r in self.train_records],
+        }
 
 
 def _prepare(config: TrainConfig, resume: bool, ensemble_seed: int | None = None) -> _Run:
@@ -363,7 +370,7 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
     passes = 1 if run.placement.sharded else config.forward_passes
     join = run.accelerator.num_processes == 1
     with run.accelerator.autocast():
-        losses, diff = pair_loss(
+        losses, diff, texts = pair_loss(
             run.model,
             sequences,
             margins,
@@ -383,8 +390,7 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
     state.pairs_seen += len(micro.pairs)  # this process's; summed over processes at the end
     if run.tracker.active:
         run.stats.add(diff.detach().float().tolist(), [pairs.kinds[i] for i in micro.pairs])
-    texts, _ = computed(sequences, 1 if run.packed else passes, join)
-    lengths = [len(s) for s in texts]
+    lengths = [len(s) for s in texts]  # each distinct text computed once
     read = sum(lengths) if run.packed else passes_padded_tokens(lengths, passes, join)
     run.meter.add(sum(lengths), read)
     return losses.sum().item(), int((diff > 0).sum().item())

@@ -138,14 +138,13 @@ def orchrm_order(pairs: Path, run: Run) -> list[int]:
     (seed 0, first epoch, random batches or batches filled by task): what TRL is given to
     read in turn."""
     from orchrm.training.batching import epoch_steps
-    from orchrm.training.data import read_pair_file
+    from orchrm.training.data import pair_task, pair_texts, read_pair_file
 
     records = read_pair_file(pairs / "train.jsonl")
-    tasks = [str(r.get("task_id") or r["prompt"]) for r in records]
-    texts = [(r["prompt"] + r["chosen"], r["prompt"] + r["rejected"]) for r in records]
+    by_task = {"tasks": [pair_task(r) for r in records], "texts": [pair_texts(r) for r in records]}
     steps = epoch_steps([1] * len(records), batch_size=run.batch,
                         grad_accumulation=run.accumulation, max_tokens=None, seed=0, epoch=0,
-                        tasks=tasks if run.task_batches else None, texts=texts)  # fmt: skip
+                        **(by_task if run.task_batches else {}))  # fmt: skip
     return [i for s in steps for m in s.micro_batches for i in m.pairs]
 
 

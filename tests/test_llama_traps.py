@@ -115,8 +115,8 @@ def train(rows: list[dict], folder: Path, backbone: Path, **settings) -> dict:
         cpu = torch.device("cpu")
         side = padding_side(model, tokenizer)
         with torch.no_grad():
-            read = _scores(model, ids, pad_id=tokenizer.pad_token_id, device=cpu, passes=2,
-                           side=side)  # fmt: skip
+            read, _ = _scores(model, ids, pad_id=tokenizer.pad_token_id, device=cpu, passes=2,
+                              side=side)  # fmt: skip
         seen["first"] = (model, tokenizer, ids, read.tolist(), by_hand(model, ids))
         return model, tokenizer, checkpointing
 

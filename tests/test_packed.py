@@ -322,3 +322,46 @@ def test_a_plan_in_several_pairs_is_computed_once_with_each_pairs_loss_and_gradi
     assert set(got_grads) == set(want_grads)
     for name, grad in want_grads.items():
         assert close(got_grads[name], grad), name
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_step_profile_computes_as_training_does(tmp_path, monkeypatch, dtype):
+    """`benchmarks/rm_train.py --profile`: in the precision the run asks (no bf16 autocast
+    over an fp32 run), each text of the batch computed once, the parts adding up to the
+    step, with their system seconds and page faults."""
+    import json
+
+    import orchrm.rmodel.packed as packed_module
+    from orchrm.experiments.train_speed.compare import Run
+    from orchrm.experiments.train_speed.profile import PARTS, profile_step
+    from tests.samples import tiny_decoder
+
+    shared = "plan one search then answer"
+    pairs = [
+        {"prompt": "q1 ", "chosen": shared, "rejected": "plan two debate", "task_id": "t1"},
+        {"prompt": "q1 ", "chosen": shared, "rejected": "plan three reflect", "task_id": "t1"},
+    ]
+    folder = tmp_path / "pairs"
+    folder.mkdir()
+    for split in ("train", "validation"):
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pairs))
+    words = [r["prompt"] + r[side] for r in pairs for side in ("chosen", "rejected")]
+    backbone = tiny_decoder(tmp_path / "backbone", words)
+    autocast = []
+    real = packed_module.packed_logits
+
+    def spy(model, inputs):
+        autocast.append(torch.is_autocast_enabled("cpu"))
+        return real(model, inputs)
+
+    monkeypatch.setattr(packed_module, "packed_logits", spy)
+    run = Run(steps=1, batch=2, lr=1e-3, max_length=64, backbone=str(backbone), dtype=dtype)
+    packed, padded, table = profile_step(folder, run)
+    assert autocast and set(autocast) == {dtype == "bf16"}
+    assert packed["texts"] == padded["texts"] == 3  # the shared winner once
+    assert packed["tokens"] == padded["tokens"] == packed["read"]
+    for row in (packed, padded):
+        for key in ("", "sys_", "faults_"):
+            assert row[key + "step"] == pytest.approx(sum(row[key + p] for p in PARTS))
+            assert all(row[key + p] >= 0 for p in PARTS)
+    assert "Self CPU" in table

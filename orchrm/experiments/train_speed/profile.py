@@ -8,46 +8,63 @@ step.
 
 from __future__ import annotations
 
+import resource
 import time
 from pathlib import Path
 
+PARTS = ("data", "forward", "backward", "optimizer")
+"""A step's parts, in order."""
 
-def _parts(model, optimizer, texts: list[str], tokenizer, packed: bool, device) -> dict:
-    """One step's seconds by part."""
+
+def _parts(model, optimizer, texts: list[str], tokenizer, packed: bool, device, bf16: bool) -> dict:
+    """One step's wall seconds by part, each text computed once as training computes it
+    (`orchrm.training.loss.distinct`); with each part's system seconds (`sys_`: the
+    kernel mapping and zeroing fresh pages) and page faults (`faults_`)."""
     import torch
 
     from orchrm.rmodel.backbone import collate
     from orchrm.rmodel.packed import pack, packed_logits
+    from orchrm.training.loss import distinct
 
     seconds = {}
-    start = time.perf_counter()
+    clock = [time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)]
+
+    def lap(part: str) -> None:
+        now, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        seconds[part] = now - clock[0]
+        seconds["sys_" + part] = usage.ru_stime - clock[1].ru_stime
+        seconds["faults_" + part] = usage.ru_minflt - clock[1].ru_minflt
+        clock[:] = [time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)]
+
     ids = tokenizer(texts)["input_ids"]
-    inputs = pack(ids, device) if packed else collate(ids, tokenizer.pad_token_id, "right")
-    seconds["data"] = time.perf_counter() - start
-    start = time.perf_counter()
-    with torch.autocast(device.type, dtype=torch.bfloat16):
+    computed, where = distinct(ids)
+    pad = tokenizer.pad_token_id
+    inputs = pack(computed, device) if packed else collate(computed, pad, "right")
+    lap("data")
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
         if packed:
             scores = packed_logits(model, inputs)
         else:
             scores = model(**inputs).logits.squeeze(-1).float()
-    seconds["forward"] = time.perf_counter() - start
-    start = time.perf_counter()
-    chosen, rejected = scores.chunk(2)
+    lap("forward")
+    chosen, rejected = scores[torch.tensor(where)].chunk(2)
     (-torch.nn.functional.logsigmoid(chosen - rejected)).mean().backward()
-    seconds["backward"] = time.perf_counter() - start
-    start = time.perf_counter()
+    lap("backward")
     optimizer.step()
     optimizer.zero_grad()
-    seconds["optimizer"] = time.perf_counter() - start
-    seconds["step"] = sum(seconds.values())
-    seconds["tokens"] = sum(len(x) for x in ids)
+    lap("optimizer")
+    for key in ("", "sys_", "faults_"):
+        seconds[key + "step"] = sum(seconds[key + p] for p in PARTS)
+    seconds["tokens"] = sum(len(x) for x in computed)
     seconds["read"] = inputs["input_ids"].numel()
+    seconds["texts"] = len(computed)
     return seconds
 
 
 def profile_step(pairs: Path, run, top: int = 8) -> tuple[dict, dict, str]:
     """(packed step's parts, padded step's parts, the profiler's table of one packed
-    step's `top` operators by their own CPU time), bf16 with AMX as `run` asks."""
+    step's `top` operators by their own CPU time), in the precision and with the
+    gradient checkpointing `run` asks."""
     import torch
 
     from orchrm.experiments.train_speed.compare import orchrm_order
@@ -58,6 +75,7 @@ def profile_step(pairs: Path, run, top: int = 8) -> tuple[dict, dict, str]:
 
     lora = {"lora": True, "lora_r": run.lora, "lora_alpha": 2 * run.lora, "lora_dropout": 0.0}
     config = TrainConfig(backbone=run.backbone, dtype=run.dtype, max_length=run.max_length,
+                         gradient_checkpointing=run.checkpointing,
                          **(lora if run.lora else {}))  # fmt: skip
     torch.manual_seed(0)
     device = torch.device("cpu")
@@ -72,10 +90,11 @@ def profile_step(pairs: Path, run, top: int = 8) -> tuple[dict, dict, str]:
     records, _ = load_splits(pairs)
     batch = [records[i] for i in orchrm_order(pairs, run)[: run.batch]]
     texts = [r["prompt"] + r[side] for side in ("chosen", "rejected") for r in batch]
-    _parts(model, optimizer, texts, tokenizer, True, device)  # warm-up
-    packed = _parts(model, optimizer, texts, tokenizer, True, device)
-    padded = _parts(model, optimizer, texts, tokenizer, False, device)
+    bf16 = run.dtype == "bf16"
+    _parts(model, optimizer, texts, tokenizer, True, device, bf16)  # warm-up
+    packed = _parts(model, optimizer, texts, tokenizer, True, device, bf16)
+    padded = _parts(model, optimizer, texts, tokenizer, False, device, bf16)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        _parts(model, optimizer, texts, tokenizer, True, device)
+        _parts(model, optimizer, texts, tokenizer, True, device, bf16)
     table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top)
     return packed, padded, table

@@ -105,6 +105,8 @@ class RMTrainSettings:
     task_batches: bool = False
     """Batches filled task by task (orchrm's TrainConfig.task_batches), read alike by TRL:
     orchrm computes a plan in several pairs of a batch once, TRL once per pair."""
+    reuse_heap: bool = False
+    """orchrm's TrainConfig.reuse_heap: large tensors from glibc's heap, kept for reuse."""
     padding: bool = False
     """Only print the share of real tokens per pass."""
     profile: bool = False
@@ -130,7 +132,8 @@ def run_of(args: RMTrainSettings) -> Run:
     steps = max(1, args.train_pairs // (args.batch * args.accumulation))
     return Run(steps, args.batch, args.lr, args.max_length, args.accumulation,
                backbone(args), args.lora, args.dtype, args.checkpointing,
-               args.task_batches, args.trl_batch or 0, args.trl_checkpointing)  # fmt: skip
+               args.task_batches, args.trl_batch or 0, args.trl_checkpointing,
+               args.reuse_heap)  # fmt: skip
 
 
 def child(which: str, args: RMTrainSettings) -> None:
@@ -177,10 +180,14 @@ def print_profile(pairs: Path, args: RMTrainSettings) -> None:
 
     packed, padded, table = profile_step(pairs, run_of(args))
     parts = ("data", "forward", "backward", "optimizer", "step")
-    print(f"  one step of {args.batch} pairs, seconds:  " + "".join(f"{p:>10}" for p in parts))
+    print(f"  one step of {args.batch} pairs ({packed['texts']} distinct texts), "
+          f"checkpointing {'on' if args.checkpointing else 'off'}; seconds, wall / system "
+          "(the kernel mapping and zeroing fresh pages):")  # fmt: skip
+    print(f"  {'':36s}" + "".join(f"{p:>13}" for p in parts) + "  page faults")
     for name, row in (("packed", packed), ("padded", padded)):
-        cells = "".join(f"{row[p]:10.2f}" for p in parts)
-        print(f"  {name:7s} ({row['tokens']:,} tokens, {row['read']:,} read) {cells}")
+        cells = "".join(f"{row[p]:8.2f}/{row['sys_' + p]:4.1f}" for p in parts)
+        label = f"{name} ({row['tokens']:,} tokens, {row['read']:,} read)"
+        print(f"  {label:36s}{cells}  {row['faults_step'] / 1e6:.2f}M")
     print(f"  padded / packed: step {padded['step'] / packed['step']:.2f}x, tokens read "
           f"{padded['read'] / packed['read']:.2f}x")  # fmt: skip
     print("  one packed step, heaviest operators by own CPU time:")
@@ -219,7 +226,8 @@ def compare(work: Path, args: RMTrainSettings) -> None:
           f"CPU {cpu}; {args.train_pairs} training pairs, batch {args.batch} x "
           f"{args.accumulation}, lr {args.lr}, max length {args.max_length}, gradient "
           f"checkpointing {'on' if args.checkpointing else 'off'}, "
-          f"{'batches filled by task' if args.task_batches else 'random batches'}; TRL: "
+          f"{'batches filled by task' if args.task_batches else 'random batches'}"
+          f"{', reused heap' if args.reuse_heap else ''}; TRL: "
           f"batch {trl_batch} x {trl_accumulation}, gradient checkpointing "
           f"{'on' if trl_checkpointing else 'off'}")  # fmt: skip
     if args.lengths == "mas":

@@ -3,6 +3,15 @@ build the config, call the library, render the result)."""
 
 from __future__ import annotations
 
+import os
+import sys
+
+if "torch" not in sys.modules:
+    # PyTorch reads this once, at its first allocation: tensors of 2 MiB and more then
+    # sit on transparent huge pages, one page fault for 2 MiB instead of 512
+    # (orchrm.training.heap). Set here, before anything imports torch.
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
 import typer
 from typer.core import TyperGroup
 

@@ -83,6 +83,12 @@ class TrainConfig:
     Not with `sort_batches` above 1."""
     lr: float = setting(5e-5, above=0.0, panel="Optimization")
     """Peak learning rate (AdamW)."""
+    reuse_heap: bool = setting(False, panel="Optimization")
+    """On a CPU with glibc (Linux), large tensors come from the heap, which keeps freed
+    memory for later ones, instead of each from a fresh mapping whose pages the kernel
+    faults in and zeroes (`orchrm.training.heap`). Faster where page faults are slow and
+    tensors pass 32 MiB, at several times the peak memory (docs/train.md, "Reused
+    heap"). Free pages go back after each pass."""
     head_lr: float | None = setting(None, min=0.0, panel="Optimization")
     """Peak learning rate of the freshly initialized score head (the parameters outside
     the backbone's base model); None: `lr`. Ignored with LoRA (PEFT trains the head)."""

@@ -32,6 +32,7 @@ import contextlib
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -75,10 +76,11 @@ from orchrm.training.checkpoint import (
 )
 from orchrm.training.config import TrainConfig
 from orchrm.training.data import Pairs, bootstrap, load_splits, pair_texts, tokenize
+from orchrm.training.evaluate import evaluate_file, pairwise_accuracy  # noqa: F401
 
 # evaluate_file and disable_dropout: imported from here by `orchrm evaluate-rm` and
 # orchrm.memplan.probe.
-from orchrm.training.evaluate import evaluate_file, pairwise_accuracy  # noqa: F401
+from orchrm.training.heap import reused_heap
 from orchrm.training.loss import pair_loss
 from orchrm.training.output import room_problem, settle_folder
 from orchrm.training.parallel import (
@@ -124,6 +126,8 @@ class _Run:
     tracker: Tracker | None = None
     stats: StepStats = field(default_factory=StepStats)
     """The current step's margins and ranks by kind, for the tracker."""
+    after_pass: Callable[[], None] = field(default=lambda: None)
+    """Called after each pass's backward (`orchrm.training.heap.reused_heap`)."""
 
     @cached_property
     def widths(self) -> list[int]:
@@ -384,6 +388,7 @@ def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, i
         )
     weight = 0.0 if micro.filler else 1.0 / step_pairs
     run.accelerator.backward(losses.sum() * weight)
+    run.after_pass()
     state.micro += 1
     if micro.filler:
         return 0.0, 0
@@ -493,8 +498,10 @@ def train(
     run = _prepare(config, resume, ensemble_seed)
     if run.main:
         dump_config(config, run.out / "config.yaml")
+    cpu = run.accelerator.device.type == "cpu"
     try:
-        stopped = _loop(run, progress)
+        with reused_heap(config.reuse_heap and cpu) as run.after_pass:
+            stopped = _loop(run, progress)
     finally:
         run.tracker.close()
     summary = summarize(run, stopped)

@@ -120,6 +120,8 @@ class Run:
     orchrm's (batch x accumulation); 0: `batch`, as orchrm's."""
     trl_checkpointing: bool | None = None
     """TRL's gradient checkpointing; None: `checkpointing`."""
+    reuse_heap: bool = False
+    """orchrm's `TrainConfig.reuse_heap` (large tensors from glibc's heap)."""
 
     def trl_steps(self) -> tuple[int, int, bool]:
         """TRL's (micro-batch, accumulation, checkpointing): the same pairs a step."""
@@ -183,6 +185,7 @@ def run_orchrm(pairs: Path, out: Path, run: Run, *, sort_batches: int = 1) -> di
             eval_every=run.steps,
             sort_batches=sort_batches,
             task_batches=run.task_batches,
+            reuse_heap=run.reuse_heap,
             seed=0,
             dtype=run.dtype,
             gradient_checkpointing=run.checkpointing,

@@ -16,9 +16,10 @@ merged with a free neighbour, and the heap grows past what is in use. With PyTor
 huge pages on (THP_MEM_ALLOC_ENABLE=1, which the `orchrm` command sets) the heap stays
 smaller. docs/results.md has the speed and peak memory with and without it.
 
-Only glibc on Linux is changed (elsewhere the context does nothing), only for the
-duration of the context; mallopt's settings are process-wide, so other threads
-allocating meanwhile share them.
+Only glibc on Linux is changed (elsewhere the context does nothing). When the context
+ends, blocks are mapped on their own again and the trim threshold is glibc's default;
+the mmap threshold keeps the value it had, which glibc then no longer raises by itself.
+mallopt's settings are process-wide, so other threads allocating meanwhile share them.
 """
 
 from __future__ import annotations

@@ -76,10 +76,10 @@ from orchrm.training.checkpoint import (
 )
 from orchrm.training.config import TrainConfig
 from orchrm.training.data import Pairs, bootstrap, load_splits, pair_texts, tokenize
-from orchrm.training.evaluate import evaluate_file, pairwise_accuracy  # noqa: F401
 
 # evaluate_file and disable_dropout: imported from here by `orchrm evaluate-rm` and
 # orchrm.memplan.probe.
+from orchrm.training.evaluate import evaluate_file, pairwise_accuracy  # noqa: F401
 from orchrm.training.heap import reused_heap
 from orchrm.training.loss import pair_loss
 from orchrm.training.output import room_problem, settle_folder

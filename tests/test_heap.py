@@ -81,12 +81,27 @@ def test_freed_blocks_stay_until_the_pass_ends_then_go_back():
 
 
 def test_off_or_elsewhere_it_changes_nothing(monkeypatch):
+    """Off, or where the C library is not glibc: large blocks stay mapped on their own
+    and the after-pass call does nothing."""
+    libc = _libc()
     with reused_heap(False) as after_pass:
         assert after_pass() is None
+        assert _mapped_while_held(libc) >= BIG
     monkeypatch.setattr(sys, "platform", "darwin")
     assert heap._glibc() is None
     with reused_heap() as after_pass:
         assert after_pass() is None
+        assert _mapped_while_held(libc) >= BIG
+
+
+def test_overlapping_contexts_keep_the_heap_until_the_last_ends():
+    """Two runs at once (threads): the first to end leaves the other's settings."""
+    libc = _libc()
+    with reused_heap():
+        with reused_heap():
+            pass
+        assert _mapped_while_held(libc) < BIG  # still from the heap
+    assert _mapped_while_held(libc) >= BIG
 
 
 def test_the_command_puts_large_tensors_on_huge_pages_before_torch_loads():

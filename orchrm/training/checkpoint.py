@@ -6,7 +6,8 @@ trainer state (`state.json`). A checkpoint is written to a hidden temporary fold
 flushed to disk and renamed into place, so a kill leaves the whole checkpoint or a
 temporary folder, which the next start removes; a write that fails (a full disk, no
 permission) is an `OutputError` naming the checkpoint, and nothing of it is left. The
-room the next checkpoint takes is known before it is written (`checkpoint_bytes`).
+room the next checkpoint takes is known before it is written (`checkpoint_bytes`), and
+a run stops before an interval whose saves would not fit (`require_room`).
 Resuming needs a checkpoint (`require_checkpoint`) and reads the newest checkpoint
 that reads back whole and matches the model; every folder passed over is named with
 what is wrong with it, and no folder in OUT/checkpoints can stop a resume.
@@ -25,17 +26,20 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
+from accelerate.utils import broadcast_object_list
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from orchrm.errors import MissingInput
+from orchrm.errors import MissingInput, OutputError
 from orchrm.jsonl import follow_umask_tree, printable
 from orchrm.rmodel.files import ModelError
+from orchrm.training.build import model_bytes
 from orchrm.training.output import (
     CHECKPOINT_NAME,
     RecordedWrites,
     folder_bytes,
     replace_folder,
+    room_problem,
     writing,
 )
 
@@ -174,6 +178,24 @@ def checkpoint_bytes(out: Path, model, optimizer) -> int:
     weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
     trained = [p for group in optimizer.param_groups for p in group["params"]]
     return weights + sum(2 * p.numel() * p.element_size() for p in trained)
+
+
+def require_room(out: Path, model, optimizer, *, checkpoint: bool, main: bool) -> None:
+    """Stop every process, before the steps of a checkpoint interval, when the disk of
+    OUT has no room for the model they may save (and, with `checkpoint`, the checkpoint):
+    the main process measures, every process raises the same `OutputError`."""
+    problem = None
+    if main:
+        needed = model_bytes(model, out / "model")
+        what = "the model"
+        if checkpoint:
+            needed += checkpoint_bytes(out, model, optimizer)
+            what = "a checkpoint and the model"
+        problem = room_problem(out, needed, what)
+    shared = [problem]
+    broadcast_object_list(shared)
+    if shared[0] is not None:
+        raise OutputError(shared[0])
 
 
 def save_checkpoint(

@@ -28,6 +28,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import sys
+import threading
 from collections.abc import Callable, Iterator
 
 M_TRIM_THRESHOLD = -1
@@ -39,6 +40,10 @@ DEFAULT_TRIM_THRESHOLD = 128 * 1024
 TRIM_THRESHOLD = 2**31 - 1
 """Free bytes at the heap's top past which glibc hands them back on its own (the
 largest mallopt takes): between passes only `malloc_trim` does."""
+_LOCK = threading.Lock()
+_USERS = [0]
+"""Contexts open now: the settings are made by the first and undone by the last, so
+runs that overlap (threads) do not undo each other's."""
 
 
 def _glibc():
@@ -69,10 +74,13 @@ def reused_heap(enabled: bool = True) -> Iterator[Callable[[], None]]:
     if libc is None:
         yield _nothing
         return
-    # The trim threshold is set first: mallopt of it also fixes the mmap threshold, so
-    # glibc stops raising it on its own.
-    libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-    libc.mallopt(M_MMAP_MAX, 0)
+    with _LOCK:
+        _USERS[0] += 1
+        if _USERS[0] == 1:
+            # The trim threshold first: mallopt of it also fixes the mmap threshold, so
+            # glibc stops raising it on its own.
+            libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+            libc.mallopt(M_MMAP_MAX, 0)
 
     def after_pass() -> None:
         libc.malloc_trim(0)
@@ -80,6 +88,9 @@ def reused_heap(enabled: bool = True) -> Iterator[Callable[[], None]]:
     try:
         yield after_pass
     finally:
-        libc.mallopt(M_MMAP_MAX, DEFAULT_MMAP_MAX)
-        libc.mallopt(M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD)
-        libc.malloc_trim(0)
+        with _LOCK:
+            _USERS[0] -= 1
+            if _USERS[0] == 0:
+                libc.mallopt(M_MMAP_MAX, DEFAULT_MMAP_MAX)
+                libc.mallopt(M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD)
+                libc.malloc_trim(0)

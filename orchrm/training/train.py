@@ -43,7 +43,7 @@ from accelerate.utils import broadcast_object_list
 from transformers import get_linear_schedule_with_warmup
 
 from orchrm.configs import dump_config
-from orchrm.errors import ConfigError, InputError, OutputError
+from orchrm.errors import ConfigError, InputError
 from orchrm.progress import progress_bar
 from orchrm.rmodel.backbone import load_backbone, padding_side
 from orchrm.rmodel.packed import packs
@@ -59,7 +59,6 @@ from orchrm.training.batching import (
 from orchrm.training.build import (
     add_lora,
     load_for_training,
-    model_bytes,
     model_metadata,
     param_groups,
     record_training,
@@ -67,10 +66,10 @@ from orchrm.training.build import (
 )
 from orchrm.training.checkpoint import (
     TrainState,
-    checkpoint_bytes,
     remove_checkpoints,
     remove_unfinished,
     require_checkpoint,
+    require_room,
     resume_newest,
     save_checkpoint,
 )
@@ -82,7 +81,7 @@ from orchrm.training.data import Pairs, bootstrap, load_splits, pair_texts, toke
 from orchrm.training.evaluate import evaluate_file, pairwise_accuracy  # noqa: F401
 from orchrm.training.heap import reused_heap
 from orchrm.training.loss import pair_loss
-from orchrm.training.output import room_problem, settle_folder
+from orchrm.training.output import settle_folder
 from orchrm.training.parallel import (
     Placement,
     configure_deepspeed,
@@ -341,24 +340,6 @@ def _finish_step(run: _Run) -> bool:
     return flag[0]
 
 
-def _require_room(run: _Run) -> None:
-    """Stop every process, before the steps of a checkpoint interval, when the disk of
-    OUT has no room for the checkpoint and the model they may save."""
-    problem = None
-    if run.main:
-        model = run.accelerator.unwrap_model(run.model)
-        needed = model_bytes(model, run.out / "model")
-        what = "the model"
-        if not run.placement.wrapped:
-            needed += checkpoint_bytes(run.out, model, run.optimizer)
-            what = "a checkpoint and the model"
-        problem = room_problem(run.out, needed, what)
-    shared = [problem]
-    broadcast_object_list(shared)
-    if shared[0] is not None:
-        raise OutputError(shared[0])
-
-
 def _train_pass(run: _Run, micro: MicroBatch, step_pairs: int) -> tuple[float, int]:
     """One forward and backward pass; its pairs weigh 1 / `step_pairs` each in the step's
     loss (a filler weighs 0). Returns (summed pair loss, pairs ranked right)."""
@@ -453,7 +434,9 @@ def _loop(run: _Run, progress: bool) -> bool:
                 if state.step >= run.total_steps:
                     break
                 if state.step % save_every == 0:
-                    _require_room(run)
+                    model = run.accelerator.unwrap_model(run.model)
+                    require_room(run.out, model, run.optimizer, main=run.main,
+                                 checkpoint=not run.placement.wrapped)  # fmt: skip
                 start = time.perf_counter()
                 loss, accuracy, norm = _train_step(run, step)
                 recent = [*recent[-49:], (loss, accuracy)]
